@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -32,16 +34,10 @@ const (
 )
 
 // Clock is the time source. The broker never calls time.Now directly.
-type Clock interface {
-	Now() time.Time
-	// AfterFunc runs f after d, like time.AfterFunc.
-	AfterFunc(d time.Duration, f func()) Timer
-}
+type Clock = clock.Clock
 
 // Timer is a stoppable timer from a Clock.
-type Timer interface {
-	Stop() bool
-}
+type Timer = clock.Timer
 
 // Config configures Open. Zero values mean the documented default.
 type Config struct {
@@ -66,6 +62,14 @@ type Config struct {
 	Clock Clock
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
+	// FS is the file system under Dir. Default: the real one. Tests pass a
+	// fault-injecting one.
+	FS vfs.FS
+	// SegmentBytes is the log segment size. Default 64 MiB.
+	SegmentBytes int64
+	// CheckpointBytes is how much log since the last checkpoint triggers a
+	// new one (or the last checkpoint's size if larger). Default 64 MiB.
+	CheckpointBytes int64
 }
 
 // QueueInfo is what the broker knows of a queue's identity.

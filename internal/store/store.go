@@ -2,139 +2,677 @@
 // owner (the broker) hands it batches of opaque records and gets them back,
 // in commit order, on recovery.
 //
-// A batch holds
-//   - puts: large immutable records (message bodies) written to segment
-//     files; each gets a Loc and is read back with ReadPut;
-//   - entries: small owner records (state changes: receive counts,
-//     visibility, deletes, queue metadata) written to the journal;
-//   - frees: Locs of puts that are no longer needed (their message was
-//     deleted); once the batch is durable the store drops them from its live
-//     accounting, unlinks a segment with nothing live at once, and compacts
-//     mostly-dead segments at a bounded rate.
+// On disk a data directory holds
 //
-// Every put also leaves a small journal record (its key, loc and owner
-// index bytes), so the journal is the single ordered history; segments only
-// hold bodies. When the journal grows past a threshold the store asks the
-// owner for a snapshot (Options.Snapshot) from inside its writer, between
-// batches, writes it as a checkpoint and drops the journal before it.
-// Recovery therefore reads the last checkpoint, the journal after it, and
-// nothing else: its cost depends on live data, not on history.
+//	log-<segment>.seg    append-only segments of batch frames
+//	snap-<segment>.snap  a checkpoint: the owner's whole state, after which
+//	                     only segments numbered <segment> and up matter
 //
-// This shape (append a batch, replay from a position, install a snapshot)
-// is the seam a replicated log can implement later (DESIGN.md section 7).
+// A frame is [u32 length][u32 CRC-32C of payload][payload]; the payload is
+// [u32 record count] then [u32 length][bytes] per record. A frame is the
+// unit of atomicity: recovery replays all of a batch or none of it.
+//
+// One writer goroutine does group commit: it takes every batch submitted
+// since its last write, writes them in one call, fsyncs once (SyncAlways)
+// and only then answers the callers. When the log written since the last
+// checkpoint exceeds max(CheckpointBytes, size of the last checkpoint), the
+// writer rolls to a new segment, asks the owner for a snapshot of its state
+// (between batches, so the snapshot reflects every batch already written),
+// writes it to a temporary file, fsyncs it, renames it into place, syncs
+// the directory and unlinks every older segment and checkpoint. Disk use
+// and recovery time therefore depend on live state, not on history.
+//
+// Recovery reads the newest checkpoint and the segments after it. A torn
+// or corrupt frame at the tail of the last segment (a crash mid-write) is
+// cut off with a log line; a corrupt frame anywhere else, or a corrupt
+// checkpoint, is an error: the store refuses to guess.
+//
+// Sync modes: SyncAlways answers after fsync (nothing acknowledged is lost
+// on power failure). SyncBatch answers after the write reaches the OS and
+// fsyncs every interval: a process crash loses nothing, a power failure
+// may lose the last interval. SyncNone never fsyncs until Close or a
+// checkpoint: a power failure may lose everything since then.
 package store
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/vfs"
 )
 
-// Loc is where a put lives. The zero Loc is invalid.
-type Loc struct {
-	Seg uint32 // segment number, from 1
-	Off uint32 // byte offset of the record in the segment
-	Len uint32 // length of the put's data
-}
+// SyncMode is when writes are fsynced.
+type SyncMode int
 
-// Put is a large immutable record.
-type Put struct {
-	// Key identifies the record to its owner (for example queue id and
-	// message sequence). At most 64 bytes. It is stored with the data and
-	// handed back on relocation and replay.
-	Key []byte
-	// Index is small owner data journalled with the put (for example the
-	// sent time, delay and group id) so that recovery can rebuild the
-	// owner's index without reading Data. At most 64 KiB.
-	Index []byte
-	// Data is the record body; it is read back with ReadPut.
-	Data []byte
-}
-
-// Batch is one group of records written atomically with respect to
-// recovery: after a crash either all of a batch's records are replayed or
-// none is.
-type Batch struct {
-	Puts    []Put
-	Entries [][]byte
-	Frees   []Loc
-
-	// Locs is filled by the store (one per put) before Applied runs.
-	Locs []Loc
-
-	// Applied, when not nil, runs in the store's writer once the batch is
-	// durable and before any later snapshot, so state the owner changes in
-	// it is always in the next snapshot. It must be quick and must not call
-	// the store (it may take the owner's locks; callers must therefore never
-	// hold those locks while waiting for a commit).
-	Applied func(locs []Loc)
-}
-
-// Pending is a submitted batch.
-type Pending interface {
-	// Wait blocks until the batch is durable (per the sync mode) or failed.
-	// Cancelling ctx stops the wait, not the write.
-	Wait(ctx context.Context) error
-}
-
-// Replayer receives the recovered history, in commit order.
-type Replayer interface {
-	// Snapshot is called first with the latest checkpoint, if there is one.
-	Snapshot(r io.Reader) error
-	// Put is called for a put committed after the checkpoint.
-	Put(key, index []byte, loc Loc) error
-	// Entry is called for an owner entry committed after the checkpoint.
-	Entry(data []byte) error
-	// Relocate is called when compaction moved a put after the checkpoint.
-	Relocate(key []byte, from, to Loc) error
-}
-
-// Store is the log. Disk and Memory implement it and pass one conformance
-// suite.
-type Store interface {
-	// Replay replays the recovered history into r. It must be called once,
-	// after opening and before the first Submit.
-	Replay(r Replayer) error
-	// Submit queues a batch for the writer and returns at once; it never
-	// blocks on I/O. Batches are committed in submission order.
-	Submit(b *Batch) Pending
-	// ReadPut returns a put's data, verifying its checksum.
-	ReadPut(loc Loc) ([]byte, error)
-	// Stats returns the store's accounting.
-	Stats() Stats
-	// Close flushes, fsyncs and closes. Submit after Close fails.
-	Close() error
-}
-
-// Options configure a store. The owner callbacks are required.
-type Options struct {
-	// Snapshot writes the owner's complete state. It is called from the
-	// writer between batches; the owner must include every batch whose
-	// Applied has run.
-	Snapshot func(w io.Writer) error
-	// Relocate tells the owner that compaction moved the put with key from
-	// one loc to another. It returns false if the owner no longer needs the
-	// put (the copy is then dropped). Called from the writer goroutine.
-	Relocate func(key []byte, from, to Loc) bool
-}
-
-// Stats is a point-in-time view of the store.
-type Stats struct {
-	Segments        int
-	LiveBytes       int64
-	DeadBytes       int64
-	LivePuts        int64
-	JournalBytes    int64
-	CheckpointBytes int64
-	Checkpoints     int64
-	Compactions     int64
-	CompactedBytes  int64
-	Fsyncs          int64
-}
+const (
+	SyncAlways SyncMode = iota
+	SyncBatch
+	SyncNone
+)
 
 // Errors.
 var (
 	ErrClosed  = errors.New("store: closed")
 	ErrCorrupt = errors.New("store: corrupt record")
 	ErrNoSpace = errors.New("store: no space left on device")
+	ErrTooBig  = errors.New("store: record too large")
 )
+
+// MaxFrame bounds one batch frame (a bit over ten 1 MiB messages).
+const MaxFrame = 64 << 20
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Options configure Open. Zero values mean the documented default.
+type Options struct {
+	Sync SyncMode
+	// SyncInterval is the fsync period in SyncBatch mode. Default 10ms.
+	SyncInterval time.Duration
+	// SegmentBytes is the size at which the writer rolls to a new segment.
+	// Default 64 MiB.
+	SegmentBytes int64
+	// CheckpointBytes is the log size since the last checkpoint that
+	// triggers a new one (or the last checkpoint's size, if larger).
+	// Default 64 MiB.
+	CheckpointBytes int64
+	// Snapshot writes the owner's complete state. Required. It runs in the
+	// writer goroutine between batches; the state must include every batch
+	// already submitted (a later replay of one of those records on top of
+	// the snapshot must be harmless).
+	Snapshot func(w io.Writer) error
+	// Logger gets recovery and failure notes. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Stats is a point-in-time view of the log.
+type Stats struct {
+	Segments        int
+	LogBytes        int64 // bytes in segments since the last checkpoint
+	CheckpointBytes int64
+	Checkpoints     int64
+	Fsyncs          int64
+	Batches         int64
+	FailedWrites    int64
+}
+
+// Pending is a submitted batch.
+type Pending struct {
+	recs [][]byte
+	done chan struct{}
+	err  error
+}
+
+// Wait blocks until the batch is durable (per the sync mode) or failed.
+// Cancelling ctx stops the wait, not the write.
+func (p *Pending) Wait(ctx context.Context) error {
+	select {
+	case <-p.done:
+		return p.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Log is the disk store.
+type Log struct {
+	fs   vfs.FS
+	dir  string
+	opts Options
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*Pending
+	closed  bool
+	stopped chan struct{}
+	stats   Stats
+	// forceCkp asks the writer for a checkpoint after its next batch.
+	forceCkp bool
+
+	// writer-owned
+	seg      uint64
+	f        vfs.File
+	off      int64
+	sinceCkp int64
+	lastCkp  int64
+	unsynced bool
+	lastSync time.Time
+}
+
+func segName(n uint64) string  { return fmt.Sprintf("log-%016d.seg", n) }
+func snapName(n uint64) string { return fmt.Sprintf("snap-%016d.snap", n) }
+
+func parseNum(name, prefix, suffix string) (uint64, bool) {
+	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix), 10, 64)
+	return n, err == nil
+}
+
+// Open opens the log in dir, creating it if needed. Call Recover next.
+func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
+	if opts.Snapshot == nil {
+		return nil, errors.New("store: Options.Snapshot is required")
+	}
+	if opts.SyncInterval <= 0 {
+		opts.SyncInterval = 10 * time.Millisecond
+	}
+	if opts.SegmentBytes <= 0 {
+		opts.SegmentBytes = 64 << 20
+	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = 64 << 20
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{})}
+	l.cond = sync.NewCond(&l.mu)
+	return l, nil
+}
+
+func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
+
+// Recover replays the newest checkpoint into snapshot and every record
+// after it into record, in commit order, then starts the writer.
+func (l *Log) Recover(snapshot func(r io.Reader) error, record func([]byte) error) error {
+	names, err := l.fs.ReadDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	var segs, snaps []uint64
+	for _, n := range names {
+		if v, ok := parseNum(n, "log-", ".seg"); ok {
+			segs = append(segs, v)
+		} else if v, ok := parseNum(n, "snap-", ".snap"); ok {
+			snaps = append(snaps, v)
+		} else if strings.HasSuffix(n, ".tmp") {
+			_ = l.fs.Remove(l.path(n))
+		}
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	sort.Slice(snaps, func(i, j int) bool { return snaps[i] < snaps[j] })
+	var from uint64
+	if len(snaps) > 0 {
+		from = snaps[len(snaps)-1]
+		data, err := l.readSnapshot(snapName(from))
+		if err != nil {
+			return err
+		}
+		l.lastCkp = int64(len(data))
+		l.stats.CheckpointBytes = l.lastCkp
+		if err := snapshot(bytes.NewReader(data)); err != nil {
+			return fmt.Errorf("store: loading checkpoint %s: %w", snapName(from), err)
+		}
+		for _, s := range snaps[:len(snaps)-1] {
+			_ = l.fs.Remove(l.path(snapName(s)))
+		}
+	}
+	var live []uint64
+	for _, s := range segs {
+		if s < from {
+			_ = l.fs.Remove(l.path(segName(s)))
+			continue
+		}
+		live = append(live, s)
+	}
+	for i, s := range live {
+		last := i == len(live)-1
+		good, err := l.replaySegment(s, last, record)
+		if err != nil {
+			return err
+		}
+		if last {
+			l.seg = s
+			l.off = good
+		}
+		l.sinceCkp += good
+	}
+	if l.seg == 0 {
+		l.seg = from
+		if l.seg == 0 {
+			l.seg = 1
+		}
+		l.off = 0
+	}
+	f, err := l.fs.OpenFile(l.path(segName(l.seg)), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := f.Truncate(l.off); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
+	if _, err := f.Seek(l.off, io.SeekStart); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
+	l.f = f
+	l.stats.Segments = len(live)
+	if l.stats.Segments == 0 {
+		l.stats.Segments = 1
+	}
+	l.stats.LogBytes = l.sinceCkp
+	go l.run()
+	return nil
+}
+
+func (l *Log) readSnapshot(name string) ([]byte, error) {
+	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	all, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("store: reading %s: %w", name, err)
+	}
+	if len(all) < 12 {
+		return nil, fmt.Errorf("%w: checkpoint %s is truncated", ErrCorrupt, name)
+	}
+	body, trailer := all[:len(all)-12], all[len(all)-12:]
+	if binary.BigEndian.Uint64(trailer[4:]) != uint64(len(body)) || crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(trailer) {
+		return nil, fmt.Errorf("%w: checkpoint %s fails its checksum", ErrCorrupt, name)
+	}
+	return body, nil
+}
+
+// replaySegment replays one segment and returns the offset after its last
+// good frame.
+func (l *Log) replaySegment(n uint64, last bool, record func([]byte) error) (int64, error) {
+	name := segName(n)
+	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
+	if err != nil {
+		return 0, fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var off int64
+	var hdr [8]byte
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err == io.EOF {
+				return off, nil
+			}
+			return l.torn(name, off, last, "truncated frame header")
+		}
+		ln := binary.BigEndian.Uint32(hdr[:4])
+		if ln > MaxFrame {
+			return l.torn(name, off, last, "frame length out of range")
+		}
+		payload := make([]byte, ln)
+		if _, err := io.ReadFull(r, payload); err != nil {
+			return l.torn(name, off, last, "truncated frame")
+		}
+		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
+			return l.torn(name, off, last, "checksum mismatch")
+		}
+		recs, err := decodeBatch(payload)
+		if err != nil {
+			return l.torn(name, off, last, err.Error())
+		}
+		for _, rec := range recs {
+			if err := record(rec); err != nil {
+				return 0, fmt.Errorf("store: replaying %s at %d: %w", name, off, err)
+			}
+		}
+		off += 8 + int64(ln)
+	}
+}
+
+func (l *Log) torn(name string, off int64, last bool, why string) (int64, error) {
+	if !last {
+		return 0, fmt.Errorf("%w: %s at offset %d: %s", ErrCorrupt, name, off, why)
+	}
+	l.log.Warn("store: cutting torn tail of the log", "segment", name, "offset", off, "reason", why)
+	return off, nil
+}
+
+// DecodeBatch exposes the frame payload decoder for fuzzing.
+func decodeBatch(p []byte) ([][]byte, error) {
+	if len(p) < 4 {
+		return nil, fmt.Errorf("%w: short batch", ErrCorrupt)
+	}
+	n := binary.BigEndian.Uint32(p)
+	p = p[4:]
+	if uint64(n) > uint64(len(p))/4 {
+		return nil, fmt.Errorf("%w: record count out of range", ErrCorrupt)
+	}
+	out := make([][]byte, 0, n)
+	for i := uint32(0); i < n; i++ {
+		if len(p) < 4 {
+			return nil, fmt.Errorf("%w: short record header", ErrCorrupt)
+		}
+		ln := binary.BigEndian.Uint32(p)
+		p = p[4:]
+		if uint64(ln) > uint64(len(p)) {
+			return nil, fmt.Errorf("%w: record length out of range", ErrCorrupt)
+		}
+		out = append(out, p[:ln:ln])
+		p = p[ln:]
+	}
+	if len(p) != 0 {
+		return nil, fmt.Errorf("%w: trailing bytes in batch", ErrCorrupt)
+	}
+	return out, nil
+}
+
+func appendFrame(buf []byte, recs [][]byte) []byte {
+	start := len(buf)
+	buf = append(buf, 0, 0, 0, 0, 0, 0, 0, 0)
+	buf = binary.BigEndian.AppendUint32(buf, uint32(len(recs)))
+	for _, r := range recs {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(r)))
+		buf = append(buf, r...)
+	}
+	payload := buf[start+8:]
+	binary.BigEndian.PutUint32(buf[start:], uint32(len(payload)))
+	binary.BigEndian.PutUint32(buf[start+4:], crc32.Checksum(payload, castagnoli))
+	return buf
+}
+
+// Submit queues a batch of records for the writer and returns at once; it
+// never blocks on I/O. Batches are written in submission order.
+func (l *Log) Submit(recs ...[]byte) *Pending {
+	p := &Pending{recs: recs, done: make(chan struct{})}
+	size := 4
+	for _, r := range recs {
+		size += 4 + len(r)
+	}
+	if size > MaxFrame {
+		p.err = fmt.Errorf("%w: batch of %d bytes", ErrTooBig, size)
+		close(p.done)
+		return p
+	}
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		p.err = ErrClosed
+		close(p.done)
+		return p
+	}
+	l.queue = append(l.queue, p)
+	l.cond.Signal()
+	l.mu.Unlock()
+	return p
+}
+
+// Stats returns the log's accounting.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stats
+}
+
+func (l *Log) run() {
+	defer close(l.stopped)
+	var buf []byte
+	for {
+		l.mu.Lock()
+		for len(l.queue) == 0 && !l.closed {
+			if l.opts.Sync != SyncAlways && l.unsynced {
+				// Wake up to fsync at the interval even when idle.
+				l.mu.Unlock()
+				time.Sleep(l.opts.SyncInterval)
+				l.syncIfDue(true)
+				l.mu.Lock()
+				continue
+			}
+			l.cond.Wait()
+		}
+		batch := l.queue
+		l.queue = nil
+		closed := l.closed
+		force := l.forceCkp && len(batch) > 0
+		if force {
+			l.forceCkp = false
+		}
+		l.mu.Unlock()
+		if len(batch) > 0 {
+			buf = buf[:0]
+			for _, p := range batch {
+				buf = appendFrame(buf, p.recs)
+			}
+			err := l.write(buf)
+			if err == nil && (force || l.sinceCkp > max(l.opts.CheckpointBytes, l.lastCkp)) {
+				if cerr := l.checkpoint(); cerr != nil {
+					l.log.Error("store: checkpoint failed; will retry", "err", cerr)
+					if force {
+						err = cerr
+					}
+				}
+			}
+			for _, p := range batch {
+				p.err = err
+				close(p.done)
+			}
+		}
+		if closed && len(batch) == 0 {
+			if l.f != nil {
+				if err := l.f.Sync(); err != nil {
+					l.log.Error("store: final fsync failed", "err", err)
+				}
+				l.f.Close()
+			}
+			return
+		}
+	}
+}
+
+func (l *Log) syncIfDue(force bool) {
+	if !l.unsynced || l.opts.Sync == SyncNone {
+		return
+	}
+	if !force && time.Since(l.lastSync) < l.opts.SyncInterval {
+		return
+	}
+	if err := l.f.Sync(); err != nil {
+		l.log.Error("store: periodic fsync failed", "err", err)
+		return
+	}
+	l.unsynced = false
+	l.lastSync = time.Now()
+	l.mu.Lock()
+	l.stats.Fsyncs++
+	l.mu.Unlock()
+}
+
+func wrapIO(err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("%w: %v", ErrNoSpace, err)
+	}
+	return fmt.Errorf("store: write failed: %w", err)
+}
+
+// write appends buf to the active segment and makes it durable per the
+// sync mode. On failure it cuts the segment back to the last good offset,
+// so a later write never follows a half-written frame.
+func (l *Log) write(buf []byte) error {
+	if l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes {
+		if err := l.roll(); err != nil {
+			return l.fail(err)
+		}
+	}
+	n, err := l.f.Write(buf)
+	if err == nil && n != len(buf) {
+		err = io.ErrShortWrite
+	}
+	if err == nil && l.opts.Sync == SyncAlways {
+		err = l.f.Sync()
+		l.mu.Lock()
+		l.stats.Fsyncs++
+		l.mu.Unlock()
+	}
+	if err != nil {
+		// Cut back what may have reached the file. After a failed fsync the
+		// kernel may have dropped dirty pages, so also roll to a fresh
+		// segment: nothing acknowledged lives in the unsynced tail.
+		if terr := l.f.Truncate(l.off); terr == nil {
+			_, _ = l.f.Seek(l.off, io.SeekStart)
+		}
+		return l.fail(err)
+	}
+	l.off += int64(len(buf))
+	l.sinceCkp += int64(len(buf))
+	if l.opts.Sync != SyncAlways {
+		l.unsynced = true
+		l.syncIfDue(false)
+	}
+	l.mu.Lock()
+	l.stats.Batches++
+	l.stats.LogBytes = l.sinceCkp
+	l.mu.Unlock()
+	return nil
+}
+
+func (l *Log) fail(err error) error {
+	l.mu.Lock()
+	l.stats.FailedWrites++
+	l.mu.Unlock()
+	l.log.Error("store: write failed; failing the batch", "err", err)
+	return wrapIO(err)
+}
+
+// roll closes the active segment and starts the next one.
+func (l *Log) roll() error {
+	if err := l.f.Sync(); err != nil {
+		return err
+	}
+	next := l.seg + 1
+	f, err := l.fs.OpenFile(l.path(segName(next)), os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		f.Close()
+		_ = l.fs.Remove(l.path(segName(next)))
+		return err
+	}
+	l.f.Close()
+	l.f, l.seg, l.off, l.unsynced = f, next, 0, false
+	l.mu.Lock()
+	l.stats.Segments++
+	l.mu.Unlock()
+	return nil
+}
+
+type crcWriter struct {
+	w   io.Writer
+	crc uint32
+	n   uint64
+}
+
+func (c *crcWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.crc = crc32.Update(c.crc, castagnoli, p[:n])
+	c.n += uint64(n)
+	return n, err
+}
+
+// checkpoint rolls to a new segment, writes the owner's snapshot as the
+// checkpoint before it, and drops everything older.
+func (l *Log) checkpoint() error {
+	if err := l.roll(); err != nil {
+		return err
+	}
+	from := l.seg
+	tmp := l.path(snapName(from) + ".tmp")
+	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	cw := &crcWriter{w: bw}
+	err = l.opts.Snapshot(cw)
+	if err == nil {
+		var tr [12]byte
+		binary.BigEndian.PutUint32(tr[:4], cw.crc)
+		binary.BigEndian.PutUint64(tr[4:], cw.n)
+		_, err = bw.Write(tr[:])
+	}
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err == nil {
+		err = l.fs.Rename(tmp, l.path(snapName(from)))
+	}
+	if err == nil {
+		err = l.fs.SyncDir(l.dir)
+	}
+	if err != nil {
+		_ = l.fs.Remove(tmp)
+		return err
+	}
+	names, _ := l.fs.ReadDir(l.dir)
+	removed := 0
+	for _, n := range names {
+		if v, ok := parseNum(n, "log-", ".seg"); ok && v < from {
+			if l.fs.Remove(l.path(n)) == nil {
+				removed++
+			}
+		} else if v, ok := parseNum(n, "snap-", ".snap"); ok && v < from {
+			_ = l.fs.Remove(l.path(n))
+		}
+	}
+	l.sinceCkp = l.off
+	l.lastCkp = int64(cw.n)
+	l.mu.Lock()
+	l.stats.Checkpoints++
+	l.stats.CheckpointBytes = l.lastCkp
+	l.stats.Segments -= removed
+	l.stats.LogBytes = l.sinceCkp
+	l.mu.Unlock()
+	return nil
+}
+
+// Checkpoint writes a checkpoint now (for tests and tools).
+func (l *Log) Checkpoint(ctx context.Context) error {
+	l.mu.Lock()
+	l.forceCkp = true
+	l.mu.Unlock()
+	return l.Submit().Wait(ctx)
+}
+
+// Close writes what is queued, fsyncs and stops the writer.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	l.cond.Signal()
+	started := l.f != nil
+	l.mu.Unlock()
+	if started {
+		<-l.stopped
+	}
+	return nil
+}

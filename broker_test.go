@@ -1,0 +1,234 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/clock"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var ctx = context.Background()
+
+func ptr[T any](v T) *T { return &v }
+
+// stores runs f against the memory store and the disk store.
+func stores(t *testing.T, f func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake)) {
+	for _, kind := range []string{"memory", "disk"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			var open []*sluice.Broker
+			t.Cleanup(func() {
+				for _, b := range open {
+					b.Close()
+				}
+			})
+			f(t, func() *sluice.Broker {
+				b, err := sluice.Open(sluice.Config{Dir: dir, InMemory: kind == "memory", Clock: clk})
+				if err != nil {
+					t.Fatal(err)
+				}
+				open = append(open, b)
+				return b
+			}, clk)
+		})
+	}
+}
+
+func code(err error) st.Code {
+	if err == nil {
+		return ""
+	}
+	return st.CodeOf(err)
+}
+
+func TestSendReceiveDelete(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		if _, err := b.CreateQueue(ctx, "q1", map[string]string{"VisibilityTimeout": "10"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.CreateQueue(ctx, "q1", map[string]string{"VisibilityTimeout": "10"}, nil); err != nil {
+			t.Fatalf("idempotent create: %v", err)
+		}
+		if _, err := b.CreateQueue(ctx, "q1", map[string]string{"VisibilityTimeout": "11"}, nil); code(err) != st.CodeQueueNameExists {
+			t.Fatalf("create with other attrs: %v", err)
+		}
+		for i := 0; i < 3; i++ {
+			if _, err := b.Send(ctx, "q1", st.SendInput{Body: fmt.Sprint("m", i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs, err := b.Receive(ctx, "q1", st.ReceiveInput{MaxMessages: 10})
+		if err != nil || len(msgs) != 3 {
+			t.Fatalf("receive: %v %d", err, len(msgs))
+		}
+		again, _ := b.Receive(ctx, "q1", st.ReceiveInput{MaxMessages: 10})
+		if len(again) != 0 {
+			t.Fatalf("in-flight messages delivered again: %d", len(again))
+		}
+		if err := b.Delete(ctx, "q1", msgs[0].ReceiptHandle); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(11 * time.Second)
+		back, _ := b.Receive(ctx, "q1", st.ReceiveInput{MaxMessages: 10})
+		if len(back) != 2 {
+			t.Fatalf("after visibility timeout: got %d, want 2", len(back))
+		}
+		for _, m := range back {
+			if m.ReceiveCount != 2 {
+				t.Fatalf("receive count %d, want 2", m.ReceiveCount)
+			}
+		}
+		// Fencing: the first delivery's handle can no longer change visibility.
+		if err := b.ChangeVisibility(ctx, "q1", msgs[1].ReceiptHandle, 0); err == nil {
+			t.Fatal("stale handle changed visibility")
+		}
+		if err := b.Delete(ctx, "q1", "garbage"); code(err) != st.CodeReceiptHandleIsInvalid {
+			t.Fatalf("garbage handle: %v", err)
+		}
+	})
+}
+
+func TestDurableAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, err := sluice.Open(sluice.Config{Dir: dir, Clock: clk, CheckpointBytes: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.CreateQueue(ctx, "dlq", nil, map[string]string{"team": "a"})
+	b.CreateQueue(ctx, "q", map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"2"}`}, nil)
+	for i := 0; i < 200; i++ {
+		if _, err := b.Send(ctx, "q", st.SendInput{Body: fmt.Sprint("body-", i), Attributes: map[string]st.AttributeValue{"n": {DataType: "Number", StringValue: ptr(fmt.Sprint(i))}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: ptr(100)})
+	for _, m := range got[:5] {
+		if err := b.Delete(ctx, "q", m.ReceiptHandle); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.Close()
+	b, err = sluice.Open(sluice.Config{Dir: dir, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	attrs, err := b.GetQueueAttributes("q", []string{"All"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if attrs["ApproximateNumberOfMessages"] != "190" || attrs["ApproximateNumberOfMessagesNotVisible"] != "5" {
+		t.Fatalf("after reopen: %v", attrs)
+	}
+	if tags, _ := b.ListQueueTags("dlq"); tags["team"] != "a" {
+		t.Fatalf("tags lost: %v", tags)
+	}
+	clk.Advance(101 * time.Second)
+	seen := 0
+	for {
+		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10})
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			seen++
+			if m.Body == got[0].Body && m.ReceiveCount != 2 {
+				t.Fatalf("receive count went back: %d", m.ReceiveCount)
+			}
+			b.Delete(ctx, "q", m.ReceiptHandle)
+		}
+	}
+	if seen != 195 {
+		t.Fatalf("saw %d messages after reopen, want 195", seen)
+	}
+}
+
+func TestDeadLetterAfterMaxReceives(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		b.CreateQueue(ctx, "dlq", nil, nil)
+		if _, err := b.CreateQueue(ctx, "src", map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":2}`}, nil); err != nil {
+			t.Fatal(err)
+		}
+		b.Send(ctx, "src", st.SendInput{Body: "poison"})
+		for i := 0; i < 2; i++ {
+			ms, _ := b.Receive(ctx, "src", st.ReceiveInput{VisibilityTimeout: ptr(0)})
+			if len(ms) != 1 {
+				t.Fatalf("receive %d: %d messages", i, len(ms))
+			}
+		}
+		if ms, _ := b.Receive(ctx, "src", st.ReceiveInput{}); len(ms) != 0 {
+			t.Fatal("message not moved after maxReceiveCount")
+		}
+		ms, _ := b.Receive(ctx, "dlq", st.ReceiveInput{VisibilityTimeout: ptr(0)})
+		if len(ms) != 1 || ms[0].DeadLetterSourceArn != "arn:aws:sqs:us-east-1:000000000000:src" || ms[0].ReceiveCount != 3 {
+			t.Fatalf("dlq message: %+v", ms)
+		}
+		srcs, _, _ := b.ListDeadLetterSourceQueues("dlq", 0, "")
+		if len(srcs) != 1 || srcs[0] != "src" {
+			t.Fatalf("sources: %v", srcs)
+		}
+	})
+}
+
+func TestFIFOOrderAndGroupLock(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		if _, err := b.CreateQueue(ctx, "f.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 4; i++ {
+			b.Send(ctx, "f.fifo", st.SendInput{Body: fmt.Sprint("a", i), GroupID: "A"})
+		}
+		b.Send(ctx, "f.fifo", st.SendInput{Body: "b0", GroupID: "B"})
+		r1, _ := b.Send(ctx, "f.fifo", st.SendInput{Body: "dup", GroupID: "B"})
+		r2, _ := b.Send(ctx, "f.fifo", st.SendInput{Body: "dup", GroupID: "B"})
+		if r1.MessageID != r2.MessageID {
+			t.Fatal("duplicate within the window was enqueued")
+		}
+		ms, _ := b.Receive(ctx, "f.fifo", st.ReceiveInput{MaxMessages: 2})
+		if len(ms) != 2 || ms[0].Body != "a0" || ms[1].Body != "a1" {
+			t.Fatalf("first receive: %v", bodies(ms))
+		}
+		ms2, _ := b.Receive(ctx, "f.fifo", st.ReceiveInput{MaxMessages: 10})
+		if len(ms2) != 2 || ms2[0].Body != "b0" {
+			t.Fatalf("group A locked, expected group B: %v", bodies(ms2))
+		}
+		if _, err := b.Send(ctx, "f.fifo", st.SendInput{Body: "x"}); code(err) != st.CodeMissingParameter {
+			t.Fatalf("missing group id: %v", err)
+		}
+	})
+}
+
+func bodies(ms []st.Message) []string {
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.Body)
+	}
+	return out
+}
+
+func TestLongPollWakesOnSend(t *testing.T) {
+	b, err := sluice.Open(sluice.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.CreateQueue(ctx, "q", nil, nil)
+	done := make(chan []st.Message)
+	go func() {
+		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{WaitTimeSeconds: ptr(20)})
+		done <- ms
+	}()
+	b.Send(ctx, "q", st.SendInput{Body: "hi"})
+	if ms := <-done; len(ms) != 1 {
+		t.Fatalf("long poll returned %d messages", len(ms))
+	}
+}

@@ -1,0 +1,1030 @@
+package sluice
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/vfs"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// queueMeta is a queue's identity and settings, persisted whole on every
+// change so its record is idempotent.
+type queueMeta struct {
+	ID       uint64            `json:"id"`
+	Name     string            `json:"name"`
+	FIFO     bool              `json:"fifo,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Created  int64             `json:"created"`
+	Modified int64             `json:"modified"`
+}
+
+// queueState is the owner of one queue's state machine.
+type queueState struct {
+	mu        sync.Mutex
+	meta      queueMeta
+	q         *queue.Queue
+	notify    chan struct{} // closed and replaced when messages may be ready
+	lastPurge time.Time
+	deleted   bool
+}
+
+// wakeLocked wakes every long poll waiting on the queue.
+func (qs *queueState) wakeLocked() {
+	close(qs.notify)
+	qs.notify = make(chan struct{})
+}
+
+type broker struct {
+	cfg   Config
+	clock Clock
+	log   *slog.Logger
+	store *store.Log // nil in memory mode
+
+	mu        sync.RWMutex
+	queues    map[string]*queueState
+	byID      map[uint64]*queueState
+	deletedAt map[string]time.Time
+	nextQID   uint64
+
+	seq     atomic.Uint64 // message sequences, unique across queues
+	closing chan struct{}
+	closed  atomic.Bool
+
+	tasks *moveTasks
+}
+
+func open(cfg Config) (*Broker, error) {
+	if cfg.Sync == "" {
+		cfg.Sync = SyncAlways
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 10 * time.Millisecond
+	}
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.AccountID == "" {
+		cfg.AccountID = "000000000000"
+	}
+	if cfg.MaxQueues <= 0 {
+		cfg.MaxQueues = 10000
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.Real{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	b := &broker{
+		cfg: cfg, clock: cfg.Clock, log: cfg.Logger,
+		queues: map[string]*queueState{}, byID: map[uint64]*queueState{}, deletedAt: map[string]time.Time{},
+		nextQID: 1, closing: make(chan struct{}),
+	}
+	b.tasks = newMoveTasks(b)
+	if !cfg.InMemory {
+		if cfg.Dir == "" {
+			return nil, errors.New("sluice: Config.Dir is required unless InMemory is set")
+		}
+		var mode store.SyncMode
+		switch cfg.Sync {
+		case SyncAlways:
+			mode = store.SyncAlways
+		case SyncBatch:
+			mode = store.SyncBatch
+		case SyncNone:
+			mode = store.SyncNone
+		default:
+			return nil, fmt.Errorf("sluice: unknown sync mode %q (want always, batch or none)", cfg.Sync)
+		}
+		fs := cfg.FS
+		if fs == nil {
+			fs = vfs.OS{}
+		}
+		lg, err := store.Open(fs, filepath.Clean(cfg.Dir), store.Options{
+			Sync: mode, SyncInterval: cfg.SyncInterval, Snapshot: b.snapshot, Logger: cfg.Logger,
+			SegmentBytes: cfg.SegmentBytes, CheckpointBytes: cfg.CheckpointBytes,
+		})
+		if err != nil {
+			return nil, err
+		}
+		if err := lg.Recover(b.loadSnapshot, b.replay); err != nil {
+			return nil, err
+		}
+		b.store = lg
+	}
+	return &Broker{impl: b}, nil
+}
+
+func (b *broker) close() error {
+	if !b.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	close(b.closing)
+	b.tasks.stopAll()
+	if b.store != nil {
+		return b.store.Close()
+	}
+	return nil
+}
+
+// ---- persistence helpers ----
+
+type waiter interface {
+	Wait(ctx context.Context) error
+}
+
+type doneWaiter struct{ err error }
+
+func (d doneWaiter) Wait(context.Context) error { return d.err }
+
+// submit hands records to the store; callers hold the lock of the state
+// they changed (so log order is memory order) and wait after releasing it.
+func (b *broker) submit(recs ...*record) waiter {
+	if b.closed.Load() {
+		return doneWaiter{unavailable()}
+	}
+	if b.store == nil || len(recs) == 0 {
+		return doneWaiter{}
+	}
+	raw := make([][]byte, len(recs))
+	for i, r := range recs {
+		raw[i] = r.encode()
+	}
+	return b.store.Submit(raw...)
+}
+
+// wait waits for a durable write; it does not give up when the caller's
+// context ends, since the outcome decides what the caller is told.
+func wait(w waiter) error {
+	err := w.Wait(context.Background())
+	if err == nil {
+		return nil
+	}
+	var se *st.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	msg := "The server could not persist the request."
+	if errors.Is(err, store.ErrNoSpace) {
+		msg = "The server is out of disk space; the request was not persisted."
+	}
+	return &st.Error{Code: st.CodeInternal, Message: msg, Cause: err}
+}
+
+func unavailable() error {
+	return st.Errorf(st.CodeServiceUnavailable, "The server is shutting down.")
+}
+
+// ---- queue lookup ----
+
+func (b *broker) arn(name string) string {
+	return "arn:aws:sqs:" + b.cfg.Region + ":" + b.cfg.AccountID + ":" + name
+}
+
+func noQueue() error {
+	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
+}
+
+func (b *broker) lookup(name string) (*queueState, error) {
+	b.mu.RLock()
+	qs := b.queues[name]
+	b.mu.RUnlock()
+	if qs == nil {
+		return nil, noQueue()
+	}
+	return qs, nil
+}
+
+func (b *broker) queueNameFromARN(arn string) (string, error) {
+	parts := strings.Split(arn, ":")
+	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[5] == "" {
+		return "", st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter QueueArn is invalid. Reason: not a valid SQS queue ARN.", arn)
+	}
+	if parts[4] != b.cfg.AccountID {
+		return "", noQueue()
+	}
+	return parts[5], nil
+}
+
+func (b *broker) getQueue(name string) (QueueInfo, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return QueueInfo{Name: qs.meta.Name, ARN: b.arn(qs.meta.Name), FIFO: qs.meta.FIFO}, nil
+}
+
+// ---- queue lifecycle ----
+
+func (b *broker) createQueue(ctx context.Context, name string, attrs, tags map[string]string) (QueueInfo, error) {
+	if err := validateQueueName(name); err != nil {
+		return QueueInfo{}, err
+	}
+	fifo := strings.HasSuffix(name, ".fifo")
+	if v, ok := attrs["FifoQueue"]; ok {
+		if v != "true" && v != "false" {
+			return QueueInfo{}, invalidAttrValue("FifoQueue", "")
+		}
+		if (v == "true") != fifo {
+			return QueueInfo{}, st.Errorf(st.CodeInvalidParameterValue, "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
+		}
+	} else if fifo {
+		return QueueInfo{}, st.Errorf(st.CodeInvalidParameterValue, "The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
+	}
+	clean, err := validateAttrs(attrs, fifo, true)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	delete(clean, "FifoQueue")
+	if err := validateTags(tags); err != nil {
+		return QueueInfo{}, err
+	}
+	if err := b.checkRedriveTarget(clean, fifo); err != nil {
+		return QueueInfo{}, err
+	}
+	now := b.clock.Now()
+	b.mu.Lock()
+	if qs := b.queues[name]; qs != nil {
+		b.mu.Unlock()
+		qs.mu.Lock()
+		defer qs.mu.Unlock()
+		names := make([]string, 0, len(clean))
+		for k := range clean {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			if effective(qs.meta.Attrs, k) != effective(clean, k) {
+				return QueueInfo{}, st.Errorf(st.CodeQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
+			}
+		}
+		return QueueInfo{Name: name, ARN: b.arn(name), FIFO: qs.meta.FIFO}, nil
+	}
+	if at, ok := b.deletedAt[name]; ok && now.Sub(at) < 60*time.Second {
+		b.mu.Unlock()
+		return QueueInfo{}, st.Errorf(st.CodeQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
+	}
+	if len(b.queues) >= b.cfg.MaxQueues {
+		b.mu.Unlock()
+		return QueueInfo{}, st.Errorf(st.CodeOverLimit, "This server holds the maximum of %d queues.", b.cfg.MaxQueues)
+	}
+	meta := queueMeta{ID: b.nextQID, Name: name, FIFO: fifo, Attrs: clean, Tags: copyMap(tags), Created: now.UnixMilli(), Modified: now.UnixMilli()}
+	b.nextQID++
+	qs := b.installLocked(meta)
+	w := b.submit(&record{T: recQueue, Meta: &meta})
+	b.mu.Unlock()
+	if err := wait(w); err != nil {
+		b.mu.Lock()
+		if b.queues[name] == qs {
+			delete(b.queues, name)
+			delete(b.byID, meta.ID)
+		}
+		b.mu.Unlock()
+		return QueueInfo{}, err
+	}
+	return QueueInfo{Name: name, ARN: b.arn(name), FIFO: fifo}, nil
+}
+
+func (b *broker) installLocked(meta queueMeta) *queueState {
+	if meta.Attrs == nil {
+		meta.Attrs = map[string]string{}
+	}
+	qs := &queueState{meta: meta, q: queue.New(queueConfig(meta.Attrs, meta.FIFO)), notify: make(chan struct{})}
+	b.queues[meta.Name] = qs
+	b.byID[meta.ID] = qs
+	if meta.ID >= b.nextQID {
+		b.nextQID = meta.ID + 1
+	}
+	return qs
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func validateTags(tags map[string]string) error {
+	if len(tags) > 50 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Too many tags added for queue. The maximum is 50 tags.")
+	}
+	for k, v := range tags {
+		if k == "" || len(k) > 128 {
+			return st.Errorf(st.CodeInvalidParameterValue, "Tag keys must be between 1 and 128 characters in length.")
+		}
+		if len(v) > 256 {
+			return st.Errorf(st.CodeInvalidParameterValue, "Tag values may only be up to 256 characters in length.")
+		}
+	}
+	return nil
+}
+
+func (b *broker) checkRedriveTarget(attrs map[string]string, fifo bool) error {
+	rp := attrs["RedrivePolicy"]
+	if rp == "" {
+		return nil
+	}
+	p, err := parseRedrivePolicy(rp)
+	if err != nil {
+		return err
+	}
+	name, err := b.queueNameFromARN(p.DeadLetterTargetArn)
+	if err != nil {
+		return invalidAttrValue("RedrivePolicy", "Dead-letter target does not exist")
+	}
+	dlq, err := b.lookup(name)
+	if err != nil {
+		return invalidAttrValue("RedrivePolicy", "Dead-letter target does not exist")
+	}
+	dlq.mu.Lock()
+	dfifo := dlq.meta.FIFO
+	dlq.mu.Unlock()
+	if dfifo != fifo {
+		return invalidAttrValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
+	}
+	return nil
+}
+
+func (b *broker) listQueues(prefix string, max int, next string, allow func(string) bool) ([]string, string, error) {
+	b.mu.RLock()
+	names := make([]string, 0, len(b.queues))
+	for n := range b.queues {
+		if strings.HasPrefix(n, prefix) && (allow == nil || allow(n)) {
+			names = append(names, n)
+		}
+	}
+	b.mu.RUnlock()
+	return page(names, max, next, 1000)
+}
+
+// page sorts names and returns one page after the token.
+func page(names []string, max int, next string, limit int) ([]string, string, error) {
+	if max < 0 || max > limit {
+		return nil, "", st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and %d.", max, limit)
+	}
+	sort.Strings(names)
+	if next != "" {
+		after, err := base64.RawURLEncoding.DecodeString(next)
+		if err != nil {
+			return nil, "", st.Errorf(st.CodeInvalidParameterValue, "Invalid NextToken value.")
+		}
+		i := sort.SearchStrings(names, string(after))
+		for i < len(names) && names[i] <= string(after) {
+			i++
+		}
+		names = names[i:]
+	}
+	if max == 0 {
+		if len(names) > limit {
+			names = names[:limit]
+		}
+		return names, "", nil
+	}
+	if len(names) > max {
+		names = names[:max]
+		return names, base64.RawURLEncoding.EncodeToString([]byte(names[max-1])), nil
+	}
+	return names, "", nil
+}
+
+func (b *broker) deleteQueue(ctx context.Context, name string) error {
+	b.mu.Lock()
+	qs := b.queues[name]
+	if qs == nil {
+		b.mu.Unlock()
+		return noQueue()
+	}
+	delete(b.queues, name)
+	delete(b.byID, qs.meta.ID)
+	b.deletedAt[name] = b.clock.Now()
+	qs.mu.Lock()
+	qs.deleted = true
+	qs.wakeLocked()
+	w := b.submit(&record{T: recQueueDelete, Q: qs.meta.ID})
+	qs.mu.Unlock()
+	b.mu.Unlock()
+	return wait(w)
+}
+
+func (b *broker) getQueueAttributes(name string, names []string) (map[string]string, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	return b.renderAttrs(qs, names)
+}
+
+func (b *broker) setQueueAttributes(ctx context.Context, name string, attrs map[string]string) error {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return err
+	}
+	qs.mu.Lock()
+	fifo := qs.meta.FIFO
+	qs.mu.Unlock()
+	clean, err := validateAttrs(attrs, fifo, false)
+	if err != nil {
+		return err
+	}
+	if err := b.checkRedriveTarget(clean, fifo); err != nil {
+		return err
+	}
+	return b.updateMeta(qs, func(m *queueMeta) error {
+		for k, v := range clean {
+			if v == "" || (k == "KmsDataKeyReusePeriodSeconds" && v == "300") {
+				delete(m.Attrs, k)
+				continue
+			}
+			m.Attrs[k] = v
+		}
+		if m.Attrs["KmsMasterKeyId"] != "" {
+			if _, set := clean["SqsManagedSseEnabled"]; !set {
+				delete(m.Attrs, "SqsManagedSseEnabled")
+			}
+		}
+		return nil
+	})
+}
+
+// updateMeta changes a queue's metadata and persists it whole.
+func (b *broker) updateMeta(qs *queueState, f func(m *queueMeta) error) error {
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return noQueue()
+	}
+	meta := qs.meta
+	meta.Attrs = copyMap(meta.Attrs)
+	if meta.Attrs == nil {
+		meta.Attrs = map[string]string{}
+	}
+	meta.Tags = copyMap(meta.Tags)
+	if err := f(&meta); err != nil {
+		qs.mu.Unlock()
+		return err
+	}
+	meta.Modified = b.clock.Now().UnixMilli()
+	qs.meta = meta
+	qs.q.SetConfig(queueConfig(meta.Attrs, meta.FIFO))
+	w := b.submit(&record{T: recQueue, Meta: &meta})
+	qs.mu.Unlock()
+	return wait(w)
+}
+
+func (b *broker) tagQueue(ctx context.Context, name string, tags map[string]string) error {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return err
+	}
+	if len(tags) == 0 {
+		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter Tags.")
+	}
+	return b.updateMeta(qs, func(m *queueMeta) error {
+		merged := copyMap(m.Tags)
+		if merged == nil {
+			merged = map[string]string{}
+		}
+		for k, v := range tags {
+			merged[k] = v
+		}
+		if err := validateTags(merged); err != nil {
+			return err
+		}
+		m.Tags = merged
+		return nil
+	})
+}
+
+func (b *broker) untagQueue(ctx context.Context, name string, keys []string) error {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter TagKeys.")
+	}
+	return b.updateMeta(qs, func(m *queueMeta) error {
+		for _, k := range keys {
+			delete(m.Tags, k)
+		}
+		return nil
+	})
+}
+
+func (b *broker) listQueueTags(name string) (map[string]string, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return copyMap(qs.meta.Tags), nil
+}
+
+// ---- messages ----
+
+func (b *broker) send(ctx context.Context, name string, in st.SendInput) (st.SendResult, error) {
+	res, errs, err := b.sendMany(ctx, name, []st.SendInput{in}, false)
+	if err != nil {
+		return st.SendResult{}, err
+	}
+	if errs[0] != nil {
+		return st.SendResult{}, errs[0]
+	}
+	return res[0], nil
+}
+
+func (b *broker) sendBatch(ctx context.Context, name string, in []st.SendInput) ([]st.SendResult, []error, error) {
+	if len(in) == 0 {
+		return nil, nil, st.Errorf(st.CodeEmptyBatchRequest, "There should be at least one SendMessageBatchRequestEntry in the request.")
+	}
+	if len(in) > 10 {
+		return nil, nil, st.Errorf(st.CodeTooManyEntriesInBatchRequest, "Maximum number of entries per request are 10. You have sent %d.", len(in))
+	}
+	return b.sendMany(ctx, name, in, true)
+}
+
+func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := make([]st.SendResult, len(in))
+	errs := make([]error, len(in))
+	var recs []*record
+	var seqs []uint64
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return nil, nil, noQueue()
+	}
+	now := b.clock.Now()
+	cfg := qs.q.Config()
+	maxSize := effInt(qs.meta.Attrs, "MaximumMessageSize")
+	for i := range in {
+		e := &in[i]
+		if err := validateMessage(e, cfg.FIFO, cfg.ContentDedup, maxSize, batch); err != nil {
+			errs[i] = err
+			continue
+		}
+		m := &queue.Msg{
+			ID: uuid.NewString(), Body: e.Body, Attrs: queue.ToAttrs(e.Attributes), Trace: e.TraceHeader,
+			Sender: e.SenderID, Group: e.GroupID, Dedup: e.DedupID, Seq: b.seq.Add(1),
+		}
+		delay := cfg.Delay
+		if cfg.FIFO {
+			if m.Dedup == "" {
+				m.Dedup = queue.ContentDedupID(e.Body)
+			}
+			if id, num, dup := qs.q.Dedup(now, m.Group, m.Dedup); dup {
+				res[i] = st.SendResult{MessageID: id, SequenceNumber: num}
+				continue
+			}
+		} else if e.DelaySeconds != nil {
+			delay = time.Duration(*e.DelaySeconds) * time.Second
+		}
+		qs.q.Prepare(now, m, delay)
+		res[i] = st.SendResult{MessageID: m.ID, SequenceNumber: m.SeqNum}
+		cp := *m
+		recs = append(recs, &record{T: recSend, Q: qs.meta.ID, M: &cp})
+		seqs = append(seqs, m.Seq)
+	}
+	w := b.submit(recs...)
+	qs.mu.Unlock()
+	if len(seqs) == 0 {
+		return res, errs, nil
+	}
+	werr := wait(w)
+	qs.mu.Lock()
+	now = b.clock.Now()
+	for _, s := range seqs {
+		if werr != nil {
+			qs.q.Abort(s)
+		} else {
+			qs.q.Commit(now, s)
+		}
+	}
+	if werr == nil {
+		qs.wakeLocked()
+	}
+	qs.mu.Unlock()
+	if werr != nil {
+		if !batch {
+			return nil, nil, werr
+		}
+		for i := range errs {
+			if errs[i] == nil && res[i].MessageID != "" {
+				errs[i] = werr
+			}
+		}
+	}
+	return res, errs, nil
+}
+
+// receipt handles: base64url("qid:seq:fence:nonce").
+func (b *broker) handle(qid, seq uint64, fence uint32) string {
+	var n [6]byte
+	_, _ = rand.Read(n[:])
+	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d:%s", qid, seq, fence, hex.EncodeToString(n[:]))))
+}
+
+func parseHandle(h string) (qid, seq uint64, fence uint32, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(string(raw), ":")
+	if len(parts) != 4 {
+		return 0, 0, 0, false
+	}
+	qid, e1 := strconv.ParseUint(parts[0], 10, 64)
+	seq, e2 := strconv.ParseUint(parts[1], 10, 64)
+	f, e3 := strconv.ParseUint(parts[2], 10, 32)
+	if e1 != nil || e2 != nil || e3 != nil {
+		return 0, 0, 0, false
+	}
+	return qid, seq, uint32(f), true
+}
+
+func invalidHandle(h string) error {
+	return st.Errorf(st.CodeReceiptHandleIsInvalid, "The input receipt handle \"%s\" is not a valid receipt handle.", h)
+}
+
+func (b *broker) toMessage(qid uint64, m *queue.Msg) st.Message {
+	out := st.Message{
+		MessageID: m.ID, Body: m.Body, Attributes: queue.FromAttrs(m.Attrs), TraceHeader: m.Trace, SenderID: m.Sender,
+		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: m.RecvCount, GroupID: m.Group, SequenceNumber: m.SeqNum,
+		DeadLetterSourceArn: m.DLQSource,
+	}
+	if m.SeqNum != "" {
+		out.DedupID = m.Dedup
+	}
+	if m.FirstRecv != 0 {
+		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv)
+	}
+	if m.Fence > 0 {
+		out.ReceiptHandle = b.handle(qid, m.Seq, m.Fence)
+	}
+	return out
+}
+
+func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) ([]st.Message, error) {
+	max := in.MaxMessages
+	if max == 0 {
+		max = 1
+	}
+	if max < 1 || max > 10 {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", max)
+	}
+	if in.WaitTimeSeconds != nil && (*in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > 20) {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
+	}
+	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
+	}
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	qs.mu.Lock()
+	waitFor := time.Duration(effInt(qs.meta.Attrs, "ReceiveMessageWaitTimeSeconds")) * time.Second
+	qs.mu.Unlock()
+	if in.WaitTimeSeconds != nil {
+		waitFor = time.Duration(*in.WaitTimeSeconds) * time.Second
+	}
+	deadline := b.clock.Now().Add(waitFor)
+	for {
+		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		now := b.clock.Now()
+		if !now.Before(deadline) {
+			return nil, nil
+		}
+		wakeAt := deadline
+		if !next.IsZero() && next.Before(wakeAt) {
+			wakeAt = next
+		}
+		timer := make(chan struct{})
+		t := b.clock.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
+		select {
+		case <-notify:
+		case <-timer:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, nil
+		case <-b.closing:
+			t.Stop()
+			return nil, nil
+		}
+		t.Stop()
+	}
+}
+
+// receiveOnce delivers what is ready now. It also returns the channel that
+// is closed on the next change and the next timer of the queue.
+func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Message, <-chan struct{}, time.Time, error) {
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return nil, nil, time.Time{}, noQueue()
+	}
+	now := b.clock.Now()
+	vis := qs.q.Config().VisibilityTimeout
+	if visOverride != nil {
+		vis = time.Duration(*visOverride) * time.Second
+	}
+	ds := qs.q.Receive(now, max, vis)
+	var recs []*record
+	var out []st.Message
+	var dead []*queue.Msg
+	for _, d := range ds {
+		m := d.Msg
+		if d.DeadLetter {
+			dead = append(dead, m)
+			continue
+		}
+		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: m.RecvCount, First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence})
+		out = append(out, b.toMessage(qs.meta.ID, m))
+	}
+	w := b.submit(recs...)
+	notify := qs.notify
+	next := qs.q.NextWake()
+	srcID := qs.meta.ID
+	srcArn := b.arn(qs.meta.Name)
+	dlqArn := ""
+	if rp := qs.meta.Attrs["RedrivePolicy"]; rp != "" {
+		if p, err := parseRedrivePolicy(rp); err == nil {
+			dlqArn = p.DeadLetterTargetArn
+		}
+	}
+	qs.mu.Unlock()
+	for _, m := range dead {
+		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
+	}
+	if len(out) == 0 {
+		return nil, notify, next, nil
+	}
+	if err := wait(w); err != nil {
+		return nil, notify, next, err
+	}
+	return out, notify, next, nil
+}
+
+// deadLetter moves a message that exceeded maxReceiveCount to the
+// dead-letter queue (or back to its queue when that queue is gone).
+func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string, m *queue.Msg) {
+	var dlq *queueState
+	if name, err := b.queueNameFromARN(dlqArn); err == nil {
+		dlq, _ = b.lookup(name)
+	}
+	if dlq == nil {
+		// No dead-letter queue to take it: it stays where it was.
+		src.mu.Lock()
+		m.State = queue.Pending
+		src.q.Restore(b.clock.Now(), m)
+		src.mu.Unlock()
+		b.log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", dlqArn)
+		return
+	}
+	b.moveMessage(srcID, dlq, m, srcArn)
+}
+
+// moveMessage inserts m (already removed from the queue with id fromID)
+// into to with a new sequence, persisting the move as one record.
+func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSource string) error {
+	moved := *m
+	moved.Seq = b.seq.Add(1)
+	moved.DLQSource = dlqSource
+	moved.State = queue.Pending
+	moved.VisibleAt = 0
+	moved.Fence = 0
+	to.mu.Lock()
+	if to.deleted {
+		to.mu.Unlock()
+		return noQueue()
+	}
+	now := b.clock.Now()
+	to.q.Restore(now, &moved)
+	cp := moved
+	w := b.submit(&record{T: recMove, Q: fromID, Seq: m.Seq, To: to.meta.ID, M: &cp})
+	to.wakeLocked()
+	to.mu.Unlock()
+	return wait(w)
+}
+
+func (b *broker) delete(ctx context.Context, name, h string) error {
+	errs, err := b.deleteBatch(ctx, name, []string{h})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+func expired(h string) error {
+	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.", h)
+}
+
+func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(hs))
+	var recs []*record
+	var idx []int
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return nil, noQueue()
+	}
+	now := b.clock.Now()
+	qs.q.Advance(now)
+	for i, h := range hs {
+		qid, seq, fence, ok := parseHandle(h)
+		if !ok || qid != qs.meta.ID {
+			errs[i] = invalidHandle(h)
+			continue
+		}
+		m, live := qs.q.Lookup(seq)
+		if !live {
+			continue // already deleted: idempotent, as SQS
+		}
+		if m.Fence != fence {
+			// Fenced: the message was delivered again since this handle.
+			if qs.meta.FIFO {
+				errs[i] = expired(h)
+			}
+			continue
+		}
+		if qs.meta.FIFO && m.State != queue.InFlight {
+			errs[i] = expired(h)
+			continue
+		}
+		qs.q.Delete(seq)
+		recs = append(recs, &record{T: recDelete, Q: qs.meta.ID, Seq: seq})
+		idx = append(idx, i)
+	}
+	w := b.submit(recs...)
+	if len(recs) > 0 && qs.meta.FIFO {
+		qs.wakeLocked()
+	}
+	qs.mu.Unlock()
+	if err := wait(w); err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+	return errs, nil
+}
+
+func (b *broker) changeVisibility(ctx context.Context, name, h string, s int) error {
+	errs, err := b.changeVisibilityBatch(ctx, name, []VisibilityChange{{ReceiptHandle: h, Seconds: s}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []VisibilityChange) ([]error, error) {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(in))
+	var recs []*record
+	var idx []int
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return nil, noQueue()
+	}
+	now := b.clock.Now()
+	qs.q.Advance(now)
+	woke := false
+	for i, c := range in {
+		if c.Seconds < 0 || c.Seconds > 43200 {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", c.Seconds)
+			continue
+		}
+		qid, seq, fence, ok := parseHandle(c.ReceiptHandle)
+		if !ok || qid != qs.meta.ID {
+			errs[i] = invalidHandle(c.ReceiptHandle)
+			continue
+		}
+		m, live := qs.q.Lookup(seq)
+		if !live {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", c.ReceiptHandle)
+			continue
+		}
+		if m.Fence != fence {
+			errs[i] = expired(c.ReceiptHandle)
+			continue
+		}
+		if m.State != queue.InFlight {
+			if qs.meta.FIFO {
+				errs[i] = st.Errorf(st.CodeMessageNotInflight, "The message referred to isn't in flight.")
+			}
+			continue // standard: an expired handle is answered 200, as SQS
+		}
+		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.Delivered)) > 12*time.Hour {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", c.Seconds)
+			continue
+		}
+		qs.q.SetVisibility(now, seq, time.Duration(c.Seconds)*time.Second)
+		recs = append(recs, &record{T: recVisibility, Q: qs.meta.ID, Seq: seq, Vis: now.Add(time.Duration(c.Seconds) * time.Second).UnixMilli()})
+		idx = append(idx, i)
+		if c.Seconds == 0 {
+			woke = true
+		}
+	}
+	w := b.submit(recs...)
+	if woke {
+		qs.wakeLocked()
+	}
+	qs.mu.Unlock()
+	if err := wait(w); err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+	return errs, nil
+}
+
+func (b *broker) purge(ctx context.Context, name string) error {
+	qs, err := b.lookup(name)
+	if err != nil {
+		return err
+	}
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return noQueue()
+	}
+	now := b.clock.Now()
+	if !qs.lastPurge.IsZero() && now.Sub(qs.lastPurge) < 60*time.Second {
+		qs.mu.Unlock()
+		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)
+	}
+	qs.lastPurge = now
+	upTo := b.seq.Load() + 1
+	qs.q.Purge(upTo)
+	w := b.submit(&record{T: recPurge, Q: qs.meta.ID, UpTo: upTo})
+	qs.mu.Unlock()
+	return wait(w)
+}
+
+func (b *broker) listDeadLetterSourceQueues(name string, max int, next string) ([]string, string, error) {
+	target, err := b.lookup(name)
+	if err != nil {
+		return nil, "", err
+	}
+	_ = target
+	arn := b.arn(name)
+	b.mu.RLock()
+	all := make([]*queueState, 0, len(b.queues))
+	for _, qs := range b.queues {
+		all = append(all, qs)
+	}
+	b.mu.RUnlock()
+	var names []string
+	for _, qs := range all {
+		qs.mu.Lock()
+		rp := qs.meta.Attrs["RedrivePolicy"]
+		n := qs.meta.Name
+		qs.mu.Unlock()
+		if rp == "" {
+			continue
+		}
+		if p, err := parseRedrivePolicy(rp); err == nil && p.DeadLetterTargetArn == arn {
+			names = append(names, n)
+		}
+	}
+	return page(names, max, next, 1000)
+}

@@ -1,0 +1,106 @@
+// Package clock provides the broker's time sources: the real clock and a
+// fake one that tests advance by hand.
+package clock
+
+import (
+	"sort"
+	"sync"
+	"time"
+)
+
+// Clock is a time source.
+type Clock interface {
+	Now() time.Time
+	// AfterFunc runs f after d, like time.AfterFunc.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is a stoppable timer.
+type Timer interface{ Stop() bool }
+
+// Real is the system clock.
+type Real struct{}
+
+func (Real) Now() time.Time { return time.Now() }
+
+// AfterFunc runs f after d.
+func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Fake is a manual clock: time moves only when Advance or Set is called,
+// which runs every AfterFunc that has come due, in time order.
+type Fake struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	seq    int
+}
+
+type fakeTimer struct {
+	c    *Fake
+	at   time.Time
+	f    func()
+	seq  int
+	done bool
+}
+
+// NewFake returns a fake clock set to start.
+func NewFake(start time.Time) *Fake { return &Fake{now: start} }
+
+// Now returns the fake time.
+func (c *Fake) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+
+// AfterFunc schedules f at now+d.
+func (c *Fake) AfterFunc(d time.Duration, f func()) Timer {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.seq++
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f, seq: c.seq}
+	c.timers = append(c.timers, t)
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.done
+	t.done = true
+	return was
+}
+
+// Advance moves the clock forward by d, firing due timers.
+func (c *Fake) Advance(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// Set moves the clock to t (never backwards), firing due timers.
+func (c *Fake) Set(t time.Time) {
+	for {
+		c.mu.Lock()
+		if t.After(c.now) {
+			c.now = t
+		}
+		sort.Slice(c.timers, func(i, j int) bool {
+			if !c.timers[i].at.Equal(c.timers[j].at) {
+				return c.timers[i].at.Before(c.timers[j].at)
+			}
+			return c.timers[i].seq < c.timers[j].seq
+		})
+		var due *fakeTimer
+		keep := c.timers[:0]
+		for _, tm := range c.timers {
+			if tm.done {
+				continue
+			}
+			if due == nil && !tm.at.After(c.now) {
+				due = tm
+				tm.done = true
+				continue
+			}
+			keep = append(keep, tm)
+		}
+		c.timers = keep
+		c.mu.Unlock()
+		if due == nil {
+			return
+		}
+		due.f()
+	}
+}

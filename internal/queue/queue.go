@@ -1,0 +1,636 @@
+// Package queue is the per-queue state machine: messages, visibility,
+// delays, FIFO groups, deduplication, receive counts and the dead-letter
+// hand-off. It is deterministic: no goroutines, no clock calls, no I/O.
+// Every operation takes the current time; the caller (the broker) owns the
+// lock, the durability of the records it persists, and the clock.
+package queue
+
+import (
+	"container/heap"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/sluicemq/sluice/sluicetype"
+)
+
+// State is where a message is in its lifecycle.
+type State uint8
+
+const (
+	// Pending: sent, waiting for its record to be durable; never delivered.
+	Pending State = iota
+	// Delayed or invisible: waits in the timer heap until VisibleAt.
+	Waiting
+	// Ready: may be delivered.
+	Ready
+	// InFlight: delivered, invisible until VisibleAt.
+	InFlight
+)
+
+// Msg is one live message. Fence counts deliveries: a receipt handle
+// carries the fence of its delivery, so an older handle is recognisable.
+type Msg struct {
+	Seq         uint64             `json:"seq"`
+	ID          string             `json:"id"`
+	Body        string             `json:"body"`
+	Attrs       map[string]AttrVal `json:"attrs,omitempty"`
+	Trace       string             `json:"trace,omitempty"`
+	Sender      string             `json:"sender,omitempty"`
+	Group       string             `json:"group,omitempty"`
+	Dedup       string             `json:"dedup,omitempty"`
+	SeqNum      string             `json:"seqnum,omitempty"`
+	DLQSource   string             `json:"dlqsrc,omitempty"`
+	Sent        int64              `json:"sent"`            // unix ms
+	FirstRecv   int64              `json:"first,omitempty"` // unix ms
+	RecvCount   int                `json:"rc,omitempty"`
+	VisibleAt   int64              `json:"vis,omitempty"` // unix ms
+	Fence       uint32             `json:"fence,omitempty"`
+	Delivered   int64              `json:"dlv,omitempty"` // unix ms of the last delivery
+	State       State              `json:"state"`
+	heapIdx     int
+	readyQueued bool
+}
+
+// AttrVal is a message attribute as stored.
+type AttrVal struct {
+	DataType string   `json:"t"`
+	String   *string  `json:"s,omitempty"`
+	Binary   []byte   `json:"b,omitempty"`
+	Strings  []string `json:"sl,omitempty"`
+	Binaries [][]byte `json:"bl,omitempty"`
+}
+
+// ToAttrs converts wire attributes to stored ones.
+func ToAttrs(in map[string]sluicetype.AttributeValue) map[string]AttrVal {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]AttrVal, len(in))
+	for k, v := range in {
+		out[k] = AttrVal{DataType: v.DataType, String: v.StringValue, Binary: v.BinaryValue, Strings: v.StringListValues, Binaries: v.BinaryListValues}
+	}
+	return out
+}
+
+// FromAttrs converts stored attributes back.
+func FromAttrs(in map[string]AttrVal) map[string]sluicetype.AttributeValue {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]sluicetype.AttributeValue, len(in))
+	for k, v := range in {
+		out[k] = sluicetype.AttributeValue{DataType: v.DataType, StringValue: v.String, BinaryValue: v.Binary, StringListValues: v.Strings, BinaryListValues: v.Binaries}
+	}
+	return out
+}
+
+// Config is the part of a queue's attributes the state machine needs.
+type Config struct {
+	FIFO              bool
+	VisibilityTimeout time.Duration
+	Delay             time.Duration
+	Retention         time.Duration
+	ContentDedup      bool
+	DedupPerGroup     bool
+	MaxReceiveCount   int // 0: no dead-letter queue
+}
+
+// DedupWindow is how long a FIFO deduplication id is remembered.
+const DedupWindow = 5 * time.Minute
+
+// MaxInFlight is SQS's in-flight limit on standard queues.
+const MaxInFlight = 120000
+
+type dedupEntry struct {
+	until  int64
+	id     string
+	seqnum string
+}
+
+type group struct {
+	name     string
+	msgs     []*Msg // in order; deleted ones removed
+	inFlight int
+	queued   bool
+}
+
+// Queue is one queue's state. Not safe for concurrent use.
+type Queue struct {
+	cfg      Config
+	msgs     map[uint64]*Msg
+	ready    []*Msg // standard queues: FIFO order of becoming ready
+	timers   timerHeap
+	groups   map[string]*group
+	gready   []*group // FIFO: groups that may have a deliverable head
+	dedup    map[string]dedupEntry
+	dedupQ   []string
+	inFlight int
+	delayed  int
+	nextSeq  uint64
+	lastNum  uint64
+}
+
+// New returns an empty queue.
+func New(cfg Config) *Queue {
+	return &Queue{cfg: cfg, msgs: map[uint64]*Msg{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
+}
+
+// SetConfig changes the configuration; it applies to later operations.
+func (q *Queue) SetConfig(cfg Config) { q.cfg = cfg }
+
+// Config returns the configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Counts are the approximate counts SQS reports.
+type Counts struct {
+	Visible, InFlight, Delayed int
+	OldestSent                 int64 // unix ms of the oldest live message, 0 if none
+}
+
+// Counts returns the current counts after expiring timers at now.
+func (q *Queue) Counts(now time.Time) Counts {
+	q.Advance(now)
+	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
+	c.Visible = len(q.msgs) - q.inFlight - q.delayed
+	for _, m := range q.msgs {
+		if m.State == Pending {
+			c.Visible--
+		}
+		if c.OldestSent == 0 || m.Sent < c.OldestSent {
+			c.OldestSent = m.Sent
+		}
+	}
+	return c
+}
+
+// Len is the number of live messages.
+func (q *Queue) Len() int { return len(q.msgs) }
+
+// NextSeq is the sequence the next message gets.
+func (q *Queue) NextSeq() uint64 { return q.nextSeq }
+
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// Dedup checks FIFO deduplication. It returns the earlier message id and
+// sequence number when the send is a duplicate.
+func (q *Queue) Dedup(now time.Time, group, dedupID string) (id, seqnum string, dup bool) {
+	q.expireDedup(now)
+	e, ok := q.dedup[q.dedupKey(group, dedupID)]
+	if ok && e.until > ms(now) {
+		return e.id, e.seqnum, true
+	}
+	return "", "", false
+}
+
+func (q *Queue) dedupKey(group, id string) string {
+	if q.cfg.DedupPerGroup {
+		return group + "\x00" + id
+	}
+	return id
+}
+
+func (q *Queue) expireDedup(now time.Time) {
+	for len(q.dedupQ) > 0 {
+		k := q.dedupQ[0]
+		e := q.dedup[k]
+		if e.until > ms(now) {
+			return
+		}
+		delete(q.dedup, k)
+		q.dedupQ = q.dedupQ[1:]
+	}
+}
+
+// ContentDedupID is the deduplication id SQS derives from a body.
+func ContentDedupID(body string) string {
+	h := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(h[:])
+}
+
+// Prepare fills a new message's sequence (unless the caller set one), sequence number and times. The
+// message is Pending until Commit.
+func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) {
+	if m.Seq == 0 {
+		m.Seq = q.nextSeq
+	}
+	if m.Seq >= q.nextSeq {
+		q.nextSeq = m.Seq + 1
+	}
+	m.Sent = ms(now)
+	m.VisibleAt = ms(now.Add(delay))
+	if q.cfg.FIFO {
+		n := uint64(now.UnixNano())
+		if n <= q.lastNum {
+			n = q.lastNum + 1
+		}
+		q.lastNum = n
+		m.SeqNum = formatSeqNum(n)
+		q.dedup[q.dedupKey(m.Group, m.Dedup)] = dedupEntry{until: ms(now.Add(DedupWindow)), id: m.ID, seqnum: m.SeqNum}
+		q.dedupQ = append(q.dedupQ, q.dedupKey(m.Group, m.Dedup))
+	}
+	m.State = Pending
+	q.msgs[m.Seq] = m
+	if q.cfg.FIFO {
+		g := q.group(m.Group)
+		g.msgs = append(g.msgs, m)
+	}
+}
+
+func formatSeqNum(n uint64) string {
+	// 20 digits, increasing, non-consecutive, like SQS.
+	s := make([]byte, 20)
+	for i := 19; i >= 0; i-- {
+		s[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(s)
+}
+
+// Commit makes a prepared message deliverable (its record is durable).
+func (q *Queue) Commit(now time.Time, seq uint64) {
+	m, ok := q.msgs[seq]
+	if !ok || m.State != Pending {
+		return
+	}
+	q.schedule(now, m)
+}
+
+// Abort forgets a prepared message whose record failed to persist.
+func (q *Queue) Abort(seq uint64) {
+	if m, ok := q.msgs[seq]; ok && m.State == Pending {
+		q.remove(m)
+	}
+}
+
+// Restore inserts a recovered (or moved-in) message in its recorded state.
+func (q *Queue) Restore(now time.Time, m *Msg) {
+	if _, ok := q.msgs[m.Seq]; ok {
+		return
+	}
+	if m.Seq >= q.nextSeq {
+		q.nextSeq = m.Seq + 1
+	}
+	q.msgs[m.Seq] = m
+	if q.cfg.FIFO {
+		g := q.group(m.Group)
+		// keep group order by sequence
+		i := len(g.msgs)
+		for i > 0 && g.msgs[i-1].Seq > m.Seq {
+			i--
+		}
+		g.msgs = append(g.msgs, nil)
+		copy(g.msgs[i+1:], g.msgs[i:])
+		g.msgs[i] = m
+		if m.Dedup != "" && m.Sent+DedupWindow.Milliseconds() > ms(now) {
+			k := q.dedupKey(m.Group, m.Dedup)
+			q.dedup[k] = dedupEntry{until: m.Sent + DedupWindow.Milliseconds(), id: m.ID, seqnum: m.SeqNum}
+			q.dedupQ = append(q.dedupQ, k)
+		}
+	}
+	wasInFlight := m.State == InFlight
+	m.State = Pending
+	if wasInFlight && m.VisibleAt > ms(now) {
+		m.State = InFlight
+		q.inFlight++
+		if q.cfg.FIFO {
+			q.group(m.Group).inFlight++
+		}
+		heap.Push(&q.timers, m)
+		return
+	}
+	q.schedule(now, m)
+}
+
+func (q *Queue) group(name string) *group {
+	g := q.groups[name]
+	if g == nil {
+		g = &group{name: name}
+		q.groups[name] = g
+	}
+	return g
+}
+
+// schedule puts a non-in-flight message where its VisibleAt says.
+func (q *Queue) schedule(now time.Time, m *Msg) {
+	if m.VisibleAt > ms(now) {
+		m.State = Waiting
+		q.delayed++
+		heap.Push(&q.timers, m)
+		return
+	}
+	q.makeReady(m)
+}
+
+func (q *Queue) makeReady(m *Msg) {
+	m.State = Ready
+	if q.cfg.FIFO {
+		q.queueGroup(q.group(m.Group))
+		return
+	}
+	if !m.readyQueued {
+		m.readyQueued = true
+		q.ready = append(q.ready, m)
+	}
+}
+
+func (q *Queue) queueGroup(g *group) {
+	if !g.queued {
+		g.queued = true
+		q.gready = append(q.gready, g)
+	}
+}
+
+// Advance moves every message whose time has come out of the timer heap.
+func (q *Queue) Advance(now time.Time) {
+	t := ms(now)
+	for len(q.timers) > 0 && q.timers[0].VisibleAt <= t {
+		m := heap.Pop(&q.timers).(*Msg)
+		switch m.State {
+		case Waiting:
+			q.delayed--
+		case InFlight:
+			q.inFlight--
+			if q.cfg.FIFO {
+				q.group(m.Group).inFlight--
+			}
+		}
+		q.makeReady(m)
+	}
+	if q.cfg.Retention > 0 {
+		// Retention: drop expired messages lazily from the ready front.
+		cut := t - q.cfg.Retention.Milliseconds()
+		for len(q.ready) > 0 && q.ready[0].Sent <= cut && q.ready[0].State == Ready {
+			q.remove(q.ready[0])
+		}
+	}
+}
+
+// NextWake is the earliest time a waiting message becomes visible, or zero.
+func (q *Queue) NextWake() time.Time {
+	if len(q.timers) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(q.timers[0].VisibleAt)
+}
+
+// Delivery is the result of a receive for one message.
+type Delivery struct {
+	Msg *Msg
+	// DeadLetter is true when the message exceeded maxReceiveCount: it left
+	// this queue and must go to the dead-letter queue.
+	DeadLetter bool
+}
+
+// Receive delivers up to max ready messages, each invisible for vis.
+// Messages over the receive limit come back with DeadLetter set and are
+// already removed from this queue.
+func (q *Queue) Receive(now time.Time, max int, vis time.Duration) []Delivery {
+	q.Advance(now)
+	var out []Delivery
+	if q.cfg.FIFO {
+		return q.receiveFIFO(now, max, vis)
+	}
+	for len(out) < max && len(q.ready) > 0 {
+		m := q.ready[0]
+		q.ready[0] = nil
+		q.ready = q.ready[1:]
+		m.readyQueued = false
+		if m.State != Ready {
+			continue
+		}
+		if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+			q.remove(m)
+			continue
+		}
+		if q.inFlight >= MaxInFlight {
+			q.ready = append([]*Msg{m}, q.ready...)
+			m.readyQueued = true
+			break
+		}
+		out = append(out, q.deliver(now, m, vis))
+	}
+	return out
+}
+
+func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Delivery {
+	var out []Delivery
+	for len(out) < max && len(q.gready) > 0 {
+		g := q.gready[0]
+		q.gready[0] = nil
+		q.gready = q.gready[1:]
+		g.queued = false
+		if g.inFlight > 0 {
+			continue // locked: requeued when its in-flight messages settle
+		}
+		// Deliver from the head of the group, in order. Messages delivered
+		// in this receive are in flight; stop at the first that is not ready.
+		for i := 0; i < len(g.msgs) && len(out) < max; {
+			m := g.msgs[i]
+			if m.State == InFlight {
+				i++
+				continue
+			}
+			if m.State != Ready {
+				break
+			}
+			if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+				q.remove(m) // shifts g.msgs
+				continue
+			}
+			d := q.deliver(now, m, vis)
+			out = append(out, d)
+			if !d.DeadLetter {
+				i++
+			}
+		}
+	}
+	return out
+}
+
+func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
+	if q.cfg.MaxReceiveCount > 0 && m.RecvCount >= q.cfg.MaxReceiveCount {
+		q.remove(m)
+		return Delivery{Msg: m, DeadLetter: true}
+	}
+	m.RecvCount++
+	if m.FirstRecv == 0 {
+		m.FirstRecv = ms(now)
+	}
+	m.Fence++
+	m.Delivered = ms(now)
+	m.VisibleAt = ms(now.Add(vis))
+	m.State = InFlight
+	q.inFlight++
+	if q.cfg.FIFO {
+		q.group(m.Group).inFlight++
+	}
+	heap.Push(&q.timers, m)
+	return Delivery{Msg: m}
+}
+
+// Lookup returns a live message by sequence.
+func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
+	m, ok := q.msgs[seq]
+	if !ok || m.State == Pending {
+		return nil, false
+	}
+	return m, true
+}
+
+// Delete removes a message. It reports whether it was live.
+func (q *Queue) Delete(seq uint64) bool {
+	m, ok := q.msgs[seq]
+	if !ok || m.State == Pending {
+		return false
+	}
+	q.remove(m)
+	return true
+}
+
+// SetVisibility makes an in-flight message visible at now+d. It returns
+// false when the message is not in flight.
+func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
+	q.Advance(now)
+	m, ok := q.msgs[seq]
+	if !ok || m.State != InFlight {
+		return false
+	}
+	m.VisibleAt = ms(now.Add(d))
+	heap.Fix(&q.timers, m.heapIdx)
+	q.Advance(now)
+	return true
+}
+
+// ApplyReceive sets a message's delivery state as a replayed record says.
+func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int, first, delivered, visibleAt int64, fence uint32) {
+	m, ok := q.msgs[seq]
+	if !ok {
+		return
+	}
+	q.unlink(m)
+	m.RecvCount, m.FirstRecv, m.Delivered, m.VisibleAt, m.Fence = rc, first, delivered, visibleAt, fence
+	m.State = InFlight
+	q.inFlight++
+	if q.cfg.FIFO {
+		q.group(m.Group).inFlight++
+	}
+	heap.Push(&q.timers, m)
+	q.Advance(now)
+}
+
+// ApplyVisibility sets VisibleAt of an in-flight message (replay).
+func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
+	m, ok := q.msgs[seq]
+	if !ok || m.State != InFlight {
+		return
+	}
+	m.VisibleAt = visibleAt
+	heap.Fix(&q.timers, m.heapIdx)
+	q.Advance(now)
+}
+
+// Purge removes every message with a sequence below upTo (0: all).
+func (q *Queue) Purge(upTo uint64) []uint64 {
+	var seqs []uint64
+	for s, m := range q.msgs {
+		if upTo == 0 || s < upTo {
+			seqs = append(seqs, s)
+			q.remove(m)
+		}
+	}
+	return seqs
+}
+
+// Messages calls f for every live message (for snapshots and peeking).
+func (q *Queue) Messages(f func(*Msg)) {
+	for _, m := range q.msgs {
+		f(m)
+	}
+}
+
+// Dedups returns the live dedup entries (for snapshots) as id→until.
+func (q *Queue) LastNum() uint64 { return q.lastNum }
+
+// SetLastNum restores the FIFO sequence-number high-water mark.
+func (q *Queue) SetLastNum(n uint64) {
+	if n > q.lastNum {
+		q.lastNum = n
+	}
+}
+
+// SetNextSeq restores the sequence counter.
+func (q *Queue) SetNextSeq(n uint64) {
+	if n > q.nextSeq {
+		q.nextSeq = n
+	}
+}
+
+// unlink takes a message out of whatever structure holds its state,
+// leaving it in msgs and its group.
+func (q *Queue) unlink(m *Msg) {
+	switch m.State {
+	case Waiting:
+		q.delayed--
+		heap.Remove(&q.timers, m.heapIdx)
+	case InFlight:
+		q.inFlight--
+		if q.cfg.FIFO {
+			q.group(m.Group).inFlight--
+		}
+		heap.Remove(&q.timers, m.heapIdx)
+	}
+	// Ready messages stay in q.ready and are skipped lazily by state.
+	m.State = Pending
+}
+
+func (q *Queue) remove(m *Msg) {
+	q.unlink(m)
+	delete(q.msgs, m.Seq)
+	if q.cfg.FIFO {
+		g := q.groups[m.Group]
+		if g != nil {
+			for i, x := range g.msgs {
+				if x == m {
+					g.msgs = append(g.msgs[:i], g.msgs[i+1:]...)
+					break
+				}
+			}
+			if len(g.msgs) == 0 && g.inFlight == 0 && !g.queued {
+				delete(q.groups, m.Group)
+			} else if len(g.msgs) > 0 && g.inFlight == 0 && g.msgs[0].State == Ready {
+				q.queueGroup(g)
+			}
+		}
+	}
+	m.State = 255
+}
+
+// timerHeap orders waiting and in-flight messages by VisibleAt.
+type timerHeap []*Msg
+
+func (h timerHeap) Len() int { return len(h) }
+func (h timerHeap) Less(i, j int) bool {
+	if h[i].VisibleAt != h[j].VisibleAt {
+		return h[i].VisibleAt < h[j].VisibleAt
+	}
+	return h[i].Seq < h[j].Seq
+}
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapIdx = i
+	h[j].heapIdx = j
+}
+func (h *timerHeap) Push(x any) {
+	m := x.(*Msg)
+	m.heapIdx = len(*h)
+	*h = append(*h, m)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	m := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	m.heapIdx = -1
+	return m
+}

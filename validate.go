@@ -1,0 +1,210 @@
+package sluice
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var (
+	queueNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	batchIDRe   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	attrNameRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
+	labelRe     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+)
+
+// ValidBatchEntryID reports whether id is a valid batch entry id.
+func ValidBatchEntryID(id string) bool { return batchIDRe.MatchString(id) }
+
+func validateQueueName(name string) error {
+	base := strings.TrimSuffix(name, ".fifo")
+	if !queueNameRe.MatchString(base) || len(name) > 80 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
+	}
+	return nil
+}
+
+// validBodyChars reports whether s holds only the characters SQS allows:
+// #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.
+func validBodyChars(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r == 0x9 || r == 0xA || r == 0xD:
+		case r >= 0x20 && r <= 0xD7FF:
+		case r >= 0xE000 && r <= 0xFFFD:
+		case r >= 0x10000 && r <= 0x10FFFF:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validID checks MessageGroupId / MessageDeduplicationId style values:
+// 1-128 alphanumeric or punctuation characters.
+func validID(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func invalidIDErr(param, v string) error {
+	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", v, param, param)
+}
+
+// validateMessage checks one message against the queue's rules and returns
+// its size as SQS counts it. batch selects the error codes SQS uses inside
+// batches.
+func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, batch bool) error {
+	if in.Body == "" {
+		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter MessageBody.")
+	}
+	if !validBodyChars(in.Body) {
+		return st.Errorf(st.CodeInvalidMessageContents, "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
+	}
+	if len(in.Attributes) > 10 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Number of message attributes [%d] exceeds the allowed maximum [10].", len(in.Attributes))
+	}
+	size := len(in.Body)
+	for name, a := range in.Attributes {
+		if err := validateAttrName(name); err != nil {
+			return err
+		}
+		if err := validateAttrValue(name, a); err != nil {
+			return err
+		}
+		size += len(name) + len(a.DataType)
+		if a.StringValue != nil {
+			size += len(*a.StringValue)
+		}
+		size += len(a.BinaryValue)
+		for _, s := range a.StringListValues {
+			size += len(s)
+		}
+		for _, b := range a.BinaryListValues {
+			size += len(b)
+		}
+	}
+	if size > maxSize {
+		return st.Errorf(st.CodeInvalidParameterValue, "One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", maxSize)
+	}
+	if in.DelaySeconds != nil {
+		d := *in.DelaySeconds
+		if d < 0 || d > 900 {
+			return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: DelaySeconds must be >= 0 and <= 900.", d)
+		}
+		if fifo && d != 0 {
+			return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.", d)
+		}
+	}
+	if in.TraceHeader != "" && !validBodyChars(in.TraceHeader) {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter AWSTraceHeader is invalid.")
+	}
+	if fifo {
+		if in.GroupID == "" {
+			code := st.CodeMissingParameter
+			if batch {
+				code = st.CodeInvalidParameterValue
+			}
+			return st.Errorf(code, "The request must contain the parameter MessageGroupId.")
+		}
+		if !validID(in.GroupID) {
+			return invalidIDErr("MessageGroupId", in.GroupID)
+		}
+		if in.DedupID == "" && !contentDedup {
+			return st.Errorf(st.CodeInvalidParameterValue, "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+		}
+		if in.DedupID != "" && !validID(in.DedupID) {
+			return invalidIDErr("MessageDeduplicationId", in.DedupID)
+		}
+	} else {
+		if in.DedupID != "" {
+			return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type.", in.DedupID)
+		}
+		if in.GroupID != "" && !validID(in.GroupID) {
+			return invalidIDErr("MessageGroupId", in.GroupID)
+		}
+	}
+	return nil
+}
+
+func validateAttrName(name string) error {
+	lower := strings.ToLower(name)
+	if !attrNameRe.MatchString(name) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
+		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
+		return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute name '%s' is invalid. Attribute names can contain alphanumeric characters, hyphens, underscores and periods; they cannot start with AWS. or Amazon., start or end with a period, or hold two periods in a row.", name)
+	}
+	return nil
+}
+
+func validateAttrValue(name string, a st.AttributeValue) error {
+	base, _, _ := strings.Cut(a.DataType, ".")
+	if a.DataType == "" {
+		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' must contain non-empty message attribute type.", name)
+	}
+	if len(a.DataType) > 256 || !attrNameRe.MatchString(a.DataType) {
+		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.", name)
+	}
+	switch base {
+	case "String", "Number":
+		if a.StringValue == nil || *a.StringValue == "" {
+			if len(a.StringListValues) > 0 {
+				return nil
+			}
+			return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute '%s' must contain a non-empty value of type '%s'.", name, base)
+		}
+		if !validBodyChars(*a.StringValue) {
+			return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute '%s' contains invalid characters.", name)
+		}
+		if base == "Number" && !isNumber(*a.StringValue) {
+			return st.Errorf(st.CodeInvalidParameterValue, "Could not cast message attribute '%s' value to number.", name)
+		}
+	case "Binary":
+		if len(a.BinaryValue) == 0 && len(a.BinaryListValues) == 0 {
+			return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute '%s' must contain a non-empty value of type 'Binary'.", name)
+		}
+	default:
+		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.", name)
+	}
+	return nil
+}
+
+func isNumber(s string) bool {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return false
+	}
+	if s[0] == '-' || s[0] == '+' {
+		s = s[1:]
+	}
+	digits, dot, exp := 0, false, false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			digits++
+		case c == '.' && !dot && !exp:
+			dot = true
+		case (c == 'e' || c == 'E') && !exp && digits > 0:
+			exp = true
+			if i+1 < len(s) && (s[i+1] == '-' || s[i+1] == '+') {
+				i++
+			}
+		default:
+			return false
+		}
+	}
+	return digits > 0
+}
