@@ -1,0 +1,899 @@
+package sqs
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/sluicemq/sluice"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+type handler func(s *Server, req *request) (obj, error)
+
+type action struct {
+	h         handler
+	hasResult bool
+}
+
+var actions = map[string]action{
+	"CreateQueue":                  {(*Server).createQueue, true},
+	"DeleteQueue":                  {(*Server).deleteQueue, false},
+	"GetQueueUrl":                  {(*Server).getQueueURL, true},
+	"ListQueues":                   {(*Server).listQueues, true},
+	"GetQueueAttributes":           {(*Server).getQueueAttributes, true},
+	"SetQueueAttributes":           {(*Server).setQueueAttributes, false},
+	"SendMessage":                  {(*Server).sendMessage, true},
+	"SendMessageBatch":             {(*Server).sendMessageBatch, true},
+	"ReceiveMessage":               {(*Server).receiveMessage, true},
+	"DeleteMessage":                {(*Server).deleteMessage, false},
+	"DeleteMessageBatch":           {(*Server).deleteMessageBatch, true},
+	"ChangeMessageVisibility":      {(*Server).changeMessageVisibility, false},
+	"ChangeMessageVisibilityBatch": {(*Server).changeMessageVisibilityBatch, true},
+	"PurgeQueue":                   {(*Server).purgeQueue, false},
+	"ListDeadLetterSourceQueues":   {(*Server).listDeadLetterSourceQueues, true},
+	"TagQueue":                     {(*Server).tagQueue, false},
+	"UntagQueue":                   {(*Server).untagQueue, false},
+	"ListQueueTags":                {(*Server).listQueueTags, true},
+	"AddPermission":                {(*Server).addPermission, false},
+	"RemovePermission":             {(*Server).removePermission, false},
+	"StartMessageMoveTask":         {(*Server).startMessageMoveTask, true},
+	"ListMessageMoveTasks":         {(*Server).listMessageMoveTasks, true},
+	"CancelMessageMoveTask":        {(*Server).cancelMessageMoveTask, true},
+}
+
+func (s *Server) dispatch(req *request) (obj, bool, error) {
+	a, ok := actions[req.action]
+	if !ok {
+		return nil, false, st.Errorf(codeInvalidAction, "The action %s is not valid for this endpoint.", req.action)
+	}
+	out, err := a.h(s, req)
+	return out, a.hasResult, err
+}
+
+// ctx is the context of broker calls: it ends when the client goes away or
+// the server shuts down.
+func (req *request) ctx(s *Server) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(req.r.Context())
+	stop := context.AfterFunc(s.base, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// queueURL builds the URL of a queue from the request's scheme and Host.
+func (s *Server) queueURL(req *request, name string) string {
+	base := s.cfg.BaseURL
+	if base == "" {
+		scheme := "http"
+		if req.r.TLS != nil {
+			scheme = "https"
+		}
+		if p := req.r.Header.Get("X-Forwarded-Proto"); p == "http" || p == "https" {
+			scheme = p
+		}
+		base = scheme + "://" + req.r.Host
+	}
+	return strings.TrimRight(base, "/") + "/" + s.cfg.AccountID + "/" + name
+}
+
+// queueName resolves QueueUrl (a URL, an /acct/name path, or a bare queue
+// name) or the queue named by the request path, and checks the principal
+// may use it.
+func (s *Server) queueName(req *request) (string, error) {
+	raw, err := req.p.str("QueueUrl")
+	if err != nil {
+		return "", err
+	}
+	name := ""
+	switch {
+	case raw == "" && req.pathQueue != "":
+		name = req.pathQueue
+	case raw == "":
+		return "", missing("QueueUrl")
+	case !strings.Contains(raw, "/"):
+		name = raw
+	default:
+		u, err := url.Parse(raw)
+		if err != nil {
+			return "", noQueue()
+		}
+		acct, n, ok := splitQueuePath(u.Path)
+		if !ok || acct != s.cfg.AccountID {
+			return "", noQueue()
+		}
+		name = n
+	}
+	if !req.principal.allows(name) {
+		return "", noQueue()
+	}
+	return name, nil
+}
+
+func noQueue() error {
+	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
+}
+
+func (s *Server) createQueue(req *request) (obj, error) {
+	name, err := req.p.required("QueueName")
+	if err != nil {
+		return nil, err
+	}
+	if !req.principal.allows(name) {
+		return nil, st.Errorf(st.CodeAccessDenied, "Access to the queue %s is denied.", name)
+	}
+	attrs, err := req.p.strMap("Attributes")
+	if err != nil {
+		return nil, err
+	}
+	tags, err := req.p.strMap("tags")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	if _, err := s.b.CreateQueue(ctx, name, attrs, tags); err != nil {
+		return nil, err
+	}
+	return obj{}.add("QueueUrl", s.queueURL(req, name)), nil
+}
+
+func (s *Server) deleteQueue(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.DeleteQueue(ctx, name)
+}
+
+func (s *Server) getQueueURL(req *request) (obj, error) {
+	name, err := req.p.required("QueueName")
+	if err != nil {
+		return nil, err
+	}
+	if owner, _ := req.p.str("QueueOwnerAWSAccountId"); owner != "" && owner != s.cfg.AccountID {
+		return nil, noQueue()
+	}
+	if !req.principal.allows(name) {
+		return nil, noQueue()
+	}
+	if _, err := s.b.GetQueue(name); err != nil {
+		return nil, err
+	}
+	return obj{}.add("QueueUrl", s.queueURL(req, name)), nil
+}
+
+func (s *Server) listQueues(req *request) (obj, error) {
+	prefix, err := req.p.str("QueueNamePrefix")
+	if err != nil {
+		return nil, err
+	}
+	max, err := req.p.intp("MaxResults")
+	if err != nil {
+		return nil, err
+	}
+	m := 0
+	if max != nil {
+		m = *max
+		if m < 1 || m > 1000 {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
+		}
+	}
+	next, err := req.p.str("NextToken")
+	if err != nil {
+		return nil, err
+	}
+	names, token, err := s.b.ListQueues(prefix, m, next, req.principal.allows)
+	if err != nil {
+		return nil, err
+	}
+	return s.urlList(req, "QueueUrls", names, token), nil
+}
+
+func (s *Server) urlList(req *request, member string, names []string, token string) obj {
+	urls := make([]any, len(names))
+	for i, n := range names {
+		urls[i] = s.queueURL(req, n)
+	}
+	return obj{}.add(member, list{member: "QueueUrl", items: urls}).addStr("NextToken", token)
+}
+
+func (s *Server) getQueueAttributes(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	names, err := req.p.strList("AttributeNames")
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := s.b.GetQueueAttributes(name, names)
+	if err != nil {
+		return nil, err
+	}
+	return obj{}.add("Attributes", stringMap("Attribute", "Name", "Value", attrs)), nil
+}
+
+func stringMap(entry, key, val string, m map[string]string) mapv {
+	mv := mapv{entry: entry, key: key, val: val, vals: map[string]any{}}
+	for k, v := range m {
+		mv.keys = append(mv.keys, k)
+		mv.vals[k] = v
+	}
+	sort.Strings(mv.keys)
+	return mv
+}
+
+func (s *Server) setQueueAttributes(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := req.p.strMap("Attributes")
+	if err != nil {
+		return nil, err
+	}
+	if len(attrs) == 0 && !req.p.has("Attributes") {
+		return nil, missing("Attributes")
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.SetQueueAttributes(ctx, name, attrs)
+}
+
+// sendInput decodes one message (a SendMessage request or a batch entry).
+func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
+	var in st.SendInput
+	var err error
+	if !p.has("MessageBody") {
+		return in, missing("MessageBody")
+	}
+	if in.Body, err = p.str("MessageBody"); err != nil {
+		return in, err
+	}
+	if in.DelaySeconds, err = p.intp("DelaySeconds"); err != nil {
+		return in, err
+	}
+	if in.Attributes, err = p.msgAttrs("MessageAttributes"); err != nil {
+		return in, err
+	}
+	sys, err := p.msgAttrs("MessageSystemAttributes")
+	if err != nil {
+		return in, err
+	}
+	for k, v := range sys {
+		if k != "AWSTraceHeader" {
+			return in, st.Errorf(st.CodeInvalidParameterValue, "Message system attribute name '%s' is invalid.", k)
+		}
+		if v.DataType != "String" || v.StringValue == nil || *v.StringValue == "" {
+			return in, st.Errorf(st.CodeInvalidParameterValue, "Message system attribute 'AWSTraceHeader' must contain a non-empty value of type 'String'.")
+		}
+		in.TraceHeader = *v.StringValue
+	}
+	if in.TraceHeader == "" {
+		in.TraceHeader = req.r.Header.Get("X-Amzn-Trace-Id")
+	}
+	if in.GroupID, err = p.str("MessageGroupId"); err != nil {
+		return in, err
+	}
+	if p.has("MessageGroupId") && in.GroupID == "" {
+		return in, emptyID("MessageGroupId")
+	}
+	if in.DedupID, err = p.str("MessageDeduplicationId"); err != nil {
+		return in, err
+	}
+	if p.has("MessageDeduplicationId") && in.DedupID == "" {
+		return in, emptyID("MessageDeduplicationId")
+	}
+	in.SenderID = req.principal.senderID()
+	return in, nil
+}
+
+func sendResult(in st.SendInput, r st.SendResult) obj {
+	o := obj{}.add("MD5OfMessageBody", md5Body(in.Body)).
+		addStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
+	if in.TraceHeader != "" {
+		th := in.TraceHeader
+		o = o.addStr("MD5OfMessageSystemAttributes", md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &th}}))
+	}
+	return o.add("MessageId", r.MessageID).addStr("SequenceNumber", r.SequenceNumber)
+}
+
+func emptyID(param string) error {
+	return st.Errorf(st.CodeInvalidParameterValue, "Value  for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", param, param)
+}
+
+func (s *Server) sendMessage(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	in, err := s.sendInput(req, req.p)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	res, err := s.b.Send(ctx, name, in)
+	if err != nil {
+		return nil, err
+	}
+	return sendResult(in, res), nil
+}
+
+// batchEntries checks the shape every batch action shares.
+func batchEntries(p params, entryName string) ([]params, error) {
+	es, err := p.entries("Entries")
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 {
+		return nil, st.Errorf(st.CodeEmptyBatchRequest, "There should be at least one %s in the request.", entryName)
+	}
+	if len(es) > 10 {
+		return nil, st.Errorf(st.CodeTooManyEntriesInBatchRequest, "Maximum number of entries per request are 10. You have sent %d.", len(es))
+	}
+	seen := map[string]bool{}
+	for _, e := range es {
+		id, err := e.str("Id")
+		if err != nil {
+			return nil, err
+		}
+		if !sluice.ValidBatchEntryID(id) {
+			return nil, st.Errorf(st.CodeInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
+		}
+		if seen[id] {
+			return nil, st.Errorf(st.CodeBatchEntryIdsNotDistinct, "Id %s repeated.", id)
+		}
+		seen[id] = true
+	}
+	return es, nil
+}
+
+func failure(id string, err error) obj {
+	e, ok := err.(*st.Error)
+	if !ok {
+		e = &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."}
+	}
+	we := lookupWire(e.Code)
+	return obj{}.add("Id", id).add("SenderFault", boolean(we.Sender)).add("Code", we.QueryCode).add("Message", e.Message)
+}
+
+func (s *Server) sendMessageBatch(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	es, err := batchEntries(req.p, "SendMessageBatchRequestEntry")
+	if err != nil {
+		return nil, err
+	}
+	ins := make([]st.SendInput, len(es))
+	ids := make([]string, len(es))
+	pre := make([]error, len(es))
+	total := 0
+	for i, e := range es {
+		ids[i], _ = e.str("Id")
+		ins[i], pre[i] = s.sendInput(req, e)
+		total += len(ins[i].Body)
+		for k, a := range ins[i].Attributes {
+			total += len(k) + len(a.DataType) + len(a.BinaryValue)
+			if a.StringValue != nil {
+				total += len(*a.StringValue)
+			}
+		}
+	}
+	if total > 1048576 {
+		return nil, st.Errorf(st.CodeBatchRequestTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", total)
+	}
+	// Entries that failed to decode are not sent.
+	var send []st.SendInput
+	var idx []int
+	for i := range ins {
+		if pre[i] == nil {
+			send = append(send, ins[i])
+			idx = append(idx, i)
+		}
+	}
+	results := make([]st.SendResult, len(es))
+	errs := pre
+	if len(send) > 0 {
+		ctx, cancel := req.ctx(s)
+		res, berrs, err := s.b.SendBatch(ctx, name, send)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			results[i], errs[i] = res[j], berrs[j]
+		}
+	}
+	var ok, failed []any
+	for i := range es {
+		if errs[i] != nil {
+			failed = append(failed, failure(ids[i], errs[i]))
+			continue
+		}
+		ok = append(ok, obj{}.add("Id", ids[i]).add("MessageId", results[i].MessageID).
+			add("MD5OfMessageBody", md5Body(ins[i].Body)).
+			addStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
+			addStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
+			addStr("SequenceNumber", results[i].SequenceNumber))
+	}
+	return obj{}.add("Successful", list{member: "SendMessageBatchResultEntry", items: ok}).
+		add("Failed", list{member: "BatchResultErrorEntry", items: failed}), nil
+}
+
+func sysMD5(trace string) string {
+	if trace == "" {
+		return ""
+	}
+	return md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &trace}})
+}
+
+// wantAttr reports whether a message attribute name passes the filter.
+func wantAttr(filter []string, name string) bool {
+	for _, f := range filter {
+		switch {
+		case f == "All" || f == "*" || f == ".*":
+			return true
+		case strings.HasSuffix(f, ".*"):
+			if strings.HasPrefix(name, strings.TrimSuffix(f, "*")) {
+				return true
+			}
+		case f == name:
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) receiveMessage(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	var in st.ReceiveInput
+	max, err := req.p.intp("MaxNumberOfMessages")
+	if err != nil {
+		return nil, err
+	}
+	if max != nil {
+		in.MaxMessages = *max
+		if *max < 1 || *max > 10 {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", *max)
+		}
+	}
+	if in.VisibilityTimeout, err = req.p.intp("VisibilityTimeout"); err != nil {
+		return nil, err
+	}
+	if in.WaitTimeSeconds, err = req.p.intp("WaitTimeSeconds"); err != nil {
+		return nil, err
+	}
+	if in.AttemptID, err = req.p.str("ReceiveRequestAttemptId"); err != nil {
+		return nil, err
+	}
+	sysNames, err := req.p.strList("AttributeNames")
+	if err != nil {
+		return nil, err
+	}
+	more, err := req.p.strList("MessageSystemAttributeNames")
+	if err != nil {
+		return nil, err
+	}
+	sysNames = append(sysNames, more...)
+	attrFilter, err := req.p.strList("MessageAttributeNames")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	msgs, err := s.b.Receive(ctx, name, in)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]any, 0, len(msgs))
+	for _, m := range msgs {
+		items = append(items, renderMessage(m, sysNames, attrFilter))
+	}
+	return obj{}.add("Messages", list{member: "Message", items: items}), nil
+}
+
+func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
+	o := obj{}.add("MessageId", m.MessageID).add("ReceiptHandle", m.ReceiptHandle).
+		add("MD5OfBody", md5Body(m.Body)).add("Body", m.Body)
+	sys := map[string]string{}
+	all := false
+	want := map[string]bool{}
+	for _, n := range sysNames {
+		if n == "All" {
+			all = true
+		}
+		want[n] = true
+	}
+	put := func(n, v string) {
+		if v != "" && (all || want[n]) {
+			sys[n] = v
+		}
+	}
+	put("SenderId", m.SenderID)
+	put("SentTimestamp", strconv.FormatInt(m.SentTimestamp.UnixMilli(), 10))
+	if !m.FirstReceiveTimestamp.IsZero() {
+		put("ApproximateFirstReceiveTimestamp", strconv.FormatInt(m.FirstReceiveTimestamp.UnixMilli(), 10))
+	}
+	put("ApproximateReceiveCount", strconv.Itoa(m.ReceiveCount))
+	put("MessageGroupId", m.GroupID)
+	put("MessageDeduplicationId", m.DedupID)
+	put("SequenceNumber", m.SequenceNumber)
+	put("AWSTraceHeader", m.TraceHeader)
+	put("DeadLetterQueueSourceArn", m.DeadLetterSourceArn)
+	o = o.add("Attributes", stringMap("Attribute", "Name", "Value", sys))
+	sel := map[string]st.AttributeValue{}
+	for k, v := range m.Attributes {
+		if wantAttr(attrFilter, k) {
+			sel[k] = v
+		}
+	}
+	if len(sel) > 0 {
+		o = o.add("MD5OfMessageAttributes", md5Attrs(sel))
+		mv := mapv{entry: "MessageAttribute", key: "Name", val: "Value", vals: map[string]any{}}
+		for k, v := range sel {
+			mv.keys = append(mv.keys, k)
+			mv.vals[k] = renderAttrValue(v)
+		}
+		sort.Strings(mv.keys)
+		o = o.add("MessageAttributes", mv)
+	}
+	return o
+}
+
+func renderAttrValue(v st.AttributeValue) obj {
+	o := obj{}
+	if v.StringValue != nil {
+		o = o.add("StringValue", *v.StringValue)
+	}
+	if v.BinaryValue != nil {
+		o = o.add("BinaryValue", base64.StdEncoding.EncodeToString(v.BinaryValue))
+	}
+	if len(v.StringListValues) > 0 {
+		items := make([]any, len(v.StringListValues))
+		for i, x := range v.StringListValues {
+			items[i] = x
+		}
+		o = o.add("StringListValues", list{member: "StringListValue", items: items})
+	}
+	if len(v.BinaryListValues) > 0 {
+		items := make([]any, len(v.BinaryListValues))
+		for i, x := range v.BinaryListValues {
+			items[i] = base64.StdEncoding.EncodeToString(x)
+		}
+		o = o.add("BinaryListValues", list{member: "BinaryListValue", items: items})
+	}
+	return o.add("DataType", v.DataType)
+}
+
+func (s *Server) deleteMessage(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	h, err := req.p.required("ReceiptHandle")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.Delete(ctx, name, h)
+}
+
+func (s *Server) deleteMessageBatch(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	es, err := batchEntries(req.p, "DeleteMessageBatchRequestEntry")
+	if err != nil {
+		return nil, err
+	}
+	hs := make([]string, len(es))
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i], _ = e.str("Id")
+		if hs[i], err = e.required("ReceiptHandle"); err != nil {
+			return nil, err
+		}
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	errs, err := s.b.DeleteBatch(ctx, name, hs)
+	if err != nil {
+		return nil, err
+	}
+	return batchOutcome("DeleteMessageBatchResultEntry", ids, errs), nil
+}
+
+func batchOutcome(member string, ids []string, errs []error) obj {
+	var ok, failed []any
+	for i, id := range ids {
+		if errs[i] != nil {
+			failed = append(failed, failure(id, errs[i]))
+		} else {
+			ok = append(ok, obj{}.add("Id", id))
+		}
+	}
+	return obj{}.add("Successful", list{member: member, items: ok}).
+		add("Failed", list{member: "BatchResultErrorEntry", items: failed})
+}
+
+func (s *Server) changeMessageVisibility(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	h, err := req.p.required("ReceiptHandle")
+	if err != nil {
+		return nil, err
+	}
+	v, err := req.p.intp("VisibilityTimeout")
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, missing("VisibilityTimeout")
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.ChangeVisibility(ctx, name, h, *v)
+}
+
+func (s *Server) changeMessageVisibilityBatch(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	es, err := batchEntries(req.p, "ChangeMessageVisibilityBatchRequestEntry")
+	if err != nil {
+		return nil, err
+	}
+	in := make([]sluice.VisibilityChange, len(es))
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i], _ = e.str("Id")
+		if in[i].ReceiptHandle, err = e.required("ReceiptHandle"); err != nil {
+			return nil, err
+		}
+		v, err := e.intp("VisibilityTimeout")
+		if err != nil {
+			return nil, err
+		}
+		if v != nil {
+			in[i].Seconds = *v
+		}
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	errs, err := s.b.ChangeVisibilityBatch(ctx, name, in)
+	if err != nil {
+		return nil, err
+	}
+	return batchOutcome("ChangeMessageVisibilityBatchResultEntry", ids, errs), nil
+}
+
+func (s *Server) purgeQueue(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.Purge(ctx, name)
+}
+
+func (s *Server) listDeadLetterSourceQueues(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	max, err := req.p.intp("MaxResults")
+	if err != nil {
+		return nil, err
+	}
+	m := 0
+	if max != nil {
+		m = *max
+		if m < 1 || m > 1000 {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
+		}
+	}
+	next, err := req.p.str("NextToken")
+	if err != nil {
+		return nil, err
+	}
+	names, token, err := s.b.ListDeadLetterSourceQueues(name, m, next)
+	if err != nil {
+		return nil, err
+	}
+	var visible []string
+	for _, n := range names {
+		if req.principal.allows(n) {
+			visible = append(visible, n)
+		}
+	}
+	return s.urlList(req, "queueUrls", visible, token), nil
+}
+
+func (s *Server) tagQueue(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := req.p.strMap("Tags")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.TagQueue(ctx, name, tags)
+}
+
+func (s *Server) untagQueue(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := req.p.strList("TagKeys")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.UntagQueue(ctx, name, keys)
+}
+
+func (s *Server) listQueueTags(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	tags, err := s.b.ListQueueTags(name)
+	if err != nil {
+		return nil, err
+	}
+	return obj{}.add("Tags", stringMap("Tag", "Key", "Value", tags)), nil
+}
+
+func (s *Server) addPermission(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	label, err := req.p.required("Label")
+	if err != nil {
+		return nil, err
+	}
+	accts, err := req.p.strList("AWSAccountIds")
+	if err != nil {
+		return nil, err
+	}
+	acts, err := req.p.strList("Actions")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.AddPermission(ctx, name, label, accts, acts)
+}
+
+func (s *Server) removePermission(req *request) (obj, error) {
+	name, err := s.queueName(req)
+	if err != nil {
+		return nil, err
+	}
+	label, err := req.p.required("Label")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.RemovePermission(ctx, name, label)
+}
+
+// arnAllowed checks the principal may use the queue an ARN names.
+func (s *Server) arnAllowed(req *request, arn, param string) error {
+	if arn == "" {
+		return nil
+	}
+	name, err := s.b.QueueNameFromARN(arn)
+	if err != nil || !req.principal.allows(name) {
+		return st.Errorf(st.CodeResourceNotFound, "The resource that you specified for the %s parameter doesn't exist.", param)
+	}
+	return nil
+}
+
+func (s *Server) startMessageMoveTask(req *request) (obj, error) {
+	src, err := req.p.required("SourceArn")
+	if err != nil {
+		return nil, err
+	}
+	dst, err := req.p.str("DestinationArn")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.arnAllowed(req, src, "SourceArn"); err != nil {
+		return nil, err
+	}
+	if err := s.arnAllowed(req, dst, "DestinationArn"); err != nil {
+		return nil, err
+	}
+	rate, err := req.p.intp("MaxNumberOfMessagesPerSecond")
+	if err != nil {
+		return nil, err
+	}
+	r := 0
+	if rate != nil {
+		r = *rate
+		if r < 1 {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.", r)
+		}
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	h, err := s.b.StartMoveTask(ctx, src, dst, r)
+	if err != nil {
+		return nil, err
+	}
+	return obj{}.add("TaskHandle", h), nil
+}
+
+func (s *Server) listMessageMoveTasks(req *request) (obj, error) {
+	src, err := req.p.required("SourceArn")
+	if err != nil {
+		return nil, err
+	}
+	if err := s.arnAllowed(req, src, "SourceArn"); err != nil {
+		return nil, err
+	}
+	max, err := req.p.intp("MaxResults")
+	if err != nil {
+		return nil, err
+	}
+	m := 0
+	if max != nil {
+		m = *max
+	}
+	tasks, err := s.b.ListMoveTasks(src, m)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]any, 0, len(tasks))
+	for _, t := range tasks {
+		o := obj{}.addStr("TaskHandle", t.TaskHandle).add("Status", t.Status).add("SourceArn", t.SourceArn).
+			addStr("DestinationArn", t.DestinationArn)
+		if t.MaxNumberOfMessagesPerSecond > 0 {
+			o = o.add("MaxNumberOfMessagesPerSecond", num(t.MaxNumberOfMessagesPerSecond))
+		}
+		o = o.add("ApproximateNumberOfMessagesMoved", num(t.ApproximateNumberOfMessagesMoved)).
+			add("ApproximateNumberOfMessagesToMove", num(t.ApproximateNumberOfMessagesToMove)).
+			addStr("FailureReason", t.FailureReason).
+			add("StartedTimestamp", num(t.StartedTimestamp.UnixMilli()))
+		items = append(items, o)
+	}
+	return obj{}.add("Results", list{member: "ListMessageMoveTasksResultEntry", items: items}), nil
+}
+
+func (s *Server) cancelMessageMoveTask(req *request) (obj, error) {
+	h, err := req.p.required("TaskHandle")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	moved, err := s.b.CancelMoveTask(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	return obj{}.add("ApproximateNumberOfMessagesMoved", num(moved)), nil
+}

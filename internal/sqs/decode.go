@@ -1,0 +1,353 @@
+package sqs
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// params is the canonical request model: the JSON protocol's shape (member
+// names as in the model), decoded from either protocol. Values are string,
+// json.Number, bool, []any or map[string]any.
+type params map[string]any
+
+// decodeJSON reads an AWS JSON 1.0 body.
+func decodeJSON(body []byte) (params, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return params{}, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var p map[string]any
+	if err := dec.Decode(&p); err != nil {
+		return nil, st.Errorf(codeMalformedInput, "The request body is not valid JSON: %v", err)
+	}
+	if p == nil {
+		return params{}, nil
+	}
+	return p, nil
+}
+
+// queryLists maps the Query protocol's flattened list and map prefixes to
+// the JSON member names they feed. A prefix may feed several members (the
+// Query model reuses names across operations).
+var queryLists = map[string][]string{
+	"AttributeName":        {"AttributeNames", "MessageSystemAttributeNames"},
+	"MessageAttributeName": {"MessageAttributeNames"},
+	"TagKey":               {"TagKeys"},
+	"AWSAccountId":         {"AWSAccountIds"},
+	"ActionName":           {"Actions"},
+	"StringListValue":      {"StringListValues"},
+	"BinaryListValue":      {"BinaryListValues"},
+}
+
+var queryMaps = map[string]struct {
+	members  []string
+	key, val string
+}{
+	"Attribute":              {[]string{"Attributes"}, "Name", "Value"},
+	"Tag":                    {[]string{"tags", "Tags"}, "Key", "Value"},
+	"MessageAttribute":       {[]string{"MessageAttributes"}, "Name", "Value"},
+	"MessageSystemAttribute": {[]string{"MessageSystemAttributes"}, "Name", "Value"},
+}
+
+// decodeQuery turns flattened Query parameters into the canonical model.
+func decodeQuery(vals url.Values) params {
+	flat := map[string]string{}
+	for k, v := range vals {
+		if len(v) > 0 {
+			flat[k] = v[0]
+		}
+	}
+	return unflatten(flat)
+}
+
+func unflatten(flat map[string]string) params {
+	out := params{}
+	groups := map[string]map[string]map[string]string{} // prefix -> index -> rest -> value
+	for k, v := range flat {
+		prefix, rest, ok := strings.Cut(k, ".")
+		if !ok {
+			if _, isList := queryLists[k]; isList && k == "MessageAttributeName" {
+				// a bare MessageAttributeName (no .N) is one entry
+				addGroup(groups, k, "1", "", v)
+				continue
+			}
+			out[k] = v
+			continue
+		}
+		idx, rest2, _ := strings.Cut(rest, ".")
+		if _, err := strconv.Atoi(idx); err != nil {
+			out[k] = v
+			continue
+		}
+		addGroup(groups, prefix, idx, rest2, v)
+	}
+	for prefix, byIdx := range groups {
+		idxs := make([]string, 0, len(byIdx))
+		for i := range byIdx {
+			idxs = append(idxs, i)
+		}
+		sort.Slice(idxs, func(a, b int) bool {
+			x, _ := strconv.Atoi(idxs[a])
+			y, _ := strconv.Atoi(idxs[b])
+			return x < y
+		})
+		switch {
+		case strings.HasSuffix(prefix, "BatchRequestEntry"):
+			var list []any
+			for _, i := range idxs {
+				list = append(list, map[string]any(unflatten(byIdx[i])))
+			}
+			out["Entries"] = list
+		case queryMaps[prefix].members != nil:
+			spec := queryMaps[prefix]
+			m := map[string]any{}
+			for _, i := range idxs {
+				entry := byIdx[i]
+				name, ok := entry[spec.key]
+				if !ok {
+					continue
+				}
+				if v, ok := entry[spec.val]; ok {
+					m[name] = v
+					continue
+				}
+				sub := map[string]string{}
+				for k, v := range entry {
+					if r, ok := strings.CutPrefix(k, spec.val+"."); ok {
+						sub[r] = v
+					}
+				}
+				m[name] = map[string]any(unflatten(sub))
+			}
+			for _, member := range spec.members {
+				out[member] = m
+			}
+		case queryLists[prefix] != nil:
+			var list []any
+			for _, i := range idxs {
+				if v, ok := byIdx[i][""]; ok {
+					list = append(list, v)
+				}
+			}
+			for _, member := range queryLists[prefix] {
+				out[member] = list
+			}
+		default:
+			for _, i := range idxs {
+				for r, v := range byIdx[i] {
+					out[prefix+"."+i+"."+r] = v
+				}
+			}
+		}
+	}
+	return out
+}
+
+func addGroup(groups map[string]map[string]map[string]string, prefix, idx, rest, v string) {
+	if groups[prefix] == nil {
+		groups[prefix] = map[string]map[string]string{}
+	}
+	if groups[prefix][idx] == nil {
+		groups[prefix][idx] = map[string]string{}
+	}
+	groups[prefix][idx][rest] = v
+}
+
+// ---- typed access ----
+
+func missing(name string) error {
+	return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter %s.", name)
+}
+
+func badType(name string) error {
+	return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: wrong type.", name)
+}
+
+func (p params) has(name string) bool { _, ok := p[name]; return ok }
+
+func (p params) str(name string) (string, error) {
+	switch v := p[name].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	case json.Number:
+		return v.String(), nil
+	case bool:
+		return strconv.FormatBool(v), nil
+	default:
+		return "", badType(name)
+	}
+}
+
+func (p params) required(name string) (string, error) {
+	s, err := p.str(name)
+	if err == nil && s == "" {
+		return "", missing(name)
+	}
+	return s, err
+}
+
+// intp returns nil when absent.
+func (p params) intp(name string) (*int, error) {
+	v, ok := p[name]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = strings.TrimSpace(x)
+	case json.Number:
+		s = x.String()
+	default:
+		return nil, badType(name)
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: must be an integer.", s, name)
+	}
+	return &n, nil
+}
+
+func (p params) strList(name string) ([]string, error) {
+	v, ok := p[name]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badType(name)
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, badType(name)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+func (p params) strMap(name string) (map[string]string, error) {
+	v, ok := p[name]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, badType(name)
+	}
+	out := make(map[string]string, len(m))
+	for k, x := range m {
+		switch s := x.(type) {
+		case string:
+			out[k] = s
+		case json.Number:
+			out[k] = s.String()
+		case bool:
+			out[k] = strconv.FormatBool(s)
+		default:
+			return nil, badType(name)
+		}
+	}
+	return out, nil
+}
+
+func (p params) entries(name string) ([]params, error) {
+	v, ok := p[name]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, badType(name)
+	}
+	out := make([]params, 0, len(list))
+	for _, x := range list {
+		m, ok := x.(map[string]any)
+		if !ok {
+			return nil, badType(name)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+func decodeB64(name, s string) ([]byte, error) {
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: not valid base64.", name)
+	}
+	return b, nil
+}
+
+// msgAttrs decodes MessageAttributes / MessageSystemAttributes.
+func (p params) msgAttrs(name string) (map[string]st.AttributeValue, error) {
+	v, ok := p[name]
+	if !ok || v == nil {
+		return nil, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, badType(name)
+	}
+	out := make(map[string]st.AttributeValue, len(m))
+	for k, x := range m {
+		av, ok := x.(map[string]any)
+		if !ok {
+			return nil, badType(name)
+		}
+		ap := params(av)
+		var a st.AttributeValue
+		var err error
+		if a.DataType, err = ap.str("DataType"); err != nil {
+			return nil, err
+		}
+		if ap.has("StringValue") {
+			s, err := ap.str("StringValue")
+			if err != nil {
+				return nil, err
+			}
+			a.StringValue = &s
+		}
+		if ap.has("BinaryValue") {
+			s, err := ap.str("BinaryValue")
+			if err != nil {
+				return nil, err
+			}
+			if a.BinaryValue, err = decodeB64(fmt.Sprintf("%s.%s.BinaryValue", name, k), s); err != nil {
+				return nil, err
+			}
+			if a.BinaryValue == nil {
+				a.BinaryValue = []byte{}
+			}
+		}
+		if a.StringListValues, err = ap.strList("StringListValues"); err != nil {
+			return nil, err
+		}
+		bl, err := ap.strList("BinaryListValues")
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range bl {
+			b, err := decodeB64(name+".BinaryListValues", s)
+			if err != nil {
+				return nil, err
+			}
+			a.BinaryListValues = append(a.BinaryListValues, b)
+		}
+		out[k] = a
+	}
+	return out, nil
+}

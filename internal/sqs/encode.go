@@ -1,0 +1,173 @@
+package sqs
+
+import (
+	"bytes"
+	"encoding/json"
+	"encoding/xml"
+	"strconv"
+)
+
+// The response model: an ordered tree that renders as JSON (AWS JSON 1.0)
+// or as Query XML. Empty members are left out in both.
+
+type field struct {
+	name string
+	val  any // string, num, boolean, obj, list, mapv
+}
+
+type obj []field
+
+type num int64
+
+type boolean bool
+
+// list renders as a JSON array, or as repeated <member> XML elements.
+type list struct {
+	member string
+	items  []any
+}
+
+// mapv renders as a JSON object, or as repeated <entry><key/><val/></entry>.
+type mapv struct {
+	entry, key, val string
+	keys            []string
+	vals            map[string]any
+}
+
+func (o obj) add(name string, v any) obj { return append(o, field{name, v}) }
+
+// addStr adds a string member unless it is empty.
+func (o obj) addStr(name, v string) obj {
+	if v == "" {
+		return o
+	}
+	return append(o, field{name, v})
+}
+
+func empty(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case string:
+		return x == ""
+	case obj:
+		return len(x) == 0
+	case list:
+		return len(x.items) == 0
+	case mapv:
+		return len(x.keys) == 0
+	}
+	return false
+}
+
+func toJSON(v any) any {
+	switch x := v.(type) {
+	case obj:
+		m := make(map[string]any, len(x))
+		for _, f := range x {
+			if !empty(f.val) {
+				m[f.name] = toJSON(f.val)
+			}
+		}
+		return m
+	case list:
+		out := make([]any, len(x.items))
+		for i, it := range x.items {
+			out[i] = toJSON(it)
+		}
+		return out
+	case mapv:
+		m := make(map[string]any, len(x.keys))
+		for _, k := range x.keys {
+			m[k] = toJSON(x.vals[k])
+		}
+		return m
+	case num:
+		return int64(x)
+	case boolean:
+		return bool(x)
+	default:
+		return x
+	}
+}
+
+func renderJSON(o obj) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(toJSON(o))
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+func xmlText(buf *bytes.Buffer, s string) {
+	// xml.EscapeText writes CR as &#xD;, so parsers keep it.
+	_ = xml.EscapeText(buf, []byte(s))
+}
+
+func renderXMLValue(buf *bytes.Buffer, name string, v any) {
+	if empty(v) {
+		return
+	}
+	switch x := v.(type) {
+	case list:
+		for _, it := range x.items {
+			renderXMLValue(buf, x.member, it)
+		}
+		return
+	case mapv:
+		for _, k := range x.keys {
+			buf.WriteString("<" + x.entry + "><" + x.key + ">")
+			xmlText(buf, k)
+			buf.WriteString("</" + x.key + ">")
+			renderXMLValue(buf, x.val, x.vals[k])
+			buf.WriteString("</" + x.entry + ">")
+		}
+		return
+	}
+	buf.WriteString("<" + name + ">")
+	switch x := v.(type) {
+	case obj:
+		for _, f := range x {
+			renderXMLValue(buf, f.name, f.val)
+		}
+	case string:
+		xmlText(buf, x)
+	case num:
+		buf.WriteString(strconv.FormatInt(int64(x), 10))
+	case boolean:
+		buf.WriteString(strconv.FormatBool(bool(x)))
+	}
+	buf.WriteString("</" + name + ">")
+}
+
+const xmlNS = "http://queue.amazonaws.com/doc/2012-11-05/"
+
+// renderXML renders a Query response: <OpResponse><OpResult>…</OpResult>
+// <ResponseMetadata/></OpResponse>. hasResult is false for operations
+// without output, which carry only the metadata.
+func renderXML(op string, o obj, hasResult bool, requestID string) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`<?xml version="1.0"?>` + "\n")
+	buf.WriteString("<" + op + "Response xmlns=\"" + xmlNS + "\">")
+	if hasResult {
+		if len(o) == 0 {
+			buf.WriteString("<" + op + "Result/>")
+		} else {
+			renderXMLValue(&buf, op+"Result", o)
+		}
+	}
+	buf.WriteString("<ResponseMetadata><RequestId>" + requestID + "</RequestId></ResponseMetadata>")
+	buf.WriteString("</" + op + "Response>")
+	return buf.Bytes()
+}
+
+func renderXMLError(typ, code, msg, requestID string) []byte {
+	var buf bytes.Buffer
+	buf.WriteString(`<?xml version="1.0"?>` + "\n")
+	buf.WriteString("<ErrorResponse xmlns=\"" + xmlNS + "\"><Error><Type>" + typ + "</Type><Code>")
+	xmlText(&buf, code)
+	buf.WriteString("</Code><Message>")
+	xmlText(&buf, msg)
+	buf.WriteString("</Message><Detail/></Error><RequestId>" + requestID + "</RequestId></ErrorResponse>")
+	return buf.Bytes()
+}

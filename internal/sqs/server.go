@@ -1,0 +1,249 @@
+// Package sqs puts a broker behind the Amazon SQS wire protocols: AWS JSON
+// 1.0 (X-Amz-Target) and Query (form or GET, XML answers), chosen per
+// request on every path. It only translates: wire format in, broker call,
+// wire format out. Queue logic and message validation live in the broker;
+// this package checks wire shape (types, required parameters, batch shape)
+// and authenticates requests with SigV4.
+package sqs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/sluicemq/sluice"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// MaxRequestBytes bounds a request body. A 1 MiB message (or a batch of
+// 1 MiB in total) can grow several times on the wire: percent-encoding in
+// Query forms triples non-ASCII bytes, base64 adds a third to binary
+// attributes, and JSON escapes control characters.
+const MaxRequestBytes = 5 << 20
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Region and AccountID must match the broker's.
+	Region    string
+	AccountID string
+	// BaseURL, when set (for example "https://sqs.example.com"), is used for
+	// queue URLs instead of the request's scheme and Host.
+	BaseURL string
+	// Credentials, when not nil, turns on SigV4 verification.
+	Credentials *Credentials
+	// Logger gets one line per failed request. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock for SigV4 skew checks. Default time.Now.
+	Now func() time.Time
+	// ReadTimeout and WriteTimeout bound one request. Defaults 30 s and
+	// 60 s (a long poll lasts up to 20 s).
+	ReadTimeout, WriteTimeout time.Duration
+}
+
+// Server is the SQS HTTP front.
+type Server struct {
+	cfg    ServerConfig
+	b      *sluice.Broker
+	log    *slog.Logger
+	base   context.Context // cancelled at shutdown: long polls return empty
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	srv    *http.Server
+}
+
+// NewServer returns a server for the broker.
+func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
+	if cfg.Region == "" {
+		cfg.Region = "us-east-1"
+	}
+	if cfg.AccountID == "" {
+		cfg.AccountID = "000000000000"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 30 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel}
+}
+
+// Serve serves HTTP on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	s.srv = &http.Server{
+		Handler:           s,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout:      s.cfg.WriteTimeout,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	srv := s.srv
+	s.mu.Unlock()
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting connections, makes long polls in flight return
+// empty at once, and waits for in-flight requests (until ctx ends).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.cancel()
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return nil
+	}
+	return srv.Shutdown(ctx)
+}
+
+// request is one decoded call.
+type request struct {
+	id        string
+	action    string
+	json      bool
+	p         params
+	r         *http.Request
+	principal *Principal
+	pathQueue string // queue named by the URL path, if any
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	req := &request{id: uuid.NewString(), r: r}
+	w.Header().Set("x-amzn-RequestId", req.id)
+	defer func() {
+		if v := recover(); v != nil {
+			s.log.Error("panic serving request", "request_id", req.id, "action", req.action, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			s.writeError(w, req, &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."})
+		}
+	}()
+	if err := s.decode(w, req); err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	out, hasResult, err := s.dispatch(req)
+	if err != nil {
+		s.writeError(w, req, err)
+		return
+	}
+	if req.json {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(renderJSON(out))
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(renderXML(req.action, out, hasResult, req.id))
+}
+
+func (s *Server) decode(w http.ResponseWriter, req *request) error {
+	r := req.r
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return st.Errorf(codeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
+		}
+		return st.Errorf(codeMalformedInput, "Could not read the request body.")
+	}
+	if target := r.Header.Get("X-Amz-Target"); target != "" {
+		req.json = true
+		op, ok := strings.CutPrefix(target, "AmazonSQS.")
+		if !ok || op == "" {
+			return st.Errorf(codeInvalidAction, "The action %s is not valid for this endpoint.", target)
+		}
+		req.action = op
+		if req.p, err = decodeJSON(body); err != nil {
+			return err
+		}
+	} else {
+		vals := r.URL.Query()
+		if r.Method == http.MethodPost && len(body) > 0 {
+			form, err := url.ParseQuery(string(body))
+			if err != nil {
+				return st.Errorf(codeMalformedInput, "The request body is not a valid form.")
+			}
+			for k, v := range form {
+				vals[k] = v
+			}
+		}
+		req.p = decodeQuery(vals)
+		req.action, _ = req.p.str("Action")
+		if req.action == "" {
+			return st.Errorf(codeMissingAction, "The request must contain the parameter Action.")
+		}
+	}
+	if acct, name, ok := splitQueuePath(r.URL.Path); ok && acct == s.cfg.AccountID {
+		req.pathQueue = name
+	}
+	if err := s.authenticate(req, body); err != nil {
+		return err
+	}
+	return nil
+}
+
+// splitQueuePath parses /<account>/<name>.
+func splitQueuePath(p string) (acct, name string, ok bool) {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	if len(parts) < 2 {
+		return "", "", false
+	}
+	return parts[len(parts)-2], parts[len(parts)-1], true
+}
+
+func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
+	var e *st.Error
+	if !errors.As(err, &e) {
+		e = &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again.", Cause: err}
+	}
+	we := lookupWire(e.Code)
+	if we.Status >= 500 || e.Cause != nil {
+		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)
+	} else {
+		s.log.Debug("request rejected", "request_id", req.id, "action", req.action, "code", string(e.Code), "message", e.Message)
+	}
+	msg := e.Message
+	if e.Code == st.CodeInternal && e.Cause != nil && msg == "" {
+		msg = "We encountered an internal error. Please try again."
+	}
+	fault := "Sender"
+	if !we.Sender {
+		fault = "Receiver"
+	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int(e.RetryAfter.Seconds()+0.999)))
+	}
+	if req.json {
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("x-amzn-query-error", we.QueryCode+";"+fault)
+		w.WriteHeader(we.Status)
+		_, _ = w.Write(renderJSON(obj{{"__type", we.JSONType}, {"message", msg}}))
+		return
+	}
+	w.Header().Set("Content-Type", "text/xml")
+	w.WriteHeader(we.Status)
+	_, _ = w.Write(renderXMLError(fault, we.QueryCode, msg, req.id))
+}
