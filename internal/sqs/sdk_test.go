@@ -54,9 +54,9 @@ func start(t *testing.T, creds *sqs.Credentials, dir string) *env {
 
 func newClient(url, key, secret, token string) *awssqs.Client {
 	return awssqs.New(awssqs.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(url),
-		Credentials:  credentials.NewStaticCredentialsProvider(key, secret, token),
+		Region:           "us-east-1",
+		BaseEndpoint:     aws.String(url),
+		Credentials:      credentials.NewStaticCredentialsProvider(key, secret, token),
 		RetryMaxAttempts: 1,
 	})
 }
