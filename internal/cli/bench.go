@@ -1,0 +1,203 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// benchResult is what `sluice bench --json` prints.
+type benchResult struct {
+	DurationS     float64            `json:"duration_seconds"`
+	Sent          int64              `json:"sent"`
+	Received      int64              `json:"received"`
+	SendRate      float64            `json:"send_msgs_per_second"`
+	EndToEndRate  float64            `json:"end_to_end_msgs_per_second"`
+	SendLatencyMS map[string]float64 `json:"send_latency_ms"`
+	RecvLatencyMS map[string]float64 `json:"receive_latency_ms"`
+	E2ELatencyMS  map[string]float64 `json:"send_to_receive_ms"`
+	Errors        int64              `json:"errors"`
+}
+
+type latencies struct {
+	mu sync.Mutex
+	v  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) { l.mu.Lock(); l.v = append(l.v, d); l.mu.Unlock() }
+
+func (l *latencies) pcts() map[string]float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string]float64{}
+	if len(l.v) == 0 {
+		return out
+	}
+	sort.Slice(l.v, func(i, j int) bool { return l.v[i] < l.v[j] })
+	for _, p := range []float64{50, 90, 99, 99.9} {
+		i := int(float64(len(l.v)-1) * p / 100)
+		out["p"+strconv.FormatFloat(p, 'f', -1, 64)] = float64(l.v[i].Microseconds()) / 1000
+	}
+	out["max"] = float64(l.v[len(l.v)-1].Microseconds()) / 1000
+	return out
+}
+
+func bench(ctx context.Context, args []string, env Env) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	endpoint := env.Getenv("SLUICE_ENDPOINT")
+	if endpoint == "" {
+		endpoint = "http://127.0.0.1:9324"
+	}
+	fs.StringVar(&endpoint, "endpoint", endpoint, "server URL (loopback by default)")
+	queue := fs.String("queue", "bench", "queue to use (created if missing, purged first)")
+	producers := fs.Int("producers", 8, "concurrent senders")
+	consumers := fs.Int("consumers", 8, "concurrent receivers")
+	batch := fs.Int("batch", 10, "messages per send and receive call (1-10)")
+	size := fs.Int("size", 1024, "message body bytes")
+	duration := fs.Duration("duration", 10*time.Second, "how long to send")
+	tenants := fs.Int("tenants", 1, "distinct MessageGroupId values (tenants)")
+	rate := fs.Int("rate", 0, "total send rate in messages/s (0: as fast as possible)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if _, err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *batch < 1 || *batch > 10 {
+		return fmt.Errorf("--batch must be 1-10")
+	}
+	if *duration > time.Hour {
+		return fmt.Errorf("--duration is capped at one hour")
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *producers + *consumers + 4}}
+	c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
+		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})
+	q, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: queue})
+	if err != nil {
+		return err
+	}
+	_, _ = c.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: q.QueueUrl})
+	pad := strings.Repeat("x", max(0, *size-20))
+	var sent, received, errs atomic.Int64
+	var sendLat, recvLat, e2e latencies
+	start := time.Now()
+	stopSend := start.Add(*duration)
+	var tick <-chan time.Time
+	if *rate > 0 {
+		per := time.Second * time.Duration(*batch) / time.Duration(*rate)
+		t := time.NewTicker(max(per, time.Microsecond))
+		defer t.Stop()
+		tick = t.C
+	}
+	var wg sync.WaitGroup
+	for p := 0; p < *producers; p++ {
+		wg.Add(1)
+		go func(p int) {
+			defer wg.Done()
+			n := 0
+			for time.Now().Before(stopSend) && ctx.Err() == nil {
+				if tick != nil {
+					select {
+					case <-tick:
+					case <-ctx.Done():
+						return
+					}
+				}
+				entries := make([]types.SendMessageBatchRequestEntry, *batch)
+				now := strconv.FormatInt(time.Now().UnixNano(), 10)
+				for i := range entries {
+					n++
+					body := now + ":" + pad
+					entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body[:max(len(now)+1, *size)])}
+					if *tenants > 1 {
+						entries[i].MessageGroupId = aws.String("t" + strconv.Itoa((p*7919+n)%*tenants))
+					}
+				}
+				t0 := time.Now()
+				out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries})
+				if err != nil {
+					errs.Add(1)
+					continue
+				}
+				sendLat.add(time.Since(t0))
+				sent.Add(int64(len(out.Successful)))
+				errs.Add(int64(len(out.Failed)))
+			}
+		}(p)
+	}
+	var cwg sync.WaitGroup
+	cctx, cancel := context.WithCancel(ctx)
+	for i := 0; i < *consumers; i++ {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			for cctx.Err() == nil {
+				t0 := time.Now()
+				out, err := c.ReceiveMessage(cctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: int32(*batch), WaitTimeSeconds: 1})
+				if err != nil {
+					if cctx.Err() == nil {
+						errs.Add(1)
+					}
+					continue
+				}
+				if len(out.Messages) == 0 {
+					continue
+				}
+				recvLat.add(time.Since(t0))
+				now := time.Now()
+				del := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
+				for j, m := range out.Messages {
+					if ts, _, ok := strings.Cut(*m.Body, ":"); ok {
+						if ns, err := strconv.ParseInt(ts, 10, 64); err == nil {
+							e2e.add(now.Sub(time.Unix(0, ns)))
+						}
+					}
+					del[j] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: m.ReceiptHandle}
+				}
+				if _, err := c.DeleteMessageBatch(cctx, &awssqs.DeleteMessageBatchInput{QueueUrl: q.QueueUrl, Entries: del}); err != nil {
+					errs.Add(1)
+				}
+				received.Add(int64(len(out.Messages)))
+			}
+		}()
+	}
+	wg.Wait()
+	sendElapsed := time.Since(start)
+	// Drain: give consumers until everything sent was received (bounded).
+	drainUntil := time.Now().Add(30 * time.Second)
+	for received.Load() < sent.Load() && time.Now().Before(drainUntil) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	cancel()
+	cwg.Wait()
+	res := benchResult{
+		DurationS: elapsed.Seconds(), Sent: sent.Load(), Received: received.Load(),
+		SendRate:      float64(sent.Load()) / sendElapsed.Seconds(),
+		EndToEndRate:  float64(received.Load()) / elapsed.Seconds(),
+		SendLatencyMS: sendLat.pcts(), RecvLatencyMS: recvLat.pcts(), E2ELatencyMS: e2e.pcts(), Errors: errs.Load(),
+	}
+	if *asJSON {
+		return writeJSON(env.Stdout, res)
+	}
+	fmt.Fprintf(env.Stdout, "sent %d, received %d in %.1fs (errors %d)\n", res.Sent, res.Received, res.DurationS, res.Errors)
+	fmt.Fprintf(env.Stdout, "send rate        %.0f msgs/s\nend-to-end rate  %.0f msgs/s\n", res.SendRate, res.EndToEndRate)
+	for _, l := range []struct {
+		name string
+		v    map[string]float64
+	}{{"send latency", res.SendLatencyMS}, {"receive latency", res.RecvLatencyMS}, {"send-to-receive", res.E2ELatencyMS}} {
+		fmt.Fprintf(env.Stdout, "%-16s p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", l.name, l.v["p50"], l.v["p90"], l.v["p99"], l.v["max"])
+	}
+	return nil
+}

@@ -1,0 +1,141 @@
+// Package cli is the sluice command: `sluice serve` runs the server, the
+// other commands talk to a running server over the SQS API. Commands write
+// to injected writers so they can be tested.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// Env is what a command runs with.
+type Env struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment (os.Getenv by default).
+	Getenv func(string) string
+}
+
+const usage = `sluice: a durable, SQS-compatible message queue.
+
+Usage:
+  sluice serve [flags]                 run the server (embedded store)
+  sluice queues list [--prefix P]      list queues with depth and age
+  sluice queues create NAME [--attr K=V]... [--fifo]
+  sluice queues delete NAME
+  sluice queues attrs NAME             show all attributes
+  sluice queues set NAME K=V...        set attributes
+  sluice send QUEUE BODY [--group G] [--dedup D] [--delay S] [--attr K=V]...
+  sluice receive QUEUE [--max N] [--wait S] [--visibility S] [--delete]
+  sluice dlq list                      dead-letter queues and their sources
+  sluice dlq peek DLQ [--max N]        look at messages (they stay in the queue)
+  sluice dlq purge DLQ
+  sluice dlq redrive DLQ [--to QUEUE] [--rate N]
+  sluice stats                         queue figures
+  sluice bench [flags]                 load test over the SQS JSON protocol
+
+Client commands take --endpoint (default $SLUICE_ENDPOINT or
+http://127.0.0.1:9324) and --json for machine-readable output.
+`
+
+// Run runs the command line args (without the program name) and returns
+// the exit code.
+func Run(ctx context.Context, args []string, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = os.Getenv
+	}
+	if env.Stdout == nil {
+		env.Stdout = io.Discard
+	}
+	if env.Stderr == nil {
+		env.Stderr = io.Discard
+	}
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(env.Stdout, usage)
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = serve(ctx, args[1:], env)
+	case "queues", "send", "receive", "dlq", "stats":
+		err = client(ctx, args, env)
+	case "bench":
+		err = bench(ctx, args[1:], env)
+	default:
+		err = fmt.Errorf("unknown command %q (see sluice --help)", args[0])
+	}
+	if err != nil {
+		if err == flag.ErrHelp {
+			return 0
+		}
+		fmt.Fprintln(env.Stderr, "sluice:", err)
+		return 1
+	}
+	return 0
+}
+
+// repeated collects a repeatable flag.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, ",") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+// parseFlags parses flags that may come after positional arguments.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func kvs(list []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, s := range list {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("want KEY=VALUE, got %q", s)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table prints rows under a header, aligned.
+func table(w io.Writer, header []string, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, strings.Join(header, "\t"))
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
