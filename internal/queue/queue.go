@@ -271,6 +271,9 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 	if m.Seq >= q.nextSeq {
 		q.nextSeq = m.Seq + 1
 	}
+	// A restored message may be a copy of one held elsewhere: its links
+	// into that queue's structures mean nothing here.
+	m.readyQueued, m.heapIdx = false, -1
 	q.msgs[m.Seq] = m
 	if q.cfg.FIFO {
 		g := q.group(m.Group)
