@@ -527,9 +527,10 @@ func (l *Log) write(buf []byte) error {
 		l.mu.Unlock()
 	}
 	if err != nil {
-		// Cut back what may have reached the file. After a failed fsync the
-		// kernel may have dropped dirty pages, so also roll to a fresh
-		// segment: nothing acknowledged lives in the unsynced tail.
+		// Cut back what may have reached the file, so the next frame follows
+		// the last good one. Everything before l.off was fsynced by an
+		// earlier batch, so a failed fsync here cannot take acknowledged
+		// data with it; the next batch fsyncs again.
 		if terr := l.f.Truncate(l.off); terr == nil {
 			_, _ = l.f.Seek(l.off, io.SeekStart)
 		}
