@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/sluicemq/sluice/internal/queue"
 )
@@ -72,11 +73,16 @@ func (b *broker) snapshot(w io.Writer) error {
 		}
 		meta := qs.meta
 		err := enc.Encode(&record{T: recQueue, Meta: &meta})
-		qs.q.Messages(func(m *queue.Msg) {
-			if err == nil {
-				err = enc.Encode(&record{T: recSend, Q: meta.ID, M: m})
+		// In send order, so recovery rebuilds the queue's orders cheaply.
+		var msgs []*queue.Msg
+		qs.q.Messages(func(m *queue.Msg) { msgs = append(msgs, m) })
+		sort.Slice(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
+		for _, m := range msgs {
+			if err != nil {
+				break
 			}
-		})
+			err = enc.Encode(&record{T: recSend, Q: meta.ID, M: m})
+		}
 		qs.mu.Unlock()
 		if err != nil {
 			return err

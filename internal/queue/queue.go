@@ -50,6 +50,8 @@ type Msg struct {
 	State       State              `json:"state"`
 	heapIdx     int
 	readyQueued bool
+	// expired: retention passed while in flight; dropped when it returns.
+	expired bool
 }
 
 // AttrVal is a message attribute as stored.
@@ -120,6 +122,9 @@ type Queue struct {
 	cfg      Config
 	msgs     map[uint64]*Msg
 	ready    []*Msg // standard queues: FIFO order of becoming ready
+	// sent holds live messages in send order (deleted ones are skipped
+	// lazily), so retention expiry looks only at the oldest.
+	sent []*Msg
 	timers   timerHeap
 	groups   map[string]*group
 	gready   []*group // FIFO: groups that may have a deliverable head
@@ -231,6 +236,7 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) {
 	}
 	m.State = Pending
 	q.msgs[m.Seq] = m
+	q.sent = append(q.sent, m)
 	if q.cfg.FIFO {
 		g := q.group(m.Group)
 		g.msgs = append(g.msgs, m)
@@ -273,8 +279,9 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 	}
 	// A restored message may be a copy of one held elsewhere: its links
 	// into that queue's structures mean nothing here.
-	m.readyQueued, m.heapIdx = false, -1
+	m.readyQueued, m.heapIdx, m.expired = false, -1, false
 	q.msgs[m.Seq] = m
+	q.sent = append(q.sent, m)
 	if q.cfg.FIFO {
 		g := q.group(m.Group)
 		// keep group order by sequence
@@ -358,13 +365,40 @@ func (q *Queue) Advance(now time.Time) {
 				q.group(m.Group).inFlight--
 			}
 		}
+		if m.expired {
+			m.State = Pending // unlinked already
+			q.remove(m)
+			continue
+		}
 		q.makeReady(m)
 	}
-	if q.cfg.Retention > 0 {
-		// Retention: drop expired messages lazily from the ready front.
-		cut := t - q.cfg.Retention.Milliseconds()
-		for len(q.ready) > 0 && q.ready[0].Sent <= cut && q.ready[0].State == Ready {
-			q.remove(q.ready[0])
+	q.expire(t)
+}
+
+// expire applies retention: messages sent before now-Retention are
+// dropped; one in flight is dropped when its visibility ends.
+func (q *Queue) expire(now int64) {
+	if q.cfg.Retention <= 0 {
+		return
+	}
+	cut := now - q.cfg.Retention.Milliseconds()
+	for len(q.sent) > 0 {
+		m := q.sent[0]
+		if live, ok := q.msgs[m.Seq]; ok && live == m && m.Sent > cut {
+			return
+		}
+		q.sent[0] = nil
+		q.sent = q.sent[1:]
+		if live, ok := q.msgs[m.Seq]; !ok || live != m {
+			continue // deleted or moved
+		}
+		switch m.State {
+		case InFlight:
+			m.expired = true
+		case Pending:
+			// not committed yet: leave it (its send is in progress)
+		default:
+			q.remove(m)
 		}
 	}
 }

@@ -1,0 +1,252 @@
+package queue
+
+import (
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+)
+
+// refMsg is the naive model's message: plain fields, linear scans.
+type refMsg struct {
+	seq       uint64
+	group     string
+	visibleAt time.Time
+	inFlight  bool
+	rc        int
+	sent      time.Time
+}
+
+type refQueue struct {
+	fifo   bool
+	maxRC  int
+	msgs   []*refMsg // in send order
+	dlq    int
+	expiry time.Duration
+}
+
+func (r *refQueue) find(seq uint64) (int, *refMsg) {
+	for i, m := range r.msgs {
+		if m.seq == seq {
+			return i, m
+		}
+	}
+	return -1, nil
+}
+
+func (r *refQueue) settle(now time.Time) {
+	for _, m := range r.msgs {
+		if m.inFlight && !m.visibleAt.After(now) {
+			m.inFlight = false
+		}
+	}
+	if r.expiry > 0 {
+		kept := r.msgs[:0]
+		for _, m := range r.msgs {
+			if !m.inFlight && !m.visibleAt.After(now) && !m.sent.After(now.Add(-r.expiry)) {
+				continue
+			}
+			kept = append(kept, m)
+		}
+		r.msgs = kept
+	}
+}
+
+// deliverable reports whether the model allows m to be delivered now.
+func (r *refQueue) deliverable(now time.Time, m *refMsg) bool {
+	if m.inFlight || m.visibleAt.After(now) {
+		return false
+	}
+	if !r.fifo {
+		return true
+	}
+	// FIFO: the group has nothing in flight and every earlier message of
+	// the group is ready too (a receive may take a prefix of the group).
+	for _, x := range r.msgs {
+		if x.group == m.group && x.inFlight {
+			return false
+		}
+	}
+	for _, x := range r.msgs {
+		if x.group != m.group {
+			continue
+		}
+		if x.inFlight {
+			return false
+		}
+		if x == m {
+			return true
+		}
+		if x.visibleAt.After(now) {
+			return false
+		}
+	}
+	return false
+}
+
+func (r *refQueue) counts(now time.Time) (visible, inflight, delayed int) {
+	for _, m := range r.msgs {
+		switch {
+		case m.inFlight:
+			inflight++
+		case m.visibleAt.After(now):
+			delayed++
+		default:
+			visible++
+		}
+	}
+	return
+}
+
+func TestDifferentialAgainstReference(t *testing.T) {
+	for seed := int64(1); seed <= 60; seed++ {
+		fifo := seed%2 == 0
+		t.Run(fmt.Sprintf("seed%d-fifo=%v", seed, fifo), func(t *testing.T) {
+			runDifferential(t, seed, fifo)
+		})
+	}
+}
+
+func runDifferential(t *testing.T, seed int64, fifo bool) {
+	rng := rand.New(rand.NewSource(seed))
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := Config{FIFO: fifo, VisibilityTimeout: 30 * time.Second, Retention: time.Hour, MaxReceiveCount: 3}
+	q := New(cfg)
+	ref := &refQueue{fifo: fifo, maxRC: 3, expiry: time.Hour}
+	groups := []string{"a", "b", "c", "d"}
+	var seq uint64
+	for step := 0; step < 600; step++ {
+		switch op := rng.Intn(10); {
+		case op < 3: // send
+			seq++
+			delay := time.Duration(0)
+			if !fifo && rng.Intn(3) == 0 {
+				delay = time.Duration(rng.Intn(20)) * time.Second
+			}
+			g := groups[rng.Intn(len(groups))]
+			m := &Msg{Seq: seq, ID: fmt.Sprint(seq), Group: g}
+			q.Prepare(now, m, delay)
+			q.Commit(now, seq)
+			ref.msgs = append(ref.msgs, &refMsg{seq: seq, group: g, visibleAt: now.Add(delay), sent: now})
+		case op < 6: // receive
+			ref.settle(now)
+			max := 1 + rng.Intn(10)
+			vis := time.Duration(rng.Intn(40)) * time.Second
+			want := 0
+			for _, m := range ref.msgs {
+				if ref.deliverable(now, m) {
+					want++
+				}
+			}
+			allowed := map[uint64]bool{}
+			for _, m := range ref.msgs {
+				if ref.deliverable(now, m) {
+					allowed[m.seq] = true
+				}
+			}
+			ds := q.Receive(now, max, vis)
+			got := 0
+			lastInGroup := map[string]uint64{}
+			for _, d := range ds {
+				_, rm := ref.find(d.Msg.Seq)
+				if rm == nil {
+					t.Fatalf("step %d: delivered unknown or deleted message %d", step, d.Msg.Seq)
+				}
+				if fifo {
+					if d.Msg.Seq < lastInGroup[rm.group] {
+						t.Fatalf("step %d: group %s out of order", step, rm.group)
+					}
+					lastInGroup[rm.group] = d.Msg.Seq
+				}
+				if !allowed[rm.seq] {
+					t.Fatalf("step %d: delivered message %d the model holds back", step, d.Msg.Seq)
+				}
+				if d.DeadLetter {
+					if rm.rc < ref.maxRC {
+						t.Fatalf("step %d: dead-lettered %d after %d receives", step, rm.seq, rm.rc)
+					}
+					i, _ := ref.find(rm.seq)
+					ref.msgs = append(ref.msgs[:i], ref.msgs[i+1:]...)
+					ref.dlq++
+					continue
+				}
+				got++
+				rm.rc++
+				if d.Msg.RecvCount != rm.rc {
+					t.Fatalf("step %d: receive count %d, model %d", step, d.Msg.RecvCount, rm.rc)
+				}
+				rm.inFlight = true
+				rm.visibleAt = now.Add(vis)
+			}
+			if !fifo && len(ds) < max && len(ds) < want {
+				t.Fatalf("step %d: delivered %d of %d ready (max %d): not work-conserving", step, len(ds), want, max)
+			}
+			if fifo && want > 0 && len(ds) == 0 {
+				t.Fatalf("step %d: %d deliverable but nothing delivered\n%s", step, want, q.dump())
+			}
+		case op < 8: // delete something in flight
+			var inflight []uint64
+			for _, m := range ref.msgs {
+				if m.inFlight {
+					inflight = append(inflight, m.seq)
+				}
+			}
+			if len(inflight) == 0 {
+				continue
+			}
+			s := inflight[rng.Intn(len(inflight))]
+			if !q.Delete(s) {
+				t.Fatalf("step %d: delete of live %d failed", step, s)
+			}
+			i, _ := ref.find(s)
+			ref.msgs = append(ref.msgs[:i], ref.msgs[i+1:]...)
+		case op == 8: // change visibility
+			for _, m := range ref.msgs {
+				if m.inFlight {
+					d := time.Duration(rng.Intn(5)) * time.Second
+					if !q.SetVisibility(now, m.seq, d) {
+						t.Fatalf("step %d: set visibility on in-flight %d failed", step, m.seq)
+					}
+					m.visibleAt = now.Add(d)
+					if d == 0 {
+						m.inFlight = false
+					}
+					break
+				}
+			}
+		case op == 9: // time passes, sometimes a lot
+			d := time.Duration(rng.Intn(15)) * time.Second
+			if rng.Intn(20) == 0 {
+				d = 2 * time.Hour
+			}
+			now = now.Add(d)
+		}
+		ref.settle(now)
+		c := q.Counts(now)
+		v, f, dl := ref.counts(now)
+		if c.Visible != v || c.InFlight != f || c.Delayed != dl {
+			t.Fatalf("step %d: counts %+v, model visible %d in flight %d delayed %d", step, c, v, f, dl)
+		}
+	}
+	_ = sort.Ints
+}
+
+func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
+	now := time.Unix(1e9, 0)
+	q := New(Config{FIFO: true, VisibilityTimeout: time.Minute})
+	var seq uint64
+	for i := 0; i < 50000; i++ { // a huge backlog in one group
+		seq++
+		q.Prepare(now, &Msg{Seq: seq, Group: "big"}, 0)
+		q.Commit(now, seq)
+	}
+	seq++
+	q.Prepare(now, &Msg{Seq: seq, Group: "small"}, 0)
+	q.Commit(now, seq)
+	first := q.Receive(now, 10, time.Minute)
+	second := q.Receive(now, 10, time.Minute)
+	if len(second) != 1 || second[0].Msg.Group != "small" {
+		t.Fatalf("the small group waited behind the big one: first %d, second %v", len(first), second)
+	}
+}
