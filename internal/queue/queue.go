@@ -119,12 +119,12 @@ type group struct {
 
 // Queue is one queue's state. Not safe for concurrent use.
 type Queue struct {
-	cfg      Config
-	msgs     map[uint64]*Msg
-	ready    []*Msg // standard queues: FIFO order of becoming ready
+	cfg   Config
+	msgs  map[uint64]*Msg
+	ready []*Msg // standard queues: FIFO order of becoming ready
 	// sent holds live messages in send order (deleted ones are skipped
 	// lazily), so retention expiry looks only at the oldest.
-	sent []*Msg
+	sent     []*Msg
 	timers   timerHeap
 	groups   map[string]*group
 	gready   []*group // FIFO: groups that may have a deliverable head
