@@ -1,0 +1,225 @@
+package sluice_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var (
+	benchHistory = flag.Int("bench.history", 200000, "messages that pass through before the 'aged' measurement in BenchmarkHistoryIndependence")
+	benchWaiting = flag.Int("bench.waiting", 200000, "messages left waiting in BenchmarkMemoryPerMessage and BenchmarkRecovery")
+)
+
+var body1K = strings.Repeat("x", 1024)
+
+func openBench(b *testing.B, dir string) *sluice.Broker {
+	b.Helper()
+	br, err := sluice.Open(sluice.Config{Dir: dir, Sync: sluice.SyncAlways})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := br.CreateQueue(context.Background(), "bench", map[string]string{"VisibilityTimeout": "60"}, nil); err != nil {
+		b.Fatal(err)
+	}
+	return br
+}
+
+// cycle runs send, receive and delete of 1 KiB messages from 64 callers
+// for n operations and returns ops/s and the p99 latency of one operation.
+func cycle(b *testing.B, br *sluice.Broker, n int) (float64, time.Duration) {
+	ctx := context.Background()
+	const callers = 64
+	var left atomic.Int64
+	left.Store(int64(n))
+	lat := make([][]time.Duration, callers)
+	var ops atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for c := 0; c < callers; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for left.Add(-3) >= 0 {
+				t0 := time.Now()
+				if _, err := br.Send(ctx, "bench", st.SendInput{Body: body1K}); err != nil {
+					b.Error(err)
+					return
+				}
+				t1 := time.Now()
+				ms, err := br.Receive(ctx, "bench", st.ReceiveInput{MaxMessages: 1})
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				t2 := time.Now()
+				lat[c] = append(lat[c], t1.Sub(t0), t2.Sub(t1))
+				ops.Add(2)
+				for _, m := range ms {
+					t3 := time.Now()
+					if err := br.Delete(ctx, "bench", m.ReceiptHandle); err != nil {
+						b.Error(err)
+						return
+					}
+					lat[c] = append(lat[c], time.Since(t3))
+					ops.Add(1)
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	p99 := time.Duration(0)
+	if len(all) > 0 {
+		p99 = all[len(all)*99/100]
+	}
+	return float64(ops.Load()) / elapsed.Seconds(), p99
+}
+
+// BenchmarkSendReceiveDelete: in-process throughput, 1 KiB messages,
+// sync=always, 64 concurrent callers (each op is a send, a receive or a
+// delete).
+func BenchmarkSendReceiveDelete(b *testing.B) {
+	br := openBench(b, b.TempDir())
+	defer br.Close()
+	b.ResetTimer()
+	opsPerSec, p99 := cycle(b, br, max(b.N, 3*64))
+	b.ReportMetric(opsPerSec, "ops/s")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+}
+
+func dirSize(dir string) int64 {
+	var total int64
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if fi, err := os.Stat(filepath.Join(dir, e.Name())); err == nil {
+			total += fi.Size()
+		}
+	}
+	return total
+}
+
+func timeReopen(b *testing.B, dir string) time.Duration {
+	t0 := time.Now()
+	br, err := sluice.Open(sluice.Config{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(t0)
+	br.Close()
+	return d
+}
+
+// BenchmarkHistoryIndependence measures ops/s and p99 on a fresh store and
+// again after -bench.history messages have passed through (sent, received,
+// deleted) while one message stays unacknowledged all along; then the disk
+// used and the reopen time of both.
+func BenchmarkHistoryIndependence(b *testing.B) {
+	ctx := context.Background()
+	const window = 60000
+	fresh := b.TempDir()
+	br := openBench(b, fresh)
+	freshOps, freshP99 := cycle(b, br, window)
+	br.Close()
+	freshReopen := timeReopen(b, fresh)
+
+	aged := b.TempDir()
+	br = openBench(b, aged)
+	if _, err := br.Send(ctx, "bench", st.SendInput{Body: "stuck"}); err != nil {
+		b.Fatal(err)
+	}
+	stuck, _ := br.Receive(ctx, "bench", st.ReceiveInput{VisibilityTimeout: ptr(43200)})
+	if len(stuck) != 1 {
+		b.Fatal("no stuck message")
+	}
+	cycle(b, br, *benchHistory)
+	agedOps, agedP99 := cycle(b, br, window)
+	br.Close()
+	agedReopen := timeReopen(b, aged)
+	b.ReportMetric(freshOps, "fresh-ops/s")
+	b.ReportMetric(agedOps, "aged-ops/s")
+	b.ReportMetric(agedOps/freshOps, "aged/fresh")
+	b.ReportMetric(float64(freshP99.Microseconds()), "fresh-p99-µs")
+	b.ReportMetric(float64(agedP99.Microseconds()), "aged-p99-µs")
+	b.ReportMetric(float64(dirSize(fresh)), "fresh-disk-B")
+	b.ReportMetric(float64(dirSize(aged)), "aged-disk-B")
+	b.ReportMetric(float64(freshReopen.Microseconds()), "fresh-reopen-µs")
+	b.ReportMetric(float64(agedReopen.Microseconds()), "aged-reopen-µs")
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// fill sends n 1 KiB messages in batches of 10 from 16 callers.
+func fill(b *testing.B, br *sluice.Broker, n int) {
+	ctx := context.Background()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for c := 0; c < 16; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			batch := make([]st.SendInput, 10)
+			for next.Add(10) <= int64(n) {
+				for i := range batch {
+					// A body of its own, as messages from the network have.
+					batch[i] = st.SendInput{Body: strings.Clone(body1K)}
+				}
+				if _, _, err := br.SendBatch(ctx, "bench", batch); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// BenchmarkMemoryPerMessage reports heap bytes per waiting 1 KiB message
+// with -bench.waiting messages in the queue.
+func BenchmarkMemoryPerMessage(b *testing.B) {
+	dir := b.TempDir()
+	br := openBench(b, dir)
+	defer br.Close()
+	before := heapInUse()
+	fill(b, br, *benchWaiting)
+	after := heapInUse()
+	b.ReportMetric(float64(after-before)/float64(*benchWaiting), "heap-B/msg")
+	b.ReportMetric(float64(*benchWaiting), "waiting")
+}
+
+// BenchmarkRecovery reports the time to reopen a store holding
+// -bench.waiting live 1 KiB messages.
+func BenchmarkRecovery(b *testing.B) {
+	dir := b.TempDir()
+	br := openBench(b, dir)
+	fill(b, br, *benchWaiting)
+	br.Close()
+	d := timeReopen(b, dir)
+	b.ReportMetric(float64(d.Milliseconds()), "reopen-ms")
+	b.ReportMetric(float64(*benchWaiting), "live-msgs")
+	b.ReportMetric(float64(dirSize(dir)), "disk-B")
+	fmt.Fprintf(os.Stderr, "recovery of %d live messages: %v\n", *benchWaiting, d)
+}
