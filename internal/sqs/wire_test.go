@@ -1,0 +1,242 @@
+package sqs
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+func sp(s string) *string { return &s }
+
+func TestMD5Vectors(t *testing.T) {
+	a1 := st.AttributeValue{DataType: "String", StringValue: sp("attribValue 1")}
+	a2 := st.AttributeValue{DataType: "Number.float", StringValue: sp("4563442423554324324264524243.32543234")}
+	a3 := st.AttributeValue{DataType: "Binary", BinaryValue: []byte("Hello binary world!")}
+	general := st.AttributeValue{DataType: "String", StringValue: sp("Kenobi")}
+	hello := st.AttributeValue{DataType: "String", StringValue: sp("There")}
+	helpMe := st.AttributeValue{DataType: "String", StringValue: sp("Me")}
+	cases := []struct {
+		attrs map[string]st.AttributeValue
+		want  string
+	}{
+		{map[string]st.AttributeValue{"attribName1": a1}, "19e27d4e946b072f3f58da80d94fd778"},
+		{map[string]st.AttributeValue{"customNumberTypeAttrib": a2}, "9fe1b90bbd9965bdf77bac517c7d2495"},
+		{map[string]st.AttributeValue{"binaryAttribute": a3}, "31a92b15d92f8db860eda32aceb656c3"},
+		{map[string]st.AttributeValue{"attribName1": a1, "customNumberTypeAttrib": a2, "binaryAttribute": a3}, "c932db14a896c663f83c260297d594ff"},
+		{map[string]st.AttributeValue{"General": general, "Hello": hello, "Help.Me": helpMe}, "4c360f3fdafd970e05fae2f149d997f5"},
+		{map[string]st.AttributeValue{"General": general, "Hello": hello}, "fca026605781cb4126a1e9044df24232"},
+		{map[string]st.AttributeValue{"Hello": hello}, "a311262e065454b75da111d535b8dacd"},
+		{map[string]st.AttributeValue{"Hello": hello, "Help.Me": helpMe}, "83fee93c1bcd8b9a5a923ffacdc636c7"},
+		{map[string]st.AttributeValue{"MyAttribute": {DataType: "String", StringValue: sp("foobar")}}, "adb59cd4678ea5a855436b949cd07ab6"},
+		{map[string]st.AttributeValue{"Foo": {DataType: "String", StringValue: sp("Bar")}}, "ae7155c6026991b6d54b11589678bf9c"},
+		{map[string]st.AttributeValue{"attr1": {DataType: "Binary", BinaryValue: []byte("traceparent\x1e00-774062d6c37081a5a0b9b5b88e30627c-2d2482211f6489da-01")}}, "8cbe4db156db8a94db8b801b7addb984"},
+		{map[string]st.AttributeValue{"timestamp": {DataType: "Number", StringValue: sp("1493147359900")}}, "235c5c510d26fb653d073faed50ae77c"},
+		{map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: sp("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}}, "5ae4d5d7636402d80f4eb6d213245a88"},
+	}
+	for i, c := range cases {
+		if got := md5Attrs(c.attrs); got != c.want {
+			t.Errorf("vector %d: got %s want %s", i, got, c.want)
+		}
+	}
+	for body, want := range map[string]string{"test": "098f6bcd4621d373cade4e832627b4f6", "msg": "6e2baaf3b97dbeef01c0043275f9a0e7",
+		"message": "78e731027d8fd50ed642340b7c9a63b3", "hello": "5d41402abc4b2a76b9719d911017c592"} {
+		if got := md5Body(body); got != want {
+			t.Errorf("body %q: %s", body, got)
+		}
+	}
+	if md5Attrs(nil) != "" {
+		t.Error("no attributes must give no MD5")
+	}
+}
+
+func TestQueryDecode(t *testing.T) {
+	form := "Action=SendMessageBatch&QueueUrl=http%3A%2F%2Fh%2F000000000000%2Fq" +
+		"&SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageBody=hi" +
+		"&SendMessageBatchRequestEntry.1.MessageAttribute.1.Name=s&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.DataType=String" +
+		"&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.StringValue=v" +
+		"&SendMessageBatchRequestEntry.1.MessageAttribute.2.Name=l&SendMessageBatchRequestEntry.1.MessageAttribute.2.Value.DataType=String" +
+		"&SendMessageBatchRequestEntry.1.MessageAttribute.2.Value.StringListValue.1=x&SendMessageBatchRequestEntry.1.MessageAttribute.2.Value.StringListValue.2=y" +
+		"&SendMessageBatchRequestEntry.2.Id=b&SendMessageBatchRequestEntry.2.MessageBody=there&SendMessageBatchRequestEntry.2.DelaySeconds=5" +
+		"&AttributeName.1=All&MessageAttributeName=Foo&Attribute.1.Name=VisibilityTimeout&Attribute.1.Value=10&Tag.1.Key=k&Tag.1.Value=v"
+	vals, _ := url.ParseQuery(form)
+	p := decodeQuery(vals)
+	es, err := p.entries("Entries")
+	if err != nil || len(es) != 2 {
+		t.Fatalf("entries %v %v", es, err)
+	}
+	if b, _ := es[1].str("MessageBody"); b != "there" {
+		t.Fatalf("entry order: %q", b)
+	}
+	attrs, err := es[0].msgAttrs("MessageAttributes")
+	if err != nil || *attrs["s"].StringValue != "v" || strings.Join(attrs["l"].StringListValues, ",") != "x,y" {
+		t.Fatalf("nested attributes %+v %v", attrs, err)
+	}
+	if d, _ := es[1].intp("DelaySeconds"); d == nil || *d != 5 {
+		t.Fatal("delay")
+	}
+	if names, _ := p.strList("AttributeNames"); len(names) != 1 || names[0] != "All" {
+		t.Fatalf("attribute names %v", names)
+	}
+	if names, _ := p.strList("MessageAttributeNames"); len(names) != 1 || names[0] != "Foo" {
+		t.Fatalf("bare MessageAttributeName: %v", names)
+	}
+	if m, _ := p.strMap("Attributes"); m["VisibilityTimeout"] != "10" {
+		t.Fatalf("attributes map %v", m)
+	}
+	if m, _ := p.strMap("tags"); m["k"] != "v" {
+		t.Fatalf("tags %v", m)
+	}
+}
+
+func TestXMLEscapesCR(t *testing.T) {
+	out := string(renderXML("ReceiveMessage", obj{}.add("Body", "a\r\nb<&>"), true, "rid"))
+	if !strings.Contains(out, "a&#xD;&#xA;b&lt;&amp;&gt;") && !strings.Contains(out, "a&#xD;\nb&lt;&amp;&gt;") {
+		t.Fatalf("escaping: %s", out)
+	}
+	if !strings.Contains(out, "<ReceiveMessageResult><Body>") || !strings.Contains(out, "<RequestId>rid</RequestId>") {
+		t.Fatalf("envelope: %s", out)
+	}
+}
+
+func newTestServer() *Server {
+	return NewServer(ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return time.Unix(1e9, 0) }}, nil)
+}
+
+func TestErrorsInBothProtocols(t *testing.T) {
+	s := newTestServer()
+	// JSON: unknown action.
+	r := httptest.NewRequest("POST", "/", strings.NewReader("{}"))
+	r.Header.Set("X-Amz-Target", "AmazonSQS.FooBar")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 400 || w.Header().Get("x-amzn-query-error") != "InvalidAction;Sender" || w.Header().Get("x-amzn-RequestId") == "" {
+		t.Fatalf("json error: %d %v", w.Code, w.Header())
+	}
+	var body map[string]string
+	json.Unmarshal(w.Body.Bytes(), &body)
+	if body["__type"] == "" || !strings.Contains(body["message"], "FooBar") {
+		t.Fatalf("json body %s", w.Body)
+	}
+	// Query: missing action, and unknown action.
+	for form, code := range map[string]string{"Version=2012-11-05": "MissingAction", "Action=FooBar": "InvalidAction"} {
+		r = httptest.NewRequest("POST", "/", strings.NewReader(form))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		w = httptest.NewRecorder()
+		s.ServeHTTP(w, r)
+		if w.Code != 400 || !strings.Contains(w.Body.String(), "<Code>"+code+"</Code>") || !strings.Contains(w.Body.String(), "<Type>Sender</Type>") {
+			t.Fatalf("query %s: %d %s", form, w.Code, w.Body)
+		}
+	}
+}
+
+func TestPanicBecomes500(t *testing.T) {
+	s := newTestServer() // no broker: any call into it panics
+	r := httptest.NewRequest("POST", "/", strings.NewReader(`{"QueueName":"q"}`))
+	r.Header.Set("X-Amz-Target", "AmazonSQS.CreateQueue")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != http.StatusInternalServerError || !strings.HasPrefix(w.Header().Get("x-amzn-query-error"), "InternalError;Receiver") {
+		t.Fatalf("panic: %d %v %s", w.Code, w.Header(), w.Body)
+	}
+	// The server still answers the next request.
+	r = httptest.NewRequest("GET", "/?Action=Nope", nil)
+	w = httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 400 {
+		t.Fatalf("after panic: %d", w.Code)
+	}
+}
+
+func TestRequestTooLarge(t *testing.T) {
+	s := newTestServer()
+	r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", MaxRequestBytes+1)))
+	r.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+	w := httptest.NewRecorder()
+	s.ServeHTTP(w, r)
+	if w.Code != 413 {
+		t.Fatalf("oversized request: %d", w.Code)
+	}
+}
+
+func FuzzQueryDecode(f *testing.F) {
+	f.Add("Action=SendMessage&MessageAttribute.1.Name=a&MessageAttribute.1.Value.DataType=String&MessageAttribute.1.Value.StringValue=x")
+	f.Add("SendMessageBatchRequestEntry.1.Id=a&SendMessageBatchRequestEntry.1.MessageAttribute.1.Value.BinaryListValue.1=AA==")
+	f.Add("Attribute.x.Name=1&Tag.1.Value=2&AttributeName.9=All")
+	f.Fuzz(func(t *testing.T, form string) {
+		vals, err := url.ParseQuery(form)
+		if err != nil {
+			return
+		}
+		p := decodeQuery(vals)
+		exercise(p)
+	})
+}
+
+func FuzzJSONDecode(f *testing.F) {
+	f.Add(`{"QueueUrl":"q","MessageBody":"x","MessageAttributes":{"a":{"DataType":"Binary","BinaryValue":"AAE="}}}`)
+	f.Add(`{"Entries":[{"Id":"a","MessageBody":1,"DelaySeconds":"x"}]}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		p, err := decodeJSON([]byte(body))
+		if err != nil {
+			return
+		}
+		exercise(p)
+	})
+}
+
+// exercise runs every typed accessor; none may panic on any input.
+func exercise(p params) {
+	for _, k := range []string{"QueueUrl", "MessageBody", "Action"} {
+		p.str(k)
+	}
+	p.intp("DelaySeconds")
+	p.strList("AttributeNames")
+	p.strMap("Attributes")
+	p.msgAttrs("MessageAttributes")
+	p.msgAttrs("MessageSystemAttributes")
+	es, _ := p.entries("Entries")
+	for _, e := range es {
+		e.str("Id")
+		e.intp("DelaySeconds")
+		e.msgAttrs("MessageAttributes")
+	}
+}
+
+func FuzzMessageAttributesMD5(f *testing.F) {
+	f.Add("name", "String", "value", []byte{1})
+	f.Fuzz(func(t *testing.T, name, typ, val string, bin []byte) {
+		a := map[string]st.AttributeValue{name: {DataType: typ, StringValue: &val}, name + "b": {DataType: typ, BinaryValue: bin}}
+		if md5Attrs(a) != md5Attrs(a) {
+			t.Fatal("md5 not deterministic")
+		}
+	})
+}
+
+func FuzzSigV4(f *testing.F) {
+	f.Add("AWS4-HMAC-SHA256 Credential=AK/20260101/us-east-1/sqs/aws4_request, SignedHeaders=host;x-amz-date, Signature=abc", "20260101T000000Z", "/?a=b")
+	f.Fuzz(func(t *testing.T, auth, date, target string) {
+		if !strings.HasPrefix(target, "/") {
+			target = "/" + target
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil {
+			return
+		}
+		r := httptest.NewRequest("POST", "/", nil)
+		r.URL = u
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("X-Amz-Date", date)
+		creds, _ := ParseCredentials([]byte(`{"principals":[{"name":"a","access_key_id":"AK","secret_access_key":"s","queues":["*"]}]}`))
+		s := NewServer(ServerConfig{Credentials: creds, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
+		req := &request{r: r, p: params{}}
+		_ = s.authenticate(req, nil) // must not panic
+	})
+}
