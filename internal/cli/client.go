@@ -204,6 +204,15 @@ func client(ctx context.Context, args []string, env Env) error {
 		if err != nil {
 			return err
 		}
+		if *vis == 0 && !*del {
+			// The SDK leaves VisibilityTimeout=0 out of the request, so make
+			// the messages visible again explicitly.
+			for _, m := range out.Messages {
+				if _, err := k.c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: u, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}); err != nil {
+					return err
+				}
+			}
+		}
 		if err := k.printMessages(out.Messages); err != nil {
 			return err
 		}

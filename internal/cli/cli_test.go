@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sqs"
+)
+
+func startServer(t *testing.T) string {
+	b, err := sluice.Open(sluice.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		b.Close()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+func sluiceCmd(t *testing.T, endpoint string, args ...string) (string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+		if k == "SLUICE_ENDPOINT" {
+			return endpoint
+		}
+		return ""
+	}}
+	code := Run(context.Background(), args, env)
+	if code != 0 {
+		return errb.String(), code
+	}
+	return out.String(), code
+}
+
+func TestClientCommands(t *testing.T) {
+	ep := startServer(t)
+	steps := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"queues", "create", "dlq"}, "/000000000000/dlq"},
+		{[]string{"queues", "create", "jobs", "--attr", "VisibilityTimeout=5", "--attr", `RedrivePolicy={"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}`}, "/jobs"},
+		{[]string{"send", "jobs", "hello world", "--group", "tenant-a"}, "-"},
+		{[]string{"queues", "list"}, "jobs"},
+		{[]string{"queues", "attrs", "jobs"}, "VisibilityTimeout"},
+		{[]string{"queues", "set", "jobs", "DelaySeconds=0"}, ""},
+		{[]string{"receive", "jobs", "--visibility", "0"}, "hello world"},
+		{[]string{"receive", "jobs"}, "MESSAGE ID"}, // over maxReceiveCount: moves to the DLQ
+		{[]string{"dlq", "list"}, "jobs"},
+		{[]string{"dlq", "peek", "dlq"}, "hello world"},
+		{[]string{"dlq", "redrive", "dlq"}, "redrive started"},
+	}
+	for _, s := range steps {
+		out, code := sluiceCmd(t, ep, s.args...)
+		if code != 0 || !strings.Contains(out, s.want) {
+			t.Fatalf("sluice %v: code %d, output:\n%s", s.args, code, out)
+		}
+	}
+	// Redrive is asynchronous; the message comes back to its source.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		out, _ := sluiceCmd(t, ep, "receive", "jobs", "--json", "--delete")
+		var msgs []msgRow
+		if err := json.Unmarshal([]byte(out), &msgs); err != nil {
+			t.Fatalf("--json output: %v\n%s", err, out)
+		}
+		if len(msgs) == 1 && msgs[0].Body == "hello world" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("redriven message never came back")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	out, _ := sluiceCmd(t, ep, "queues", "list", "--json")
+	var rows []queueRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 2 {
+		t.Fatalf("queues list --json: %v %s", err, out)
+	}
+	if _, code := sluiceCmd(t, ep, "queues", "delete", "nope"); code == 0 {
+		t.Fatal("deleting a missing queue succeeded")
+	}
+	if out, code := sluiceCmd(t, ep, "bogus"); code == 0 || !strings.Contains(out, "unknown command") {
+		t.Fatalf("unknown command: %d %s", code, out)
+	}
+}
+
+func TestServeRefusesPublicAddressWithoutCredentials(t *testing.T) {
+	var errb bytes.Buffer
+	code := Run(context.Background(), []string{"serve", "--sqs-addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+	if code == 0 || !strings.Contains(errb.String(), "--insecure") {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+}
+
+func TestServeStopsOnCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int)
+	var errb bytes.Buffer
+	go func() {
+		done <- Run(ctx, []string{"serve", "--sqs-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+	}()
+	time.Sleep(200 * time.Millisecond) // let it start serving; the test holds either way
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("serve exited %d", code)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve did not stop")
+	}
+}
