@@ -2,7 +2,7 @@ package sluice
 
 import (
 	"bufio"
-	"encoding/json"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -42,19 +42,20 @@ type record struct {
 	NextSeq uint64 `json:"ns,omitempty"`
 }
 
-func (r *record) encode() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(fmt.Sprintf("sluice: encoding record: %v", err)) // only plain data: cannot fail
-	}
-	return b
-}
-
 // snapshot writes the broker's whole state: a header, then per queue its
 // metadata and its live messages. Called by the store's writer.
 func (b *broker) snapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
-	enc := json.NewEncoder(bw)
+	var lenBuf [binary.MaxVarintLen64]byte
+	write := func(r *record) error {
+		raw := r.encode()
+		n := binary.PutUvarint(lenBuf[:], uint64(len(raw)))
+		if _, err := bw.Write(lenBuf[:n]); err != nil {
+			return err
+		}
+		_, err := bw.Write(raw)
+		return err
+	}
 	b.mu.RLock()
 	qss := make([]*queueState, 0, len(b.queues))
 	for _, qs := range b.queues {
@@ -62,7 +63,7 @@ func (b *broker) snapshot(w io.Writer) error {
 	}
 	hdr := &record{T: recHeader, NextQ: b.nextQID, NextSeq: b.seq.Load() + 1}
 	b.mu.RUnlock()
-	if err := enc.Encode(hdr); err != nil {
+	if err := write(hdr); err != nil {
 		return err
 	}
 	for _, qs := range qss {
@@ -72,7 +73,7 @@ func (b *broker) snapshot(w io.Writer) error {
 			continue
 		}
 		meta := qs.meta
-		err := enc.Encode(&record{T: recQueue, Meta: &meta})
+		err := write(&record{T: recQueue, Meta: &meta})
 		// In send order, so recovery rebuilds the queue's orders cheaply.
 		var msgs []*queue.Msg
 		qs.q.Messages(func(m *queue.Msg) { msgs = append(msgs, m) })
@@ -81,7 +82,7 @@ func (b *broker) snapshot(w io.Writer) error {
 			if err != nil {
 				break
 			}
-			err = enc.Encode(&record{T: recSend, Q: meta.ID, M: m})
+			err = write(&record{T: recSend, Q: meta.ID, M: m})
 		}
 		qs.mu.Unlock()
 		if err != nil {
@@ -92,26 +93,33 @@ func (b *broker) snapshot(w io.Writer) error {
 }
 
 func (b *broker) loadSnapshot(r io.Reader) error {
-	dec := json.NewDecoder(r)
+	br := bufio.NewReaderSize(r, 1<<20)
 	for {
-		var rec record
-		if err := dec.Decode(&rec); err == io.EOF {
+		n, err := binary.ReadUvarint(br)
+		if err == io.EOF {
 			return nil
 		} else if err != nil {
 			return err
 		}
-		if err := b.apply(&rec); err != nil {
+		if n > 64<<20 {
+			return fmt.Errorf("checkpoint record of %d bytes", n)
+		}
+		raw := make([]byte, n)
+		if _, err := io.ReadFull(br, raw); err != nil {
+			return err
+		}
+		if err := b.replay(raw); err != nil {
 			return err
 		}
 	}
 }
 
 func (b *broker) replay(raw []byte) error {
-	var rec record
-	if err := json.Unmarshal(raw, &rec); err != nil {
+	rec, err := decodeRecord(raw)
+	if err != nil {
 		return fmt.Errorf("decoding record: %w", err)
 	}
-	return b.apply(&rec)
+	return b.apply(rec)
 }
 
 // apply replays one record during recovery (single-threaded).

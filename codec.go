@@ -1,0 +1,269 @@
+package sluice
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/sluicemq/sluice/internal/queue"
+)
+
+// The record codec: a compact binary form (a type byte, varints, and
+// length-prefixed strings), so that the hot path and recovery do no JSON.
+// Queue metadata, rare and nested, is embedded as JSON.
+
+const codecVersion = 1
+
+var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader}
+
+var errShortRecord = errors.New("record truncated")
+
+type enc struct{ b []byte }
+
+func (e *enc) u(v uint64)     { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) i(v int64)      { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) bytes(v []byte) { e.u(uint64(len(v))); e.b = append(e.b, v...) }
+func (e *enc) str(v string)   { e.u(uint64(len(v))); e.b = append(e.b, v...) }
+func (e *enc) optStr(v *string) {
+	e.flag(v != nil)
+	if v != nil {
+		e.str(*v)
+	}
+}
+func (e *enc) flag(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) u() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = errShortRecord
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) i() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = errShortRecord
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) raw() []byte {
+	n := d.u()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = errShortRecord
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) bytes() []byte {
+	v := d.raw()
+	if v == nil {
+		return nil
+	}
+	return append([]byte{}, v...)
+}
+
+func (d *dec) str() string { return string(d.raw()) }
+
+func (d *dec) flag() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.b) == 0 {
+		d.err = errShortRecord
+		return false
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v == 1
+}
+
+func (d *dec) optStr() *string {
+	if !d.flag() {
+		return nil
+	}
+	s := d.str()
+	return &s
+}
+
+func (r *record) encode() []byte {
+	e := &enc{b: make([]byte, 0, 64)}
+	e.b = append(e.b, codecVersion)
+	t := -1
+	for i, x := range recTypes {
+		if x == r.T {
+			t = i
+		}
+	}
+	if t < 0 {
+		panic(fmt.Sprintf("sluice: unknown record type %q", r.T)) // a programming error
+	}
+	e.b = append(e.b, byte(t))
+	for _, v := range []uint64{r.Q, r.Seq, uint64(r.RC), uint64(r.Fence), r.To, r.UpTo, r.NextQ, r.NextSeq} {
+		e.u(v)
+	}
+	for _, v := range []int64{r.First, r.Dlv, r.Vis} {
+		e.i(v)
+	}
+	e.flag(r.Meta != nil)
+	if r.Meta != nil {
+		raw, err := json.Marshal(r.Meta)
+		if err != nil {
+			panic(fmt.Sprintf("sluice: encoding queue metadata: %v", err)) // plain data: cannot fail
+		}
+		e.bytes(raw)
+	}
+	e.flag(r.M != nil)
+	if r.M != nil {
+		encodeMsg(e, r.M)
+	}
+	return e.b
+}
+
+func encodeMsg(e *enc, m *queue.Msg) {
+	e.u(m.Seq)
+	for _, s := range []string{m.ID, m.Body, m.Trace, m.Sender, m.Group, m.Dedup, m.SeqNum, m.DLQSource} {
+		e.str(s)
+	}
+	for _, v := range []int64{m.Sent, m.FirstRecv, m.VisibleAt, m.Delivered} {
+		e.i(v)
+	}
+	e.u(uint64(m.RecvCount))
+	e.u(uint64(m.Fence))
+	e.b = append(e.b, byte(m.State))
+	e.u(uint64(len(m.Attrs)))
+	for name, a := range m.Attrs {
+		e.str(name)
+		e.str(a.DataType)
+		e.optStr(a.String)
+		e.flag(a.Binary != nil)
+		if a.Binary != nil {
+			e.bytes(a.Binary)
+		}
+		e.u(uint64(len(a.Strings)))
+		for _, s := range a.Strings {
+			e.str(s)
+		}
+		e.u(uint64(len(a.Binaries)))
+		for _, b := range a.Binaries {
+			e.bytes(b)
+		}
+	}
+}
+
+func decodeRecord(b []byte) (*record, error) {
+	if len(b) < 2 {
+		return nil, errShortRecord
+	}
+	if b[0] != codecVersion {
+		return nil, fmt.Errorf("record codec version %d is not supported by this build", b[0])
+	}
+	if int(b[1]) >= len(recTypes) {
+		return nil, fmt.Errorf("unknown record type %d", b[1])
+	}
+	r := &record{T: recTypes[b[1]]}
+	d := &dec{b: b[2:]}
+	r.Q, r.Seq = d.u(), d.u()
+	r.RC, r.Fence = int(d.u()), uint32(d.u())
+	r.To, r.UpTo, r.NextQ, r.NextSeq = d.u(), d.u(), d.u(), d.u()
+	r.First, r.Dlv, r.Vis = d.i(), d.i(), d.i()
+	if d.flag() {
+		raw := d.raw()
+		if d.err == nil {
+			r.Meta = &queueMeta{}
+			if err := json.Unmarshal(raw, r.Meta); err != nil {
+				return nil, fmt.Errorf("queue metadata: %w", err)
+			}
+		}
+	}
+	if d.flag() {
+		r.M = decodeMsg(d)
+	}
+	if d.err != nil {
+		return nil, d.err
+	}
+	if len(d.b) != 0 {
+		return nil, errors.New("trailing bytes in record")
+	}
+	return r, nil
+}
+
+func decodeMsg(d *dec) *queue.Msg {
+	m := &queue.Msg{Seq: d.u()}
+	for _, p := range []*string{&m.ID, &m.Body, &m.Trace, &m.Sender, &m.Group, &m.Dedup, &m.SeqNum, &m.DLQSource} {
+		*p = d.str()
+	}
+	for _, p := range []*int64{&m.Sent, &m.FirstRecv, &m.VisibleAt, &m.Delivered} {
+		*p = d.i()
+	}
+	rc := d.u()
+	if rc > math.MaxInt32 {
+		d.err = errors.New("receive count out of range")
+	}
+	m.RecvCount = int(rc)
+	m.Fence = uint32(d.u())
+	if d.err == nil {
+		if len(d.b) == 0 {
+			d.err = errShortRecord
+			return m
+		}
+		m.State = queue.State(d.b[0])
+		d.b = d.b[1:]
+	}
+	n := d.u()
+	if n > 10 {
+		d.err = errors.New("too many attributes in record")
+		return m
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		if m.Attrs == nil {
+			m.Attrs = map[string]queue.AttrVal{}
+		}
+		name := d.str()
+		a := queue.AttrVal{DataType: d.str(), String: d.optStr()}
+		if d.flag() {
+			a.Binary = d.bytes()
+			if a.Binary == nil {
+				a.Binary = []byte{}
+			}
+		}
+		for k := d.u(); k > 0 && d.err == nil; k-- {
+			a.Strings = append(a.Strings, d.str())
+		}
+		for k := d.u(); k > 0 && d.err == nil; k-- {
+			a.Binaries = append(a.Binaries, d.bytes())
+		}
+		m.Attrs[name] = a
+	}
+	return m
+}
