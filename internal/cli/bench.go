@@ -20,10 +20,10 @@ import (
 
 // benchResult is what `sluice bench --json` prints.
 type benchResult struct {
-	DurationS     float64            `json:"duration_seconds"`
-	Sent          int64              `json:"sent"`
-	Received      int64              `json:"received"`
-	SendRate      float64            `json:"send_msgs_per_second"`
+	DurationS float64 `json:"duration_seconds"`
+	Sent      int64   `json:"sent"`
+	Received  int64   `json:"received"`
+	SendRate  float64 `json:"send_msgs_per_second"`
 	// EndToEndRate counts messages received and deleted while producers
 	// were sending, per second of that window.
 	EndToEndRate  float64            `json:"end_to_end_msgs_per_second"`
