@@ -127,6 +127,22 @@ type redriveAllowPolicy struct {
 	SourceQueueArns   []string `json:"sourceQueueArns,omitempty"`
 }
 
+// allows reports whether a source queue may use the queue as its DLQ.
+func (p redriveAllowPolicy) allows(sourceArn string) bool {
+	switch p.RedrivePermission {
+	case "denyAll":
+		return false
+	case "byQueue":
+		for _, a := range p.SourceQueueArns {
+			if a == sourceArn {
+				return true
+			}
+		}
+		return false
+	}
+	return true
+}
+
 func parseRedriveAllowPolicy(v string) (redriveAllowPolicy, error) {
 	var p redriveAllowPolicy
 	if err := json.Unmarshal([]byte(v), &p); err != nil {

@@ -232,3 +232,16 @@ func TestLongPollWakesOnSend(t *testing.T) {
 		t.Fatalf("long poll returned %d messages", len(ms))
 	}
 }
+
+func TestRedriveAllowPolicy(t *testing.T) {
+	b, _ := sluice.Open(sluice.Config{InMemory: true})
+	defer b.Close()
+	b.CreateQueue(ctx, "dlq", map[string]string{"RedriveAllowPolicy": `{"redrivePermission":"byQueue","sourceQueueArns":["arn:aws:sqs:us-east-1:000000000000:ok"]}`}, nil)
+	rp := map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":3}`}
+	if _, err := b.CreateQueue(ctx, "ok", rp, nil); err != nil {
+		t.Fatalf("allowed source refused: %v", err)
+	}
+	if _, err := b.CreateQueue(ctx, "other", rp, nil); code(err) != st.CodeInvalidAttributeValue {
+		t.Fatalf("source not in the allow list accepted: %v", err)
+	}
+}

@@ -259,7 +259,7 @@ func (b *broker) createQueue(ctx context.Context, name string, attrs, tags map[s
 	if err := validateTags(tags); err != nil {
 		return QueueInfo{}, err
 	}
-	if err := b.checkRedriveTarget(clean, fifo); err != nil {
+	if err := b.checkRedriveTarget(name, clean, fifo); err != nil {
 		return QueueInfo{}, err
 	}
 	now := b.clock.Now()
@@ -344,7 +344,7 @@ func validateTags(tags map[string]string) error {
 	return nil
 }
 
-func (b *broker) checkRedriveTarget(attrs map[string]string, fifo bool) error {
+func (b *broker) checkRedriveTarget(source string, attrs map[string]string, fifo bool) error {
 	rp := attrs["RedrivePolicy"]
 	if rp == "" {
 		return nil
@@ -363,9 +363,16 @@ func (b *broker) checkRedriveTarget(attrs map[string]string, fifo bool) error {
 	}
 	dlq.mu.Lock()
 	dfifo := dlq.meta.FIFO
+	allow := dlq.meta.Attrs["RedriveAllowPolicy"]
 	dlq.mu.Unlock()
 	if dfifo != fifo {
 		return invalidAttrValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
+	}
+	if allow != "" {
+		ap, err := parseRedriveAllowPolicy(allow)
+		if err == nil && !ap.allows(b.arn(source)) {
+			return invalidAttrValue("RedrivePolicy", "The dead-letter target's RedriveAllowPolicy does not allow "+source+" as a source queue")
+		}
 	}
 	return nil
 }
@@ -451,7 +458,7 @@ func (b *broker) setQueueAttributes(ctx context.Context, name string, attrs map[
 	if err != nil {
 		return err
 	}
-	if err := b.checkRedriveTarget(clean, fifo); err != nil {
+	if err := b.checkRedriveTarget(name, clean, fifo); err != nil {
 		return err
 	}
 	return b.updateMeta(qs, func(m *queueMeta) error {
@@ -851,21 +858,47 @@ func expired(h string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.", h)
 }
 
-func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
+// locked looks a queue up and returns it locked, with the time and its
+// timers advanced to it. The caller unlocks.
+func (b *broker) locked(name string) (*queueState, time.Time, error) {
 	qs, err := b.lookup(name)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	qs.mu.Lock()
+	if qs.deleted {
+		qs.mu.Unlock()
+		return nil, time.Time{}, noQueue()
+	}
+	now := b.clock.Now()
+	qs.q.Advance(now)
+	return qs, now, nil
+}
+
+// commitLocked submits the records of a batch call, wakes long polls if
+// asked, unlocks the queue and waits for durability; a failed write fails
+// the entries listed in idx.
+func (b *broker) commitLocked(qs *queueState, recs []*record, idx []int, errs []error, wake bool) {
+	w := b.submit(recs...)
+	if wake {
+		qs.wakeLocked()
+	}
+	qs.mu.Unlock()
+	if err := wait(w); err != nil {
+		for _, i := range idx {
+			errs[i] = err
+		}
+	}
+}
+
+func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
+	qs, _, err := b.locked(name)
 	if err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(hs))
 	var recs []*record
 	var idx []int
-	qs.mu.Lock()
-	if qs.deleted {
-		qs.mu.Unlock()
-		return nil, noQueue()
-	}
-	now := b.clock.Now()
-	qs.q.Advance(now)
 	for i, h := range hs {
 		qid, seq, fence, ok := parseHandle(h)
 		if !ok || qid != qs.meta.ID {
@@ -891,16 +924,8 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 		recs = append(recs, &record{T: recDelete, Q: qs.meta.ID, Seq: seq})
 		idx = append(idx, i)
 	}
-	w := b.submit(recs...)
-	if len(recs) > 0 && qs.meta.FIFO {
-		qs.wakeLocked()
-	}
-	qs.mu.Unlock()
-	if err := wait(w); err != nil {
-		for _, i := range idx {
-			errs[i] = err
-		}
-	}
+	// Deleting in-flight FIFO messages unlocks their groups.
+	b.commitLocked(qs, recs, idx, errs, len(recs) > 0 && qs.meta.FIFO)
 	return errs, nil
 }
 
@@ -913,20 +938,13 @@ func (b *broker) changeVisibility(ctx context.Context, name, h string, s int) er
 }
 
 func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []VisibilityChange) ([]error, error) {
-	qs, err := b.lookup(name)
+	qs, now, err := b.locked(name)
 	if err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(in))
 	var recs []*record
 	var idx []int
-	qs.mu.Lock()
-	if qs.deleted {
-		qs.mu.Unlock()
-		return nil, noQueue()
-	}
-	now := b.clock.Now()
-	qs.q.Advance(now)
 	woke := false
 	for i, c := range in {
 		if c.Seconds < 0 || c.Seconds > 43200 {
@@ -964,30 +982,15 @@ func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []Vi
 			woke = true
 		}
 	}
-	w := b.submit(recs...)
-	if woke {
-		qs.wakeLocked()
-	}
-	qs.mu.Unlock()
-	if err := wait(w); err != nil {
-		for _, i := range idx {
-			errs[i] = err
-		}
-	}
+	b.commitLocked(qs, recs, idx, errs, woke)
 	return errs, nil
 }
 
 func (b *broker) purge(ctx context.Context, name string) error {
-	qs, err := b.lookup(name)
+	qs, now, err := b.locked(name)
 	if err != nil {
 		return err
 	}
-	qs.mu.Lock()
-	if qs.deleted {
-		qs.mu.Unlock()
-		return noQueue()
-	}
-	now := b.clock.Now()
 	if !qs.lastPurge.IsZero() && now.Sub(qs.lastPurge) < 60*time.Second {
 		qs.mu.Unlock()
 		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"sort"
 	"sync"
 	"time"
 
@@ -224,8 +223,6 @@ func (b *broker) listMoveTasks(src string, max int) ([]MoveTask, error) {
 	t := b.tasks
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	list := append([]*moveTask(nil), t.tasks[src]...)
-	sort.SliceStable(list, func(i, j int) bool { return i > j })
 	var out []MoveTask
 	for i := len(t.tasks[src]) - 1; i >= 0 && len(out) < max; i-- {
 		out = append(out, t.tasks[src][i].info)
