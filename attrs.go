@@ -299,7 +299,9 @@ func (b *broker) renderAttrs(qs *queueState, names []string) (map[string]string,
 	qs.mu.Lock()
 	counts := qs.q.Counts(now)
 	meta := qs.meta
+	released := qs.q.TakeReleased() // retention may have dropped some
 	qs.mu.Unlock()
+	b.release(released)
 	put := func(n, v string) {
 		if all || want[n] {
 			out[n] = v

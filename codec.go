@@ -8,6 +8,7 @@ import (
 	"math"
 
 	"github.com/sluicemq/sluice/internal/queue"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // The record codec: a compact binary form (a type byte, varints, and
@@ -16,7 +17,7 @@ import (
 
 const codecVersion = 1
 
-var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader}
+var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup}
 
 var errShortRecord = errors.New("record truncated")
 
@@ -147,35 +148,45 @@ func (r *record) encode() []byte {
 	if r.M != nil {
 		encodeMsg(e, r.M)
 	}
+	e.flag(r.P != nil)
+	if r.P != nil {
+		encodePayload(e, r.P)
+	}
 	return e.b
 }
 
 func encodeMsg(e *enc, m *queue.Msg) {
 	e.u(m.Seq)
-	for _, s := range []string{m.ID, m.Body, m.Trace, m.Sender, m.Group, m.Dedup, m.SeqNum, m.DLQSource} {
-		e.str(s)
-	}
+	e.str(m.Group)
+	e.str(m.DLQSource)
 	for _, v := range []int64{m.Sent, m.FirstRecv, m.VisibleAt, m.Delivered} {
 		e.i(v)
 	}
-	e.u(uint64(m.RecvCount))
-	e.u(uint64(m.Fence))
+	for _, v := range []uint32{uint32(m.RecvCount), m.Fence, m.Loc.Seg, m.Loc.Off, m.Loc.FLen, m.Loc.Idx} {
+		e.u(uint64(v))
+	}
 	e.b = append(e.b, byte(m.State))
-	e.u(uint64(len(m.Attrs)))
-	for name, a := range m.Attrs {
+}
+
+func encodePayload(e *enc, p *payload) {
+	for _, s := range []string{p.ID, p.Body, p.Trace, p.Sender, p.Dedup, p.SeqNum} {
+		e.str(s)
+	}
+	e.u(uint64(len(p.Attrs)))
+	for name, a := range p.Attrs {
 		e.str(name)
 		e.str(a.DataType)
-		e.optStr(a.String)
-		e.flag(a.Binary != nil)
-		if a.Binary != nil {
-			e.bytes(a.Binary)
+		e.optStr(a.StringValue)
+		e.flag(a.BinaryValue != nil)
+		if a.BinaryValue != nil {
+			e.bytes(a.BinaryValue)
 		}
-		e.u(uint64(len(a.Strings)))
-		for _, s := range a.Strings {
+		e.u(uint64(len(a.StringListValues)))
+		for _, s := range a.StringListValues {
 			e.str(s)
 		}
-		e.u(uint64(len(a.Binaries)))
-		for _, b := range a.Binaries {
+		e.u(uint64(len(a.BinaryListValues)))
+		for _, b := range a.BinaryListValues {
 			e.bytes(b)
 		}
 	}
@@ -209,6 +220,9 @@ func decodeRecord(b []byte) (*record, error) {
 	if d.flag() {
 		r.M = decodeMsg(d)
 	}
+	if d.flag() {
+		r.P = decodePayload(d)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -219,19 +233,23 @@ func decodeRecord(b []byte) (*record, error) {
 }
 
 func decodeMsg(d *dec) *queue.Msg {
-	m := &queue.Msg{Seq: d.u()}
-	for _, p := range []*string{&m.ID, &m.Body, &m.Trace, &m.Sender, &m.Group, &m.Dedup, &m.SeqNum, &m.DLQSource} {
-		*p = d.str()
-	}
+	m := &queue.Msg{Seq: d.u(), Group: d.str(), DLQSource: d.str()}
 	for _, p := range []*int64{&m.Sent, &m.FirstRecv, &m.VisibleAt, &m.Delivered} {
 		*p = d.i()
 	}
-	rc := d.u()
-	if rc > math.MaxInt32 {
+	var v [6]uint32
+	for i := range v {
+		x := d.u()
+		if x > math.MaxUint32 {
+			d.err = errors.New("field out of range")
+		}
+		v[i] = uint32(x)
+	}
+	if v[0] > math.MaxInt32 {
 		d.err = errors.New("receive count out of range")
 	}
-	m.RecvCount = int(rc)
-	m.Fence = uint32(d.u())
+	m.RecvCount, m.Fence = int32(v[0]), v[1]
+	m.Loc = queue.Loc{Seg: v[2], Off: v[3], FLen: v[4], Idx: v[5]}
 	if d.err == nil {
 		if len(d.b) == 0 {
 			d.err = errShortRecord
@@ -240,30 +258,38 @@ func decodeMsg(d *dec) *queue.Msg {
 		m.State = queue.State(d.b[0])
 		d.b = d.b[1:]
 	}
+	return m
+}
+
+func decodePayload(d *dec) *payload {
+	p := &payload{}
+	for _, f := range []*string{&p.ID, &p.Body, &p.Trace, &p.Sender, &p.Dedup, &p.SeqNum} {
+		*f = d.str()
+	}
 	n := d.u()
 	if n > 10 {
 		d.err = errors.New("too many attributes in record")
-		return m
+		return p
 	}
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		if m.Attrs == nil {
-			m.Attrs = map[string]queue.AttrVal{}
+		if p.Attrs == nil {
+			p.Attrs = map[string]st.AttributeValue{}
 		}
 		name := d.str()
-		a := queue.AttrVal{DataType: d.str(), String: d.optStr()}
+		a := st.AttributeValue{DataType: d.str(), StringValue: d.optStr()}
 		if d.flag() {
-			a.Binary = d.bytes()
-			if a.Binary == nil {
-				a.Binary = []byte{}
+			a.BinaryValue = d.bytes()
+			if a.BinaryValue == nil {
+				a.BinaryValue = []byte{}
 			}
 		}
 		for k := d.u(); k > 0 && d.err == nil; k-- {
-			a.Strings = append(a.Strings, d.str())
+			a.StringListValues = append(a.StringListValues, d.str())
 		}
 		for k := d.u(); k > 0 && d.err == nil; k-- {
-			a.Binaries = append(a.Binaries, d.bytes())
+			a.BinaryListValues = append(a.BinaryListValues, d.bytes())
 		}
-		m.Attrs[name] = a
+		p.Attrs[name] = a
 	}
-	return m
+	return p
 }

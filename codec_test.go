@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/internal/queue"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -12,11 +13,13 @@ func TestRecordRoundTrip(t *testing.T) {
 	recs := []*record{
 		{T: recHeader, NextQ: 7, NextSeq: 99},
 		{T: recQueue, Meta: &queueMeta{ID: 3, Name: "q.fifo", FIFO: true, Attrs: map[string]string{"VisibilityTimeout": "5"}, Tags: map[string]string{"a": "b"}, Created: 1, Modified: 2}},
-		{T: recSend, Q: 3, M: &queue.Msg{Seq: 42, ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Group: "g", Dedup: "d", SeqNum: "00000000000000000001",
-			Sent: 1700000000000, VisibleAt: 1700000005000, RecvCount: 2, Fence: 2, State: queue.InFlight,
-			Attrs: map[string]queue.AttrVal{"s": {DataType: "String", String: &s}, "b": {DataType: "Binary", Binary: []byte{0, 1}}, "l": {DataType: "String", Strings: []string{"x", "y"}, Binaries: [][]byte{{9}}}}}},
+		{T: recSend, Q: 3, M: &queue.Msg{Seq: 42, Group: "g", Sent: 1700000000000, VisibleAt: 1700000005000, RecvCount: 2, Fence: 2, State: queue.InFlight,
+			Loc: queue.Loc{Seg: 3, Off: 4096, FLen: 2000, Idx: 7}},
+			P: &payload{ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "00000000000000000001",
+				Attrs: map[string]st.AttributeValue{"s": {DataType: "String", StringValue: &s}, "b": {DataType: "Binary", BinaryValue: []byte{0, 1}}, "l": {DataType: "String", StringListValues: []string{"x", "y"}, BinaryListValues: [][]byte{{9}}}}}},
 		{T: recReceive, Q: 3, Seq: 42, RC: 3, First: 1, Dlv: 2, Vis: 3, Fence: 3},
-		{T: recMove, Q: 3, Seq: 42, To: 4, M: &queue.Msg{Seq: 43, ID: "id", Body: "b", DLQSource: "arn"}},
+		{T: recMove, Q: 3, Seq: 42, To: 4, M: &queue.Msg{Seq: 43, DLQSource: "arn", Loc: queue.Loc{Seg: 1}}},
+		{T: recDedup, Q: 3, First: 99, P: &payload{Dedup: "k", ID: "i", SeqNum: "1"}},
 		{T: recPurge, Q: 3, UpTo: 100},
 	}
 	for _, r := range recs {
@@ -31,7 +34,7 @@ func TestRecordRoundTrip(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add((&record{T: recSend, Q: 1, M: &queue.Msg{Seq: 1, Body: "x"}}).encode())
+	f.Add((&record{T: recSend, Q: 1, M: &queue.Msg{Seq: 1}, P: &payload{Body: "x"}}).encode())
 	f.Add((&record{T: recQueue, Meta: &queueMeta{Name: "q"}}).encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := decodeRecord(b)

@@ -56,7 +56,13 @@ type broker struct {
 	cfg   Config
 	clock Clock
 	log   *slog.Logger
-	store *store.Log // nil in memory mode
+	store *store.Log    // the disk log; nil in memory mode
+	mem   *store.Memory // payload records in memory mode
+
+	// live counts, per log segment, the messages whose record is in it, so
+	// a segment nobody needs is unlinked (disk mode).
+	segMu sync.Mutex
+	live  map[uint32]int64
 
 	mu        sync.RWMutex
 	queues    map[string]*queueState
@@ -96,10 +102,12 @@ func open(cfg Config) (*Broker, error) {
 	b := &broker{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger,
 		queues: map[string]*queueState{}, byID: map[uint64]*queueState{}, deletedAt: map[string]time.Time{},
-		nextQID: 1, closing: make(chan struct{}),
+		nextQID: 1, closing: make(chan struct{}), live: map[uint32]int64{},
 	}
 	b.tasks = newMoveTasks(b)
-	if !cfg.InMemory {
+	if cfg.InMemory {
+		b.mem = store.NewMemory()
+	} else {
 		if cfg.Dir == "" {
 			return nil, errors.New("sluice: Config.Dir is required unless InMemory is set")
 		}
@@ -119,16 +127,16 @@ func open(cfg Config) (*Broker, error) {
 			fs = vfs.OS{}
 		}
 		lg, err := store.Open(fs, filepath.Clean(cfg.Dir), store.Options{
-			Sync: mode, SyncInterval: cfg.SyncInterval, Snapshot: b.snapshot, Logger: cfg.Logger,
+			Sync: mode, SyncInterval: cfg.SyncInterval, Snapshot: b.snapshot, Retain: b.retain, Logger: cfg.Logger,
 			SegmentBytes: cfg.SegmentBytes, CheckpointBytes: cfg.CheckpointBytes,
 		})
 		if err != nil {
 			return nil, err
 		}
+		b.store = lg
 		if err := lg.Recover(b.loadSnapshot, b.replay); err != nil {
 			return nil, err
 		}
-		b.store = lg
 	}
 	return &Broker{impl: b}, nil
 }
@@ -142,7 +150,7 @@ func (b *broker) close() error {
 	if b.store != nil {
 		return b.store.Close()
 	}
-	return nil
+	return b.mem.Close()
 }
 
 // ---- persistence helpers ----
@@ -155,8 +163,9 @@ type doneWaiter struct{ err error }
 
 func (d doneWaiter) Wait(context.Context) error { return d.err }
 
-// submit hands records to the store; callers hold the lock of the state
-// they changed (so log order is memory order) and wait after releasing it.
+// submit hands state records to the log; callers hold the lock of the
+// state they changed (so log order is memory order) and wait after
+// releasing it. Memory mode keeps no state records.
 func (b *broker) submit(recs ...*record) waiter {
 	if b.closed.Load() {
 		return doneWaiter{unavailable()}
@@ -169,6 +178,98 @@ func (b *broker) submit(recs ...*record) waiter {
 		raw[i] = r.encode()
 	}
 	return b.store.Submit(raw...)
+}
+
+// submitPayload hands send records (which carry message bodies) to the
+// store; applied runs once they are durable, with their locations.
+func (b *broker) submitPayload(recs []*record, applied func(locs []queue.Loc)) waiter {
+	if b.closed.Load() {
+		return doneWaiter{unavailable()}
+	}
+	raw := make([][]byte, len(recs))
+	for i, r := range recs {
+		raw[i] = r.encode()
+	}
+	fn := func(locs []store.Loc) {
+		q := make([]queue.Loc, len(locs))
+		for i, l := range locs {
+			q[i] = qloc(l)
+		}
+		applied(q)
+	}
+	if b.store == nil {
+		return b.mem.SubmitFunc(raw, fn)
+	}
+	return b.store.SubmitFunc(raw, fn)
+}
+
+func qloc(l store.Loc) queue.Loc { return queue.Loc{Seg: l.Seg, Off: l.Off, FLen: l.FLen, Idx: l.Idx} }
+func sloc(l queue.Loc) store.Loc { return store.Loc{Seg: l.Seg, Off: l.Off, FLen: l.FLen, Idx: l.Idx} }
+
+// readPayload reads a message's body and attributes back from its record.
+func (b *broker) readPayload(loc queue.Loc) (*payload, error) {
+	var raw []byte
+	var err error
+	if b.store == nil {
+		raw, err = b.mem.ReadRecord(sloc(loc))
+	} else {
+		raw, err = b.store.ReadRecord(sloc(loc))
+	}
+	if err != nil {
+		return nil, err
+	}
+	rec, err := decodeRecord(raw)
+	if err != nil {
+		return nil, err
+	}
+	if rec.P == nil {
+		return nil, fmt.Errorf("record at %+v holds no message", loc)
+	}
+	return rec.P, nil
+}
+
+// acquire counts a message whose record is at loc.
+func (b *broker) acquire(loc queue.Loc) {
+	if b.store == nil || loc.Seg == 0 {
+		return
+	}
+	b.segMu.Lock()
+	b.live[loc.Seg]++
+	b.segMu.Unlock()
+}
+
+// release forgets messages; a segment left with none is unlinked (once no
+// checkpoint needs it for replay).
+func (b *broker) release(locs []queue.Loc) {
+	if b.store == nil {
+		for _, l := range locs {
+			b.mem.Free(sloc(l))
+		}
+		return
+	}
+	var dead []uint32
+	b.segMu.Lock()
+	for _, l := range locs {
+		if l.Seg == 0 {
+			continue
+		}
+		b.live[l.Seg]--
+		if b.live[l.Seg] <= 0 {
+			delete(b.live, l.Seg)
+			dead = append(dead, l.Seg)
+		}
+	}
+	b.segMu.Unlock()
+	for _, seg := range dead {
+		b.store.Release(seg)
+	}
+}
+
+// retain tells the store whether a segment still holds a live message.
+func (b *broker) retain(seg uint32) bool {
+	b.segMu.Lock()
+	defer b.segMu.Unlock()
+	return b.live[seg] > 0
 }
 
 // wait waits for a durable write; it does not give up when the caller's
@@ -433,9 +534,13 @@ func (b *broker) deleteQueue(ctx context.Context, name string) error {
 	qs.deleted = true
 	qs.wakeLocked()
 	w := b.submit(&record{T: recQueueDelete, Q: qs.meta.ID})
+	locs := qs.q.TakeReleased()
+	qs.q.Messages(func(m *queue.Msg) { locs = append(locs, m.Loc) })
 	qs.mu.Unlock()
 	b.mu.Unlock()
-	return wait(w)
+	err := wait(w)
+	b.release(locs)
+	return err
 }
 
 func (b *broker) getQueueAttributes(name string, names []string) (map[string]string, error) {
@@ -577,7 +682,7 @@ func (b *broker) sendBatch(ctx context.Context, name string, in []st.SendInput) 
 }
 
 func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
-	qs, err := b.lookup(name)
+	qs, now, err := b.locked(name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -585,12 +690,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 	errs := make([]error, len(in))
 	var recs []*record
 	var seqs []uint64
-	qs.mu.Lock()
-	if qs.deleted {
-		qs.mu.Unlock()
-		return nil, nil, noQueue()
-	}
-	now := b.clock.Now()
+	var sent []int // entries that wrote a record
 	cfg := qs.q.Config()
 	maxSize := effInt(qs.meta.Attrs, "MaximumMessageSize")
 	for i := range in {
@@ -599,56 +699,64 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 			errs[i] = err
 			continue
 		}
-		m := &queue.Msg{
-			ID: uuid.NewString(), Body: e.Body, Attrs: queue.ToAttrs(e.Attributes), Trace: e.TraceHeader,
-			Sender: e.SenderID, Group: e.GroupID, Dedup: e.DedupID, Seq: b.seq.Add(1),
-		}
+		m := &queue.Msg{Group: e.GroupID, Seq: b.seq.Add(1)}
+		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, Sender: e.SenderID, Dedup: e.DedupID}
 		delay := cfg.Delay
 		if cfg.FIFO {
-			if m.Dedup == "" {
-				m.Dedup = queue.ContentDedupID(e.Body)
+			if p.Dedup == "" {
+				p.Dedup = queue.ContentDedupID(e.Body)
 			}
-			if id, num, dup := qs.q.Dedup(now, m.Group, m.Dedup); dup {
+			if id, num, dup := qs.q.Dedup(now, m.Group, p.Dedup); dup {
 				res[i] = st.SendResult{MessageID: id, SequenceNumber: num}
 				continue
 			}
 		} else if e.DelaySeconds != nil {
 			delay = time.Duration(*e.DelaySeconds) * time.Second
 		}
-		qs.q.Prepare(now, m, delay)
-		res[i] = st.SendResult{MessageID: m.ID, SequenceNumber: m.SeqNum}
+		p.SeqNum = qs.q.Prepare(now, m, delay)
+		if cfg.FIFO {
+			qs.q.Remember(now, m.Group, p.Dedup, p.ID, p.SeqNum)
+		}
+		res[i] = st.SendResult{MessageID: p.ID, SequenceNumber: p.SeqNum}
 		cp := *m
-		recs = append(recs, &record{T: recSend, Q: qs.meta.ID, M: &cp})
+		recs = append(recs, &record{T: recSend, Q: qs.meta.ID, M: &cp, P: p})
 		seqs = append(seqs, m.Seq)
+		sent = append(sent, i)
 	}
-	w := b.submit(recs...)
-	qs.mu.Unlock()
-	if len(seqs) == 0 {
+	if len(recs) == 0 {
+		qs.mu.Unlock()
 		return res, errs, nil
 	}
-	werr := wait(w)
-	qs.mu.Lock()
-	now = b.clock.Now()
-	for _, s := range seqs {
-		if werr != nil {
-			qs.q.Abort(s)
-		} else {
-			qs.q.Commit(now, s)
+	// Messages become visible once durable: in the writer, before anyone
+	// is answered and before any later checkpoint.
+	w := b.submitPayload(recs, func(locs []queue.Loc) {
+		qs.mu.Lock()
+		now := b.clock.Now()
+		for i, s := range seqs {
+			qs.q.Commit(now, s, locs[i])
+			b.acquire(locs[i])
 		}
-	}
-	if werr == nil {
 		qs.wakeLocked()
+		qs.mu.Unlock()
+	})
+	qs.mu.Unlock()
+	werr := wait(w)
+	if werr == nil {
+		return res, errs, nil
+	}
+	qs.mu.Lock()
+	for k, s := range seqs {
+		qs.q.Abort(s)
+		if cfg.FIFO {
+			qs.q.Forget(in[sent[k]].GroupID, recs[k].P.Dedup)
+		}
 	}
 	qs.mu.Unlock()
-	if werr != nil {
-		if !batch {
-			return nil, nil, werr
-		}
-		for i := range errs {
-			if errs[i] == nil && res[i].MessageID != "" {
-				errs[i] = werr
-			}
-		}
+	if !batch {
+		return nil, nil, werr
+	}
+	for _, i := range sent {
+		errs[i] = werr
 	}
 	return res, errs, nil
 }
@@ -682,14 +790,14 @@ func invalidHandle(h string) error {
 	return st.Errorf(st.CodeReceiptHandleIsInvalid, "The input receipt handle \"%s\" is not a valid receipt handle.", h)
 }
 
-func (b *broker) toMessage(qid uint64, m *queue.Msg) st.Message {
+func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 	out := st.Message{
-		MessageID: m.ID, Body: m.Body, Attributes: queue.FromAttrs(m.Attrs), TraceHeader: m.Trace, SenderID: m.Sender,
-		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: m.RecvCount, GroupID: m.Group, SequenceNumber: m.SeqNum,
+		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, SenderID: p.Sender,
+		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), GroupID: m.Group, SequenceNumber: p.SeqNum,
 		DeadLetterSourceArn: m.DLQSource,
 	}
-	if m.SeqNum != "" {
-		out.DedupID = m.Dedup
+	if p.SeqNum != "" {
+		out.DedupID = p.Dedup
 	}
 	if m.FirstRecv != 0 {
 		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv)
@@ -769,7 +877,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	}
 	ds := qs.q.Receive(now, max, vis)
 	var recs []*record
-	var out []st.Message
+	var got []queue.Msg // copies: the entries may change once unlocked
 	var dead []*queue.Msg
 	for _, d := range ds {
 		m := d.Msg
@@ -777,8 +885,8 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 			dead = append(dead, m)
 			continue
 		}
-		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: m.RecvCount, First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence})
-		out = append(out, b.toMessage(qs.meta.ID, m))
+		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount), First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence})
+		got = append(got, *m)
 	}
 	w := b.submit(recs...)
 	notify := qs.notify
@@ -791,12 +899,41 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 			dlqArn = p.DeadLetterTargetArn
 		}
 	}
+	released := qs.q.TakeReleased()
 	qs.mu.Unlock()
+	b.release(released)
 	for _, m := range dead {
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
-	if len(out) == 0 {
+	if len(got) == 0 {
 		return nil, notify, next, nil
+	}
+	// Bodies come from disk, outside the queue lock.
+	out := make([]st.Message, 0, len(got))
+	var lost []uint64
+	for i := range got {
+		p, err := b.readPayload(got[i].Loc)
+		if err != nil {
+			// Never serve what cannot be read back intact.
+			b.log.Error("message record unreadable; dropping the message", "queue", srcArn, "seq", got[i].Seq, "err", err)
+			lost = append(lost, got[i].Seq)
+			continue
+		}
+		out = append(out, b.toMessage(srcID, &got[i], p))
+	}
+	if len(lost) > 0 {
+		qs.mu.Lock()
+		var recs []*record
+		for _, s := range lost {
+			if qs.q.Delete(s) {
+				recs = append(recs, &record{T: recDelete, Q: srcID, Seq: s})
+			}
+		}
+		w2 := b.submit(recs...)
+		released := qs.q.TakeReleased()
+		qs.mu.Unlock()
+		_ = wait(w2)
+		b.release(released)
 	}
 	if err := wait(w); err != nil {
 		return nil, notify, next, err
@@ -804,27 +941,26 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	return out, notify, next, nil
 }
 
-// deadLetter moves a message that exceeded maxReceiveCount to the
-// dead-letter queue (or back to its queue when that queue is gone).
+// deadLetter moves a message that exceeded maxReceiveCount (already taken
+// out of its queue, storage included) to the dead-letter queue, or puts it
+// back when that queue is gone.
 func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string, m *queue.Msg) {
 	var dlq *queueState
 	if name, err := b.queueNameFromARN(dlqArn); err == nil {
 		dlq, _ = b.lookup(name)
 	}
-	if dlq == nil {
-		// No dead-letter queue to take it: it stays where it was.
+	if dlq == nil || b.moveMessage(srcID, dlq, m, srcArn) != nil {
 		src.mu.Lock()
 		m.State = queue.Pending
 		src.q.Restore(b.clock.Now(), m)
 		src.mu.Unlock()
 		b.log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", dlqArn)
-		return
 	}
-	b.moveMessage(srcID, dlq, m, srcArn)
 }
 
-// moveMessage inserts m (already removed from the queue with id fromID)
-// into to with a new sequence, persisting the move as one record.
+// moveMessage inserts m (already taken out of the queue with id fromID,
+// storage included) into to with a new sequence; its body stays where it
+// is on disk. The move is one record.
 func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSource string) error {
 	moved := *m
 	moved.Seq = b.seq.Add(1)
@@ -883,8 +1019,12 @@ func (b *broker) commitLocked(qs *queueState, recs []*record, idx []int, errs []
 	if wake {
 		qs.wakeLocked()
 	}
+	released := qs.q.TakeReleased()
 	qs.mu.Unlock()
-	if err := wait(w); err != nil {
+	err := wait(w)
+	// The storage of deleted messages goes once their deletes are durable.
+	b.release(released)
+	if err != nil {
 		for _, i := range idx {
 			errs[i] = err
 		}
@@ -999,8 +1139,11 @@ func (b *broker) purge(ctx context.Context, name string) error {
 	upTo := b.seq.Load() + 1
 	qs.q.Purge(upTo)
 	w := b.submit(&record{T: recPurge, Q: qs.meta.ID, UpTo: upTo})
+	released := qs.q.TakeReleased()
 	qs.mu.Unlock()
-	return wait(w)
+	err = wait(w)
+	b.release(released)
+	return err
 }
 
 func (b *broker) listDeadLetterSourceQueues(name string, max int, next string) ([]string, string, error) {

@@ -154,18 +154,22 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 		if name, err := b.queueNameFromARN(target); err == nil {
 			to, _ = b.lookup(name)
 		}
-		if to == nil {
-			// Put it back and fail, as SQS does for a missing destination.
+		putBack := func() {
 			sq.mu.Lock()
 			m.State = queue.Pending
 			sq.q.Restore(b.clock.Now(), m)
 			sq.mu.Unlock()
+		}
+		if to == nil {
+			// Put it back and fail, as SQS does for a missing destination.
+			putBack()
 			finish("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
 			return
 		}
 		m.RecvCount = 0
 		m.FirstRecv = 0
 		if err := b.moveMessage(srcID, to, m, ""); err != nil {
+			putBack()
 			finish("FAILED", string(st.CodeOf(err)))
 			return
 		}
@@ -201,8 +205,8 @@ func (b *broker) takeReady(qs *queueState) *queue.Msg {
 	if best == nil {
 		return nil
 	}
-	cp := *best
-	qs.q.Delete(best.Seq)
+	m, _ := qs.q.TakeForMove(best.Seq)
+	cp := *m
 	return &cp
 }
 

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // Record types. Every record is absolute (it states a result, not a
@@ -22,13 +25,22 @@ const (
 	recPurge       = "p"  // messages below a sequence purged
 	recMove        = "mv" // message moved to another queue (DLQ, redrive)
 	recHeader      = "h"  // checkpoint header
+	recDedup       = "dd" // a FIFO deduplication id still in its window (checkpoints)
 )
+
+// payload is the part of a message that lives only on disk: it is read
+// back on receive from the send record's location.
+type payload struct {
+	ID, Body, Trace, Sender, Dedup, SeqNum string
+	Attrs                                  map[string]st.AttributeValue
+}
 
 type record struct {
 	T     string     `json:"t"`
 	Q     uint64     `json:"q,omitempty"`
 	Meta  *queueMeta `json:"meta,omitempty"`
 	M     *queue.Msg `json:"m,omitempty"`
+	P     *payload   `json:"p,omitempty"`
 	Seq   uint64     `json:"seq,omitempty"`
 	RC    int        `json:"rc,omitempty"`
 	First int64      `json:"f,omitempty"`
@@ -43,7 +55,9 @@ type record struct {
 }
 
 // snapshot writes the broker's whole state: a header, then per queue its
-// metadata and its live messages. Called by the store's writer.
+// metadata, its remembered deduplication ids and the index entry of every
+// live message (bodies stay where they are in the log). Called by the
+// store's writer between batches.
 func (b *broker) snapshot(w io.Writer) error {
 	bw := bufio.NewWriterSize(w, 1<<20)
 	var lenBuf [binary.MaxVarintLen64]byte
@@ -74,6 +88,11 @@ func (b *broker) snapshot(w io.Writer) error {
 		}
 		meta := qs.meta
 		err := write(&record{T: recQueue, Meta: &meta})
+		for _, e := range qs.q.DedupEntries(b.clock.Now()) {
+			if err == nil {
+				err = write(&record{T: recDedup, Q: meta.ID, First: e.Until, P: &payload{Dedup: e.Key, ID: e.ID, SeqNum: e.SeqNum}})
+			}
+		}
 		// In send order, so recovery rebuilds the queue's orders cheaply.
 		var msgs []*queue.Msg
 		qs.q.Messages(func(m *queue.Msg) { msgs = append(msgs, m) })
@@ -81,6 +100,11 @@ func (b *broker) snapshot(w io.Writer) error {
 		for _, m := range msgs {
 			if err != nil {
 				break
+			}
+			if m.State == queue.Pending {
+				// Its send is being written; the send record (after this
+				// checkpoint) brings it back with its location.
+				continue
 			}
 			err = write(&record{T: recSend, Q: meta.ID, M: m})
 		}
@@ -108,22 +132,27 @@ func (b *broker) loadSnapshot(r io.Reader) error {
 		if _, err := io.ReadFull(br, raw); err != nil {
 			return err
 		}
-		if err := b.replay(raw); err != nil {
+		rec, err := decodeRecord(raw)
+		if err != nil {
+			return fmt.Errorf("decoding checkpoint record: %w", err)
+		}
+		if err := b.apply(rec, queue.Loc{}); err != nil {
 			return err
 		}
 	}
 }
 
-func (b *broker) replay(raw []byte) error {
+func (b *broker) replay(raw []byte, loc store.Loc) error {
 	rec, err := decodeRecord(raw)
 	if err != nil {
 		return fmt.Errorf("decoding record: %w", err)
 	}
-	return b.apply(rec)
+	return b.apply(rec, qloc(loc))
 }
 
-// apply replays one record during recovery (single-threaded).
-func (b *broker) apply(r *record) error {
+// apply replays one record during recovery (single-threaded). loc is where
+// the record itself is (zero for checkpoint records).
+func (b *broker) apply(r *record, loc queue.Loc) error {
 	now := b.clock.Now()
 	qs := b.byID[r.Q]
 	switch r.T {
@@ -131,9 +160,7 @@ func (b *broker) apply(r *record) error {
 		if r.NextQ > b.nextQID {
 			b.nextQID = r.NextQ
 		}
-		if r.NextSeq > b.seq.Load() {
-			b.seq.Store(r.NextSeq)
-		}
+		b.noteSeq(r.NextSeq)
 	case recQueue:
 		if r.Meta == nil {
 			return fmt.Errorf("queue record without metadata")
@@ -149,20 +176,39 @@ func (b *broker) apply(r *record) error {
 		b.installLocked(*r.Meta)
 	case recQueueDelete:
 		if qs != nil {
+			var locs []queue.Loc
+			qs.q.Messages(func(m *queue.Msg) { locs = append(locs, m.Loc) })
+			b.release(locs)
 			delete(b.queues, qs.meta.Name)
 			delete(b.byID, r.Q)
+		}
+	case recDedup:
+		if qs != nil && r.P != nil && r.First > now.UnixMilli() {
+			qs.q.RestoreDedup(queue.DedupEntry{Key: r.P.Dedup, ID: r.P.ID, SeqNum: r.P.SeqNum, Until: r.First})
 		}
 	case recSend:
 		if r.M == nil {
 			return fmt.Errorf("send record without message")
 		}
 		b.noteSeq(r.M.Seq)
-		if qs != nil {
-			qs.q.Restore(now, r.M)
+		if qs == nil {
+			return nil
 		}
+		if r.P != nil {
+			// A send from the log: the body is in this very record.
+			r.M.Loc = loc
+			if qs.meta.FIFO && r.P.Dedup != "" {
+				qs.q.Remember(time.UnixMilli(r.M.Sent), r.M.Group, r.P.Dedup, r.P.ID, r.P.SeqNum)
+			}
+		}
+		if _, dup := qs.q.Lookup(r.M.Seq); dup {
+			return nil
+		}
+		qs.q.Restore(now, r.M)
+		b.acquire(r.M.Loc)
 	case recReceive:
 		if qs != nil {
-			qs.q.ApplyReceive(now, r.Seq, r.RC, r.First, r.Dlv, r.Vis, r.Fence)
+			qs.q.ApplyReceive(now, r.Seq, int32(r.RC), r.First, r.Dlv, r.Vis, r.Fence)
 		}
 	case recVisibility:
 		if qs != nil {
@@ -178,17 +224,31 @@ func (b *broker) apply(r *record) error {
 			qs.q.Purge(r.UpTo)
 		}
 	case recMove:
+		moved := false
 		if qs != nil {
-			qs.q.Delete(r.Seq)
+			_, moved = qs.q.TakeForMove(r.Seq)
 		}
 		if r.M != nil {
 			b.noteSeq(r.M.Seq)
-			if to := b.byID[r.To]; to != nil {
+			to := b.byID[r.To]
+			switch {
+			case to != nil && !moved:
+				qs2 := to
+				if _, dup := qs2.q.Lookup(r.M.Seq); !dup {
+					qs2.q.Restore(now, r.M)
+					b.acquire(r.M.Loc)
+				}
+			case to != nil:
 				to.q.Restore(now, r.M)
+			case moved:
+				b.release([]queue.Loc{r.M.Loc})
 			}
 		}
 	default:
 		return fmt.Errorf("unknown record type %q", r.T)
+	}
+	if qs != nil {
+		b.release(qs.q.TakeReleased())
 	}
 	return nil
 }

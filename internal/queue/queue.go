@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"time"
 
-	"github.com/sluicemq/sluice/sluicetype"
 )
 
 // State is where a message is in its lifecycle.
@@ -28,63 +27,32 @@ const (
 	InFlight
 )
 
-// Msg is one live message. Fence counts deliveries: a receipt handle
-// carries the fence of its delivery, so an older handle is recognisable.
+// Msg is the in-memory index entry of one live message: what scheduling
+// needs, and where the rest (body, attributes, ids) lives on disk. Fence
+// counts deliveries: a receipt handle carries the fence of its delivery, so
+// an older handle is recognisable.
 type Msg struct {
-	Seq         uint64             `json:"seq"`
-	ID          string             `json:"id"`
-	Body        string             `json:"body"`
-	Attrs       map[string]AttrVal `json:"attrs,omitempty"`
-	Trace       string             `json:"trace,omitempty"`
-	Sender      string             `json:"sender,omitempty"`
-	Group       string             `json:"group,omitempty"`
-	Dedup       string             `json:"dedup,omitempty"`
-	SeqNum      string             `json:"seqnum,omitempty"`
-	DLQSource   string             `json:"dlqsrc,omitempty"`
-	Sent        int64              `json:"sent"`            // unix ms
-	FirstRecv   int64              `json:"first,omitempty"` // unix ms
-	RecvCount   int                `json:"rc,omitempty"`
-	VisibleAt   int64              `json:"vis,omitempty"` // unix ms
-	Fence       uint32             `json:"fence,omitempty"`
-	Delivered   int64              `json:"dlv,omitempty"` // unix ms of the last delivery
-	State       State              `json:"state"`
-	heapIdx     int
-	readyQueued bool
-	// expired: retention passed while in flight; dropped when it returns.
-	expired bool
+	Seq       uint64
+	Group     string // MessageGroupId (FIFO order; the tenant on standard queues)
+	DLQSource string // set on messages moved to a dead-letter queue
+	Sent      int64  // unix ms
+	FirstRecv int64  // unix ms
+	VisibleAt int64  // unix ms
+	Delivered int64  // unix ms of the last delivery
+	Loc       Loc
+	RecvCount int32
+	Fence     uint32
+	heapIdx   int32
+	State     State
+	// readyQueued: in the standard ready list; expired: retention passed
+	// while in flight, dropped when it returns; moving: leaving for another
+	// queue with its storage.
+	readyQueued, expired, moving bool
 }
 
-// AttrVal is a message attribute as stored.
-type AttrVal struct {
-	DataType string   `json:"t"`
-	String   *string  `json:"s,omitempty"`
-	Binary   []byte   `json:"b,omitempty"`
-	Strings  []string `json:"sl,omitempty"`
-	Binaries [][]byte `json:"bl,omitempty"`
-}
-
-// ToAttrs converts wire attributes to stored ones.
-func ToAttrs(in map[string]sluicetype.AttributeValue) map[string]AttrVal {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(map[string]AttrVal, len(in))
-	for k, v := range in {
-		out[k] = AttrVal{DataType: v.DataType, String: v.StringValue, Binary: v.BinaryValue, Strings: v.StringListValues, Binaries: v.BinaryListValues}
-	}
-	return out
-}
-
-// FromAttrs converts stored attributes back.
-func FromAttrs(in map[string]AttrVal) map[string]sluicetype.AttributeValue {
-	if len(in) == 0 {
-		return nil
-	}
-	out := make(map[string]sluicetype.AttributeValue, len(in))
-	for k, v := range in {
-		out[k] = sluicetype.AttributeValue{DataType: v.DataType, StringValue: v.String, BinaryValue: v.Binary, StringListValues: v.Strings, BinaryListValues: v.Binaries}
-	}
-	return out
+// Loc is where the message's full record is stored; opaque to the queue.
+type Loc struct {
+	Seg, Off, FLen, Idx uint32
 }
 
 // Config is the part of a queue's attributes the state machine needs.
@@ -130,6 +98,7 @@ type Queue struct {
 	gready   []*group // FIFO: groups that may have a deliverable head
 	dedup    map[string]dedupEntry
 	dedupQ   []string
+	dropped  []Loc
 	inFlight int
 	delayed  int
 	nextSeq  uint64
@@ -215,7 +184,7 @@ func ContentDedupID(body string) string {
 
 // Prepare fills a new message's sequence (unless the caller set one), sequence number and times. The
 // message is Pending until Commit.
-func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) {
+func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) (seqNum string) {
 	if m.Seq == 0 {
 		m.Seq = q.nextSeq
 	}
@@ -230,9 +199,7 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) {
 			n = q.lastNum + 1
 		}
 		q.lastNum = n
-		m.SeqNum = formatSeqNum(n)
-		q.dedup[q.dedupKey(m.Group, m.Dedup)] = dedupEntry{until: ms(now.Add(DedupWindow)), id: m.ID, seqnum: m.SeqNum}
-		q.dedupQ = append(q.dedupQ, q.dedupKey(m.Group, m.Dedup))
+		seqNum = formatSeqNum(n)
 	}
 	m.State = Pending
 	q.msgs[m.Seq] = m
@@ -241,6 +208,45 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) {
 		g := q.group(m.Group)
 		g.msgs = append(g.msgs, m)
 	}
+	return seqNum
+}
+
+// Remember records a FIFO deduplication id for the window after sent, with
+// the message id and sequence number a duplicate send is answered with.
+func (q *Queue) Remember(sent time.Time, group, dedupID, id, seqNum string) {
+	until := ms(sent.Add(DedupWindow))
+	k := q.dedupKey(group, dedupID)
+	q.dedup[k] = dedupEntry{until: until, id: id, seqnum: seqNum}
+	q.dedupQ = append(q.dedupQ, k)
+}
+
+// Forget drops a remembered deduplication id (its send failed).
+func (q *Queue) Forget(group, dedupID string) { delete(q.dedup, q.dedupKey(group, dedupID)) }
+
+// DedupEntry is one remembered deduplication id.
+type DedupEntry struct {
+	Key, ID, SeqNum string
+	Until           int64 // unix ms
+}
+
+// DedupEntries lists the deduplication ids still in their window.
+func (q *Queue) DedupEntries(now time.Time) []DedupEntry {
+	q.expireDedup(now)
+	out := make([]DedupEntry, 0, len(q.dedup))
+	seen := make(map[string]bool, len(q.dedup))
+	for _, k := range q.dedupQ {
+		if e, ok := q.dedup[k]; ok && !seen[k] {
+			seen[k] = true
+			out = append(out, DedupEntry{Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
+		}
+	}
+	return out
+}
+
+// RestoreDedup puts back a remembered deduplication id (recovery).
+func (q *Queue) RestoreDedup(e DedupEntry) {
+	q.dedup[e.Key] = dedupEntry{until: e.Until, id: e.ID, seqnum: e.SeqNum}
+	q.dedupQ = append(q.dedupQ, e.Key)
 }
 
 func formatSeqNum(n uint64) string {
@@ -253,12 +259,13 @@ func formatSeqNum(n uint64) string {
 	return string(s)
 }
 
-// Commit makes a prepared message deliverable (its record is durable).
-func (q *Queue) Commit(now time.Time, seq uint64) {
+// Commit makes a prepared message deliverable: its record is durable at loc.
+func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
 	m, ok := q.msgs[seq]
 	if !ok || m.State != Pending {
 		return
 	}
+	m.Loc = loc
 	q.schedule(now, m)
 }
 
@@ -292,11 +299,6 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 		g.msgs = append(g.msgs, nil)
 		copy(g.msgs[i+1:], g.msgs[i:])
 		g.msgs[i] = m
-		if m.Dedup != "" && m.Sent+DedupWindow.Milliseconds() > ms(now) {
-			k := q.dedupKey(m.Group, m.Dedup)
-			q.dedup[k] = dedupEntry{until: m.Sent + DedupWindow.Milliseconds(), id: m.ID, seqnum: m.SeqNum}
-			q.dedupQ = append(q.dedupQ, k)
-		}
 	}
 	wasInFlight := m.State == InFlight
 	m.State = Pending
@@ -486,8 +488,10 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 }
 
 func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
-	if q.cfg.MaxReceiveCount > 0 && m.RecvCount >= q.cfg.MaxReceiveCount {
+	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount) >= q.cfg.MaxReceiveCount {
+		m.moving = true // its storage goes to the dead-letter queue with it
 		q.remove(m)
+		m.moving = false
 		return Delivery{Msg: m, DeadLetter: true}
 	}
 	m.RecvCount++
@@ -534,13 +538,13 @@ func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
 		return false
 	}
 	m.VisibleAt = ms(now.Add(d))
-	heap.Fix(&q.timers, m.heapIdx)
+	heap.Fix(&q.timers, int(m.heapIdx))
 	q.Advance(now)
 	return true
 }
 
 // ApplyReceive sets a message's delivery state as a replayed record says.
-func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int, first, delivered, visibleAt int64, fence uint32) {
+func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, delivered, visibleAt int64, fence uint32) {
 	m, ok := q.msgs[seq]
 	if !ok {
 		return
@@ -563,7 +567,7 @@ func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
 		return
 	}
 	m.VisibleAt = visibleAt
-	heap.Fix(&q.timers, m.heapIdx)
+	heap.Fix(&q.timers, int(m.heapIdx))
 	q.Advance(now)
 }
 
@@ -609,13 +613,13 @@ func (q *Queue) unlink(m *Msg) {
 	switch m.State {
 	case Waiting:
 		q.delayed--
-		heap.Remove(&q.timers, m.heapIdx)
+		heap.Remove(&q.timers, int(m.heapIdx))
 	case InFlight:
 		q.inFlight--
 		if q.cfg.FIFO {
 			q.group(m.Group).inFlight--
 		}
-		heap.Remove(&q.timers, m.heapIdx)
+		heap.Remove(&q.timers, int(m.heapIdx))
 	}
 	// Ready messages stay in q.ready and are skipped lazily by state.
 	m.State = Pending
@@ -641,6 +645,32 @@ func (q *Queue) remove(m *Msg) {
 		}
 	}
 	m.State = 255
+	if m.Loc.Seg != 0 && !m.moving {
+		q.dropped = append(q.dropped, m.Loc)
+	}
+}
+
+// TakeReleased returns the locations of messages that left the queue
+// (deleted, purged, expired) since the last call, so their owner can
+// release the storage. Messages taken with TakeForMove are not listed:
+// their storage goes with them.
+func (q *Queue) TakeReleased() []Loc {
+	d := q.dropped
+	q.dropped = nil
+	return d
+}
+
+// TakeForMove removes a live message that leaves for another queue along
+// with its storage (a redrive), and returns it.
+func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
+	m, ok := q.msgs[seq]
+	if !ok || m.State == Pending {
+		return nil, false
+	}
+	m.moving = true
+	q.remove(m)
+	m.moving = false
+	return m, true
 }
 
 // timerHeap orders waiting and in-flight messages by VisibleAt.
@@ -655,12 +685,12 @@ func (h timerHeap) Less(i, j int) bool {
 }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = i
-	h[j].heapIdx = j
+	h[i].heapIdx = int32(i)
+	h[j].heapIdx = int32(j)
 }
 func (h *timerHeap) Push(x any) {
 	m := x.(*Msg)
-	m.heapIdx = len(*h)
+	m.heapIdx = int32(len(*h))
 	*h = append(*h, m)
 }
 func (h *timerHeap) Pop() any {

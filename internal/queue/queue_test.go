@@ -125,9 +125,9 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				delay = time.Duration(rng.Intn(20)) * time.Second
 			}
 			g := groups[rng.Intn(len(groups))]
-			m := &Msg{Seq: seq, ID: fmt.Sprint(seq), Group: g}
+			m := &Msg{Seq: seq, Group: g, Loc: Loc{Seg: 1, Off: uint32(seq)}}
 			q.Prepare(now, m, delay)
-			q.Commit(now, seq)
+			q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 			ref.msgs = append(ref.msgs, &refMsg{seq: seq, group: g, visibleAt: now.Add(delay), sent: now})
 		case op < 6: // receive
 			ref.settle(now)
@@ -173,7 +173,7 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				}
 				got++
 				rm.rc++
-				if d.Msg.RecvCount != rm.rc {
+				if int(d.Msg.RecvCount) != rm.rc {
 					t.Fatalf("step %d: receive count %d, model %d", step, d.Msg.RecvCount, rm.rc)
 				}
 				rm.inFlight = true
@@ -239,11 +239,11 @@ func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
 	for i := 0; i < 50000; i++ { // a huge backlog in one group
 		seq++
 		q.Prepare(now, &Msg{Seq: seq, Group: "big"}, 0)
-		q.Commit(now, seq)
+		q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 	}
 	seq++
 	q.Prepare(now, &Msg{Seq: seq, Group: "small"}, 0)
-	q.Commit(now, seq)
+	q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 	first := q.Receive(now, 10, time.Minute)
 	second := q.Receive(now, 10, time.Minute)
 	if len(second) != 1 || second[0].Msg.Group != "small" {

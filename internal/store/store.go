@@ -95,6 +95,11 @@ type Options struct {
 	// already submitted (a later replay of one of those records on top of
 	// the snapshot must be harmless).
 	Snapshot func(w io.Writer) error
+	// Retain reports whether a segment older than the newest checkpoint is
+	// still needed (the owner still reads records from it). Segments it
+	// returns false for are unlinked at checkpoints and after recovery.
+	// Nil means none is needed.
+	Retain func(seg uint32) bool
 	// Logger gets recovery and failure notes. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -110,11 +115,25 @@ type Stats struct {
 	FailedWrites    int64
 }
 
+// Loc is where a record lives: the frame holding it (segment, offset and
+// length of the whole frame) and its index in the frame. Reading a record
+// back reads and verifies its frame.
+type Loc struct {
+	Seg  uint32
+	Off  uint32
+	FLen uint32
+	Idx  uint32
+}
+
 // Pending is a submitted batch.
 type Pending struct {
 	recs [][]byte
-	done chan struct{}
-	err  error
+	// applied, when set, runs in the writer once the batch is durable, with
+	// the location of each record, before the batch is answered and before
+	// any later checkpoint, so state it changes is in that checkpoint.
+	applied func(locs []Loc)
+	done    chan struct{}
+	err     error
 }
 
 // Wait blocks until the batch is durable (per the sync mode) or failed.
@@ -143,6 +162,13 @@ type Log struct {
 	stats   Stats
 	// forceCkp asks the writer for a checkpoint after its next batch.
 	forceCkp bool
+	// ckpFrom is the first segment the newest checkpoint needs replayed;
+	// older segments are kept only while Retain holds them.
+	ckpFrom uint64
+	running bool // the writer goroutine was started
+
+	rmu     sync.RWMutex // guards readers; held for reading during ReadRecord
+	readers map[uint32]vfs.File
 
 	// writer-owned
 	seg      uint64
@@ -185,7 +211,10 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{})}
+	if opts.SegmentBytes > 1<<30 {
+		return nil, errors.New("store: SegmentBytes is at most 1 GiB")
+	}
+	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}), readers: map[uint32]vfs.File{}}
 	l.cond = sync.NewCond(&l.mu)
 	return l, nil
 }
@@ -193,8 +222,9 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
 
 // Recover replays the newest checkpoint into snapshot and every record
-// after it into record, in commit order, then starts the writer.
-func (l *Log) Recover(snapshot func(r io.Reader) error, record func([]byte) error) error {
+// after it into record (with its location), in commit order; then it
+// unlinks older segments that Retain does not hold and starts the writer.
+func (l *Log) Recover(snapshot func(r io.Reader) error, record func(rec []byte, loc Loc) error) error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -227,10 +257,10 @@ func (l *Log) Recover(snapshot func(r io.Reader) error, record func([]byte) erro
 			_ = l.fs.Remove(l.path(snapName(s)))
 		}
 	}
-	var live []uint64
+	var live, old []uint64
 	for _, s := range segs {
 		if s < from {
-			_ = l.fs.Remove(l.path(segName(s)))
+			old = append(old, s)
 			continue
 		}
 		live = append(live, s)
@@ -271,9 +301,21 @@ func (l *Log) Recover(snapshot func(r io.Reader) error, record func([]byte) erro
 		return fmt.Errorf("store: %w", err)
 	}
 	l.f = f
-	l.stats.Segments = len(live)
-	if l.stats.Segments == 0 {
-		l.stats.Segments = 1
+	l.mu.Lock()
+	l.ckpFrom = from
+	l.running = true
+	l.mu.Unlock()
+	kept := 0
+	for _, s := range old {
+		if l.opts.Retain != nil && l.opts.Retain(uint32(s)) {
+			kept++
+			continue
+		}
+		_ = l.fs.Remove(l.path(segName(s)))
+	}
+	l.stats.Segments = len(live) + kept
+	if len(live) == 0 {
+		l.stats.Segments++
 	}
 	l.stats.LogBytes = l.sinceCkp
 	go l.run()
@@ -302,7 +344,7 @@ func (l *Log) readSnapshot(name string) ([]byte, error) {
 
 // replaySegment replays one segment and returns the offset after its last
 // good frame.
-func (l *Log) replaySegment(n uint64, last bool, record func([]byte) error) (int64, error) {
+func (l *Log) replaySegment(n uint64, last bool, record func([]byte, Loc) error) (int64, error) {
 	name := segName(n)
 	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
 	if err != nil {
@@ -334,8 +376,9 @@ func (l *Log) replaySegment(n uint64, last bool, record func([]byte) error) (int
 		if err != nil {
 			return l.torn(name, off, last, err.Error())
 		}
-		for _, rec := range recs {
-			if err := record(rec); err != nil {
+		for i, rec := range recs {
+			loc := Loc{Seg: uint32(n), Off: uint32(off), FLen: 8 + ln, Idx: uint32(i)}
+			if err := record(rec, loc); err != nil {
 				return 0, fmt.Errorf("store: replaying %s at %d: %w", name, off, err)
 			}
 		}
@@ -396,8 +439,13 @@ func appendFrame(buf []byte, recs [][]byte) []byte {
 
 // Submit queues a batch of records for the writer and returns at once; it
 // never blocks on I/O. Batches are written in submission order.
-func (l *Log) Submit(recs ...[]byte) *Pending {
-	p := &Pending{recs: recs, done: make(chan struct{})}
+func (l *Log) Submit(recs ...[]byte) *Pending { return l.SubmitFunc(recs, nil) }
+
+// SubmitFunc is Submit with a callback that runs in the writer once the
+// batch is durable (see Pending.applied). The callback must be quick and
+// must not call the Log.
+func (l *Log) SubmitFunc(recs [][]byte, applied func(locs []Loc)) *Pending {
+	p := &Pending{recs: recs, applied: applied, done: make(chan struct{})}
 	size := 4
 	for _, r := range recs {
 		size += 4 + len(r)
@@ -453,10 +501,25 @@ func (l *Log) run() {
 		l.mu.Unlock()
 		if len(batch) > 0 {
 			buf = buf[:0]
-			for _, p := range batch {
+			starts := make([]int, len(batch)+1)
+			for i, p := range batch {
+				starts[i] = len(buf)
 				buf = appendFrame(buf, p.recs)
 			}
-			err := l.write(buf)
+			starts[len(batch)] = len(buf)
+			seg, base, err := l.write(buf)
+			if err == nil {
+				for i, p := range batch {
+					if p.applied == nil {
+						continue
+					}
+					locs := make([]Loc, len(p.recs))
+					for j := range locs {
+						locs[j] = Loc{Seg: uint32(seg), Off: uint32(base + int64(starts[i])), FLen: uint32(starts[i+1] - starts[i]), Idx: uint32(j)}
+					}
+					p.applied(locs)
+				}
+			}
 			if err == nil && (force || l.sinceCkp > max(l.opts.CheckpointBytes, l.lastCkp)) {
 				if cerr := l.checkpoint(); cerr != nil {
 					l.log.Error("store: checkpoint failed; will retry", "err", cerr)
@@ -471,6 +534,12 @@ func (l *Log) run() {
 			}
 		}
 		if closed && len(batch) == 0 {
+			l.rmu.Lock()
+			for seg, f := range l.readers {
+				f.Close()
+				delete(l.readers, seg)
+			}
+			l.rmu.Unlock()
 			if l.f != nil {
 				if err := l.f.Sync(); err != nil {
 					l.log.Error("store: final fsync failed", "err", err)
@@ -510,12 +579,17 @@ func wrapIO(err error) error {
 // write appends buf to the active segment and makes it durable per the
 // sync mode. On failure it cuts the segment back to the last good offset,
 // so a later write never follows a half-written frame.
-func (l *Log) write(buf []byte) error {
+func (l *Log) write(buf []byte) (seg uint64, base int64, err error) {
 	if l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes {
 		if err := l.roll(); err != nil {
-			return l.fail(err)
+			return 0, 0, l.fail(err)
 		}
 	}
+	seg, base = l.seg, l.off
+	return seg, base, l.writeAt(buf)
+}
+
+func (l *Log) writeAt(buf []byte) error {
 	n, err := l.f.Write(buf)
 	if err == nil && n != len(buf) {
 		err = io.ErrShortWrite
@@ -631,11 +705,17 @@ func (l *Log) checkpoint() error {
 		_ = l.fs.Remove(tmp)
 		return err
 	}
+	l.mu.Lock()
+	l.ckpFrom = from
+	l.mu.Unlock()
 	names, _ := l.fs.ReadDir(l.dir)
 	removed := 0
 	for _, n := range names {
 		if v, ok := parseNum(n, "log-", ".seg"); ok && v < from {
-			if l.fs.Remove(l.path(n)) == nil {
+			if l.opts.Retain != nil && l.opts.Retain(uint32(v)) {
+				continue
+			}
+			if l.remove(uint32(v)) == nil {
 				removed++
 			}
 		} else if v, ok := parseNum(n, "snap-", ".snap"); ok && v < from {
@@ -651,6 +731,91 @@ func (l *Log) checkpoint() error {
 	l.stats.LogBytes = l.sinceCkp
 	l.mu.Unlock()
 	return nil
+}
+
+// remove closes a cached reader of a segment and unlinks it.
+func (l *Log) remove(seg uint32) error {
+	l.rmu.Lock()
+	if f := l.readers[seg]; f != nil {
+		f.Close()
+		delete(l.readers, seg)
+	}
+	l.rmu.Unlock()
+	return l.fs.Remove(l.path(segName(uint64(seg))))
+}
+
+// Release tells the store that the owner no longer needs any record of a
+// segment. A segment older than the newest checkpoint is unlinked at once;
+// a newer one is still needed for replay and goes at a later checkpoint.
+func (l *Log) Release(seg uint32) {
+	l.mu.Lock()
+	old := uint64(seg) < l.ckpFrom
+	l.mu.Unlock()
+	if !old {
+		return
+	}
+	if err := l.remove(seg); err == nil {
+		l.mu.Lock()
+		l.stats.Segments--
+		l.mu.Unlock()
+	} else if !errors.Is(err, os.ErrNotExist) {
+		l.log.Warn("store: unlinking a dead segment failed", "segment", segName(uint64(seg)), "err", err)
+	}
+}
+
+func (l *Log) reader(seg uint32) (vfs.File, error) {
+	l.rmu.RLock()
+	f := l.readers[seg]
+	l.rmu.RUnlock()
+	if f != nil {
+		return f, nil
+	}
+	l.rmu.Lock()
+	defer l.rmu.Unlock()
+	if f := l.readers[seg]; f != nil {
+		return f, nil
+	}
+	f, err := l.fs.OpenFile(l.path(segName(uint64(seg))), os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	l.readers[seg] = f
+	return f, nil
+}
+
+// ReadRecord reads one record back, verifying its frame's checksum. A
+// record that fails verification is never returned.
+func (l *Log) ReadRecord(loc Loc) ([]byte, error) {
+	if loc.Seg == 0 || loc.FLen < 12 || loc.FLen > MaxFrame+8 {
+		return nil, fmt.Errorf("%w: invalid location %+v", ErrCorrupt, loc)
+	}
+	if _, err := l.reader(loc.Seg); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	buf := make([]byte, loc.FLen)
+	l.rmu.RLock()
+	f := l.readers[loc.Seg]
+	var err error
+	if f == nil {
+		err = fmt.Errorf("segment %d was released", loc.Seg)
+	} else {
+		_, err = f.ReadAt(buf, int64(loc.Off))
+	}
+	l.rmu.RUnlock()
+	if err != nil {
+		return nil, fmt.Errorf("store: reading %s at %d: %w", segName(uint64(loc.Seg)), loc.Off, err)
+	}
+	if binary.BigEndian.Uint32(buf) != loc.FLen-8 || crc32.Checksum(buf[8:], castagnoli) != binary.BigEndian.Uint32(buf[4:]) {
+		return nil, fmt.Errorf("%w: %s at %d fails its checksum", ErrCorrupt, segName(uint64(loc.Seg)), loc.Off)
+	}
+	recs, err := decodeBatch(buf[8:])
+	if err != nil {
+		return nil, err
+	}
+	if int(loc.Idx) >= len(recs) {
+		return nil, fmt.Errorf("%w: record %d of a frame of %d", ErrCorrupt, loc.Idx, len(recs))
+	}
+	return recs[loc.Idx], nil
 }
 
 // Checkpoint writes a checkpoint now (for tests and tools).
@@ -670,7 +835,7 @@ func (l *Log) Close() error {
 	}
 	l.closed = true
 	l.cond.Signal()
-	started := l.f != nil
+	started := l.running
 	l.mu.Unlock()
 	if started {
 		<-l.stopped
