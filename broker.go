@@ -70,6 +70,9 @@ type Config struct {
 	// CheckpointBytes is how much log since the last checkpoint triggers a
 	// new one (or the last checkpoint's size if larger). Default 64 MiB.
 	CheckpointBytes int64
+	// CompactInterval is the period of compaction rounds, each copying at
+	// most 16 MiB of live messages out of mostly-dead segments. Default 1s.
+	CompactInterval time.Duration
 }
 
 // QueueInfo is what the broker knows of a queue's identity.

@@ -17,7 +17,7 @@ import (
 
 const codecVersion = 1
 
-var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup}
+var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup, recRelocate}
 
 var errShortRecord = errors.New("record truncated")
 

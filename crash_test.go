@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 // acknowledged operation: "S body", "R body count", "D body". It runs until
 // it is killed.
 func crashChild(dir string) {
-	b, err := sluice.Open(sluice.Config{Dir: dir, CheckpointBytes: 256 << 10})
+	b, err := sluice.Open(sluice.Config{Dir: dir, CheckpointBytes: 256 << 10, SegmentBytes: 64 << 10, CompactInterval: 10 * time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)

@@ -61,8 +61,9 @@ type broker struct {
 
 	// live counts, per log segment, the messages whose record is in it, so
 	// a segment nobody needs is unlinked (disk mode).
-	segMu sync.Mutex
-	live  map[uint32]int64
+	segMu   sync.Mutex
+	live    map[uint32]int64
+	written map[uint32]int64 // records counted into each segment, for compaction
 
 	mu        sync.RWMutex
 	queues    map[string]*queueState
@@ -90,6 +91,9 @@ func open(cfg Config) (*Broker, error) {
 	if cfg.AccountID == "" {
 		cfg.AccountID = "000000000000"
 	}
+	if cfg.CompactInterval <= 0 {
+		cfg.CompactInterval = time.Second
+	}
 	if cfg.MaxQueues <= 0 {
 		cfg.MaxQueues = 10000
 	}
@@ -102,7 +106,7 @@ func open(cfg Config) (*Broker, error) {
 	b := &broker{
 		cfg: cfg, clock: cfg.Clock, log: cfg.Logger,
 		queues: map[string]*queueState{}, byID: map[uint64]*queueState{}, deletedAt: map[string]time.Time{},
-		nextQID: 1, closing: make(chan struct{}), live: map[uint32]int64{},
+		nextQID: 1, closing: make(chan struct{}), live: map[uint32]int64{}, written: map[uint32]int64{},
 	}
 	b.tasks = newMoveTasks(b)
 	if cfg.InMemory {
@@ -137,6 +141,7 @@ func open(cfg Config) (*Broker, error) {
 		if err := lg.Recover(b.loadSnapshot, b.replay); err != nil {
 			return nil, err
 		}
+		b.scheduleCompaction()
 	}
 	return &Broker{impl: b}, nil
 }
@@ -235,6 +240,7 @@ func (b *broker) acquire(loc queue.Loc) {
 	}
 	b.segMu.Lock()
 	b.live[loc.Seg]++
+	b.written[loc.Seg]++
 	b.segMu.Unlock()
 }
 
@@ -256,6 +262,7 @@ func (b *broker) release(locs []queue.Loc) {
 		b.live[l.Seg]--
 		if b.live[l.Seg] <= 0 {
 			delete(b.live, l.Seg)
+			delete(b.written, l.Seg)
 			dead = append(dead, l.Seg)
 		}
 	}

@@ -26,6 +26,7 @@ const (
 	recMove        = "mv" // message moved to another queue (DLQ, redrive)
 	recHeader      = "h"  // checkpoint header
 	recDedup       = "dd" // a FIFO deduplication id still in its window (checkpoints)
+	recRelocate    = "rl" // compaction copied a message's record (M.Loc: where it was)
 )
 
 // payload is the part of a message that lives only on disk: it is read
@@ -206,6 +207,14 @@ func (b *broker) apply(r *record, loc queue.Loc) error {
 		}
 		qs.q.Restore(now, r.M)
 		b.acquire(r.M.Loc)
+	case recRelocate:
+		if qs != nil && r.M != nil {
+			if m, ok := qs.q.Lookup(r.Seq); ok && m.Loc == r.M.Loc {
+				m.Loc = loc
+				b.acquire(loc)
+				b.release([]queue.Loc{r.M.Loc})
+			}
+		}
 	case recReceive:
 		if qs != nil {
 			qs.q.ApplyReceive(now, r.Seq, int32(r.RC), r.First, r.Dlv, r.Vis, r.Fence)

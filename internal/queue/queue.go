@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
-
 )
 
 // State is where a message is in its lifecycle.

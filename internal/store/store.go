@@ -442,8 +442,8 @@ func appendFrame(buf []byte, recs [][]byte) []byte {
 func (l *Log) Submit(recs ...[]byte) *Pending { return l.SubmitFunc(recs, nil) }
 
 // SubmitFunc is Submit with a callback that runs in the writer once the
-// batch is durable (see Pending.applied). The callback must be quick and
-// must not call the Log.
+// batch is durable (see Pending.applied). The callback must be quick; it
+// may call Release and ReadRecord but never Submit or Wait.
 func (l *Log) SubmitFunc(recs [][]byte, applied func(locs []Loc)) *Pending {
 	p := &Pending{recs: recs, applied: applied, done: make(chan struct{})}
 	size := 4
@@ -742,6 +742,14 @@ func (l *Log) remove(seg uint32) error {
 	}
 	l.rmu.Unlock()
 	return l.fs.Remove(l.path(segName(uint64(seg))))
+}
+
+// CheckpointFrom is the first segment the newest checkpoint needs
+// replayed; segments before it are read only for their records.
+func (l *Log) CheckpointFrom() uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return uint32(l.ckpFrom)
 }
 
 // Release tells the store that the owner no longer needs any record of a
