@@ -1,26 +1,32 @@
 // Package store is Sluice's durable log. It knows nothing of queues: its
 // owner (the broker) hands it batches of opaque records and gets them back,
-// in commit order, on recovery.
+// in commit order, on recovery; it can also read any record back by its
+// location.
 //
 // On disk a data directory holds
 //
 //	log-<segment>.seg    append-only segments of batch frames
-//	snap-<segment>.snap  a checkpoint: the owner's whole state, after which
-//	                     only segments numbered <segment> and up matter
+//	snap-<segment>.snap  a checkpoint: the owner's state, after which only
+//	                     segments numbered <segment> and up are replayed
 //
 // A frame is [u32 length][u32 CRC-32C of payload][payload]; the payload is
 // [u32 record count] then [u32 length][bytes] per record. A frame is the
-// unit of atomicity: recovery replays all of a batch or none of it.
+// unit of atomicity: recovery replays all of a batch or none of it. A
+// record's location (Loc) names its frame, so reading it back verifies the
+// frame's checksum.
 //
 // One writer goroutine does group commit: it takes every batch submitted
-// since its last write, writes them in one call, fsyncs once (SyncAlways)
-// and only then answers the callers. When the log written since the last
-// checkpoint exceeds max(CheckpointBytes, size of the last checkpoint), the
-// writer rolls to a new segment, asks the owner for a snapshot of its state
-// (between batches, so the snapshot reflects every batch already written),
-// writes it to a temporary file, fsyncs it, renames it into place, syncs
-// the directory and unlinks every older segment and checkpoint. Disk use
-// and recovery time therefore depend on live state, not on history.
+// since its last write, writes them in one call, fsyncs once (SyncAlways),
+// runs each batch's applied callback with its records' locations, and only
+// then answers the callers. When the log written since the last checkpoint
+// exceeds max(CheckpointBytes, size of the last checkpoint), the writer
+// rolls to a new segment, asks the owner for a snapshot of its state
+// (between batches, so the snapshot reflects every applied batch), writes
+// it to a temporary file, fsyncs it, renames it into place and syncs the
+// directory. Older segments are unlinked unless the owner still reads
+// records from them (Options.Retain); the owner releases a segment when its
+// last record is no longer needed (Release). Disk use and recovery time
+// therefore depend on live state, not on history.
 //
 // Recovery reads the newest checkpoint and the segments after it. A torn
 // or corrupt frame at the tail of the last segment (a crash mid-write) is
