@@ -1154,11 +1154,9 @@ func (b *broker) purge(ctx context.Context, name string) error {
 }
 
 func (b *broker) listDeadLetterSourceQueues(name string, max int, next string) ([]string, string, error) {
-	target, err := b.lookup(name)
-	if err != nil {
+	if _, err := b.lookup(name); err != nil {
 		return nil, "", err
 	}
-	_ = target
 	arn := b.arn(name)
 	b.mu.RLock()
 	all := make([]*queueState, 0, len(b.queues))

@@ -36,23 +36,28 @@ type payload struct {
 	Attrs                                  map[string]st.AttributeValue
 }
 
+// record is one change, encoded by codec.go. Which fields a type uses:
+// q/qd: Meta or Q; s: Q, M (index), P (payload; absent in checkpoints);
+// r: Q, Seq, RC, First, Dlv, Vis, Fence; v: Q, Seq, Vis; d: Q, Seq;
+// p: Q, UpTo; mv: Q, Seq, To, M; rl: Q, Seq, M (old place), P;
+// dd: Q, First (until), P (key, id, sequence number); h: NextQ, NextSeq.
 type record struct {
-	T     string     `json:"t"`
-	Q     uint64     `json:"q,omitempty"`
-	Meta  *queueMeta `json:"meta,omitempty"`
-	M     *queue.Msg `json:"m,omitempty"`
-	P     *payload   `json:"p,omitempty"`
-	Seq   uint64     `json:"seq,omitempty"`
-	RC    int        `json:"rc,omitempty"`
-	First int64      `json:"f,omitempty"`
-	Dlv   int64      `json:"dl,omitempty"`
-	Vis   int64      `json:"v,omitempty"`
-	Fence uint32     `json:"fe,omitempty"`
-	To    uint64     `json:"to,omitempty"`
-	UpTo  uint64     `json:"up,omitempty"`
+	T     string
+	Q     uint64
+	Meta  *queueMeta
+	M     *queue.Msg
+	P     *payload
+	Seq   uint64
+	RC    int
+	First int64
+	Dlv   int64
+	Vis   int64
+	Fence uint32
+	To    uint64
+	UpTo  uint64
 	// Header fields.
-	NextQ   uint64 `json:"nq,omitempty"`
-	NextSeq uint64 `json:"ns,omitempty"`
+	NextQ   uint64
+	NextSeq uint64
 }
 
 // snapshot writes the broker's whole state: a header, then per queue its
