@@ -143,8 +143,12 @@ func (s *Server) authenticate(req *request, body []byte) error {
 	if sig.presigned && sig.expires > 0 && now.After(t.Add(time.Duration(sig.expires)*time.Second)) {
 		return st.Errorf(codeRequestExpired, "Request has expired.")
 	}
-	want := sig.compute(req.r, body, p.SecretAccessKey)
-	if !hmac.Equal([]byte(want), []byte(sig.signature)) {
+	ok := hmac.Equal([]byte(sig.compute(req.r, body, p.SecretAccessKey, false)), []byte(sig.signature))
+	if !ok && sig.presigned {
+		// Presigned URLs may also be signed over UNSIGNED-PAYLOAD.
+		ok = hmac.Equal([]byte(sig.compute(req.r, body, p.SecretAccessKey, true)), []byte(sig.signature))
+	}
+	if !ok {
 		return st.Errorf(codeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
 	}
 	req.principal = p
@@ -232,7 +236,7 @@ func uriEncode(s string, slash bool) string {
 	return b.String()
 }
 
-func (s *sigV4) compute(r *http.Request, body []byte, secret string) string {
+func (s *sigV4) compute(r *http.Request, body []byte, secret string, unsignedPayload bool) string {
 	// Canonical query: every parameter but the signature, sorted.
 	q := r.URL.Query()
 	q.Del("X-Amz-Signature")
@@ -263,10 +267,11 @@ func (s *sigV4) compute(r *http.Request, body []byte, secret string) string {
 		ch.WriteString(h + ":" + strings.Join(strings.Fields(v), " ") + "\n")
 	}
 	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if s.presigned && payload == "" {
+	if unsignedPayload {
 		payload = "UNSIGNED-PAYLOAD"
 	}
-	if payload == "" || payload != "UNSIGNED-PAYLOAD" {
+	if payload != "UNSIGNED-PAYLOAD" {
+		// The hash of the body the server received, whatever the header says.
 		sum := sha256.Sum256(body)
 		payload = hex.EncodeToString(sum[:])
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -268,6 +269,38 @@ func TestSDKErrors(t *testing.T) {
 			return err
 		}, "InvalidAttributeName"},
 	}
+	// A queue deleted less than 60 s ago cannot be created again.
+	must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("gone")}))
+	gone := must(c.GetQueueUrl(ctx, &awssqs.GetQueueUrlInput{QueueName: aws.String("gone")}))
+	must(c.DeleteQueue(ctx, &awssqs.DeleteQueueInput{QueueUrl: gone.QueueUrl}))
+	cases = append(cases, struct {
+		name string
+		call func() error
+		want string
+	}{"deleted recently", func() error {
+		_, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("gone")})
+		return err
+	}, "AWS.SimpleQueueService.QueueDeletedRecently"})
+	// FIFO: a handle whose message is no longer in flight.
+	f := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("e.fifo"), Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}}))
+	must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: f.QueueUrl, MessageBody: aws.String("x"), MessageGroupId: aws.String("g")}))
+	fm := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: f.QueueUrl}))
+	must(c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: f.QueueUrl, ReceiptHandle: fm.Messages[0].ReceiptHandle, VisibilityTimeout: 0}))
+	cases = append(cases, struct {
+		name string
+		call func() error
+		want string
+	}{"not in flight", func() error {
+		_, err := c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: f.QueueUrl, ReceiptHandle: fm.Messages[0].ReceiptHandle, VisibilityTimeout: 5})
+		return err
+	}, "AWS.SimpleQueueService.MessageNotInflight"}, struct {
+		name string
+		call func() error
+		want string
+	}{"expired fifo handle", func() error {
+		_, err := c.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: f.QueueUrl, ReceiptHandle: fm.Messages[0].ReceiptHandle})
+		return err
+	}, "InvalidParameterValue"})
 	for _, tc := range cases {
 		if got := apiCode(tc.call()); got != tc.want {
 			t.Errorf("%s: got %q, want %q", tc.name, got, tc.want)
@@ -364,5 +397,42 @@ func TestSDKSigV4(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 403 {
 		t.Fatalf("unsigned request: %d", resp.StatusCode)
+	}
+}
+
+func TestSigV4Presigned(t *testing.T) {
+	creds, err := sqs.ParseCredentials([]byte(`{"principals":[{"name":"carol","access_key_id":"AKCAROL","secret_access_key":"c4rol","queues":["*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, creds, "")
+	must(newClient(e.url, "AKCAROL", "c4rol", "").CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("presigned")}))
+	presign := func(secret string, when time.Time) string {
+		req, _ := http.NewRequest("GET", e.url+"/?Action=ListQueues&Version=2012-11-05", nil)
+		signer := v4.NewSigner()
+		url, _, err := signer.PresignHTTP(ctx, aws.Credentials{AccessKeyID: "AKCAROL", SecretAccessKey: secret}, req,
+			"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", "sqs", "us-east-1", when)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return url
+	}
+	get := func(url string) (int, string) {
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := get(presign("c4rol", time.Now())); code != 200 || !strings.Contains(body, "/000000000000/presigned</QueueUrl>") {
+		t.Fatalf("presigned: %d %s", code, body)
+	}
+	if code, body := get(presign("wrong", time.Now())); code != 403 || !strings.Contains(body, "SignatureDoesNotMatch") {
+		t.Fatalf("presigned with a wrong secret: %d %s", code, body)
+	}
+	if code, body := get(presign("c4rol", time.Now().Add(-time.Hour))); code != 403 && code != 400 || strings.Contains(body, "<QueueUrl>") {
+		t.Fatalf("presigned an hour ago: %d %s", code, body)
 	}
 }
