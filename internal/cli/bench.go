@@ -15,7 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
 
 // benchResult is what `sluice bench --json` prints.
@@ -73,6 +72,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 	tenants := fs.Int("tenants", 1, "distinct MessageGroupId values (tenants)")
 	rate := fs.Int("rate", 0, "total send rate in messages/s (0: as fast as possible)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	useSDK := fs.Bool("sdk", false, "drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -92,6 +92,10 @@ func bench(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	_, _ = c.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: q.QueueUrl})
+	var api benchAPI = &leanBench{hc: hc, endpoint: strings.TrimRight(endpoint, "/"), url: *q.QueueUrl}
+	if *useSDK {
+		api = &sdkBench{c: c, url: q.QueueUrl}
+	}
 	pad := strings.Repeat("x", max(0, *size-20))
 	var sent, received, errs atomic.Int64
 	var sendLat, recvLat, e2e latencies
@@ -118,25 +122,29 @@ func bench(ctx context.Context, args []string, env Env) error {
 						return
 					}
 				}
-				entries := make([]types.SendMessageBatchRequestEntry, *batch)
+				bodies := make([]string, *batch)
+				var groups []string
+				if *tenants > 1 {
+					groups = make([]string, *batch)
+				}
 				now := strconv.FormatInt(time.Now().UnixNano(), 10)
-				for i := range entries {
+				for i := range bodies {
 					n++
 					body := now + ":" + pad
-					entries[i] = types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), MessageBody: aws.String(body[:max(len(now)+1, *size)])}
-					if *tenants > 1 {
-						entries[i].MessageGroupId = aws.String("t" + strconv.Itoa((p*7919+n)%*tenants))
+					bodies[i] = body[:max(len(now)+1, *size)]
+					if groups != nil {
+						groups[i] = "t" + strconv.Itoa((p*7919+n)%*tenants)
 					}
 				}
 				t0 := time.Now()
-				out, err := c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries})
+				ok, failed, err := api.sendBatch(ctx, bodies, groups)
 				if err != nil {
 					errs.Add(1)
 					continue
 				}
 				sendLat.add(time.Since(t0))
-				sent.Add(int64(len(out.Successful)))
-				errs.Add(int64(len(out.Failed)))
+				sent.Add(int64(ok))
+				errs.Add(int64(failed))
 			}
 		}(p)
 	}
@@ -148,31 +156,31 @@ func bench(ctx context.Context, args []string, env Env) error {
 			defer cwg.Done()
 			for cctx.Err() == nil {
 				t0 := time.Now()
-				out, err := c.ReceiveMessage(cctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: int32(*batch), WaitTimeSeconds: 1})
+				msgs, err := api.receive(cctx, *batch)
 				if err != nil {
 					if cctx.Err() == nil {
 						errs.Add(1)
 					}
 					continue
 				}
-				if len(out.Messages) == 0 {
+				if len(msgs) == 0 {
 					continue
 				}
 				recvLat.add(time.Since(t0))
 				now := time.Now()
-				del := make([]types.DeleteMessageBatchRequestEntry, len(out.Messages))
-				for j, m := range out.Messages {
-					if ts, _, ok := strings.Cut(*m.Body, ":"); ok {
+				handles := make([]string, len(msgs))
+				for j, m := range msgs {
+					if ts, _, ok := strings.Cut(m.body, ":"); ok {
 						if ns, err := strconv.ParseInt(ts, 10, 64); err == nil {
 							e2e.add(now.Sub(time.Unix(0, ns)))
 						}
 					}
-					del[j] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), ReceiptHandle: m.ReceiptHandle}
+					handles[j] = m.handle
 				}
-				if _, err := c.DeleteMessageBatch(cctx, &awssqs.DeleteMessageBatchInput{QueueUrl: q.QueueUrl, Entries: del}); err != nil {
+				if err := api.deleteBatch(cctx, handles); err != nil {
 					errs.Add(1)
 				}
-				received.Add(int64(len(out.Messages)))
+				received.Add(int64(len(msgs)))
 			}
 		}()
 	}

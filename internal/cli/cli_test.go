@@ -130,3 +130,20 @@ func TestServeStopsOnCancel(t *testing.T) {
 		t.Fatal("serve did not stop")
 	}
 }
+
+func TestBench(t *testing.T) {
+	ep := startServer(t)
+	for _, client := range []string{"--sdk=false", "--sdk=true"} {
+		out, code := sluiceCmd(t, ep, "bench", "--duration", "300ms", "--producers", "2", "--consumers", "2", "--tenants", "3", "--json", client)
+		if code != 0 {
+			t.Fatalf("bench %s: %s", client, out)
+		}
+		var res benchResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("bench --json: %v\n%s", err, out)
+		}
+		if res.Sent == 0 || res.Received != res.Sent || res.Errors != 0 || res.SendLatencyMS["p99"] <= 0 {
+			t.Fatalf("bench %s: %+v", client, res)
+		}
+	}
+}
