@@ -921,6 +921,19 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	for i := range got {
 		p, err := b.readPayload(got[i].Loc)
 		if err != nil {
+			// Compaction may have moved the record since we looked.
+			qs.mu.Lock()
+			m, ok := qs.q.Lookup(got[i].Seq)
+			moved := ok && m.Loc != got[i].Loc
+			if moved {
+				got[i].Loc = m.Loc
+			}
+			qs.mu.Unlock()
+			if moved {
+				p, err = b.readPayload(got[i].Loc)
+			}
+		}
+		if err != nil {
 			// Never serve what cannot be read back intact.
 			b.log.Error("message record unreadable; dropping the message", "queue", srcArn, "seq", got[i].Seq, "err", err)
 			lost = append(lost, got[i].Seq)
