@@ -232,4 +232,3 @@ func (h *memHandle) Close() error {
 	h.closed = true
 	return nil
 }
-
