@@ -65,14 +65,8 @@ type relocation struct {
 // compactSegment copies forward the live messages whose records are in
 // seg, up to budget bytes, and returns the bytes it copied.
 func (b *broker) compactSegment(seg uint32, budget int) int {
-	b.mu.RLock()
-	qss := make([]*queueState, 0, len(b.queues))
-	for _, qs := range b.queues {
-		qss = append(qss, qs)
-	}
-	b.mu.RUnlock()
 	var todo []relocation
-	for _, qs := range qss {
+	for _, qs := range b.allQueues() {
 		qs.mu.Lock()
 		qs.q.Messages(func(m *queue.Msg) {
 			if m.Loc.Seg == seg && m.State != queue.Pending {

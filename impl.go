@@ -311,6 +311,17 @@ func noQueue() error {
 	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
 }
 
+// allQueues lists the queues at this moment.
+func (b *broker) allQueues() []*queueState {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]*queueState, 0, len(b.queues))
+	for _, qs := range b.queues {
+		out = append(out, qs)
+	}
+	return out
+}
+
 func (b *broker) lookup(name string) (*queueState, error) {
 	b.mu.RLock()
 	qs := b.queues[name]
@@ -1171,14 +1182,8 @@ func (b *broker) listDeadLetterSourceQueues(name string, max int, next string) (
 		return nil, "", err
 	}
 	arn := b.arn(name)
-	b.mu.RLock()
-	all := make([]*queueState, 0, len(b.queues))
-	for _, qs := range b.queues {
-		all = append(all, qs)
-	}
-	b.mu.RUnlock()
 	var names []string
-	for _, qs := range all {
+	for _, qs := range b.allQueues() {
 		qs.mu.Lock()
 		rp := qs.meta.Attrs["RedrivePolicy"]
 		n := qs.meta.Name

@@ -166,23 +166,29 @@ func (s *Server) getQueueURL(req *request) (obj, error) {
 	return obj{}.add("QueueUrl", s.queueURL(req, name)), nil
 }
 
-func (s *Server) listQueues(req *request) (obj, error) {
-	prefix, err := req.p.str("QueueNamePrefix")
+// pageParams reads MaxResults (1-1000; 0 when absent) and NextToken.
+func pageParams(p params) (int, string, error) {
+	max, err := p.intp("MaxResults")
 	if err != nil {
-		return nil, err
-	}
-	max, err := req.p.intp("MaxResults")
-	if err != nil {
-		return nil, err
+		return 0, "", err
 	}
 	m := 0
 	if max != nil {
 		m = *max
 		if m < 1 || m > 1000 {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
+			return 0, "", st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
 		}
 	}
-	next, err := req.p.str("NextToken")
+	next, err := p.str("NextToken")
+	return m, next, err
+}
+
+func (s *Server) listQueues(req *request) (obj, error) {
+	prefix, err := req.p.str("QueueNamePrefix")
+	if err != nil {
+		return nil, err
+	}
+	m, next, err := pageParams(req.p)
 	if err != nil {
 		return nil, err
 	}
@@ -697,18 +703,7 @@ func (s *Server) listDeadLetterSourceQueues(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	max, err := req.p.intp("MaxResults")
-	if err != nil {
-		return nil, err
-	}
-	m := 0
-	if max != nil {
-		m = *max
-		if m < 1 || m > 1000 {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
-		}
-	}
-	next, err := req.p.str("NextToken")
+	m, next, err := pageParams(req.p)
 	if err != nil {
 		return nil, err
 	}
