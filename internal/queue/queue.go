@@ -137,12 +137,6 @@ func (q *Queue) Counts(now time.Time) Counts {
 	return c
 }
 
-// Len is the number of live messages.
-func (q *Queue) Len() int { return len(q.msgs) }
-
-// NextSeq is the sequence the next message gets.
-func (q *Queue) NextSeq() uint64 { return q.nextSeq }
-
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
 // Dedup checks FIFO deduplication. It returns the earlier message id and
@@ -586,23 +580,6 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 func (q *Queue) Messages(f func(*Msg)) {
 	for _, m := range q.msgs {
 		f(m)
-	}
-}
-
-// Dedups returns the live dedup entries (for snapshots) as id→until.
-func (q *Queue) LastNum() uint64 { return q.lastNum }
-
-// SetLastNum restores the FIFO sequence-number high-water mark.
-func (q *Queue) SetLastNum(n uint64) {
-	if n > q.lastNum {
-		q.lastNum = n
-	}
-}
-
-// SetNextSeq restores the sequence counter.
-func (q *Queue) SetNextSeq(n uint64) {
-	if n > q.nextSeq {
-		q.nextSeq = n
 	}
 }
 

@@ -3,7 +3,6 @@ package queue
 import (
 	"fmt"
 	"math/rand"
-	"sort"
 	"testing"
 	"time"
 )
@@ -229,7 +228,6 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 			t.Fatalf("step %d: counts %+v, model visible %d in flight %d delayed %d", step, c, v, f, dl)
 		}
 	}
-	_ = sort.Ints
 }
 
 func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
