@@ -213,12 +213,33 @@ func sloc(l queue.Loc) store.Loc { return store.Loc{Seg: l.Seg, Off: l.Off, FLen
 
 // readPayload reads a message's body and attributes back from its record.
 func (b *broker) readPayload(loc queue.Loc) (*payload, error) {
+	return b.readPayloadCached(loc, nil)
+}
+
+type frameKey struct{ seg, off uint32 }
+
+// readPayloadCached is readPayload that reads each frame once per cache:
+// messages sent in one batch are usually received together.
+func (b *broker) readPayloadCached(loc queue.Loc, cache map[frameKey][][]byte) (*payload, error) {
 	var raw []byte
 	var err error
 	if b.store == nil {
 		raw, err = b.mem.ReadRecord(sloc(loc))
 	} else {
-		raw, err = b.store.ReadRecord(sloc(loc))
+		k := frameKey{loc.Seg, loc.Off}
+		recs, ok := cache[k]
+		if !ok {
+			recs, err = b.store.ReadFrame(sloc(loc))
+			if err == nil && cache != nil {
+				cache[k] = recs
+			}
+		}
+		if err == nil {
+			if int(loc.Idx) >= len(recs) {
+				return nil, fmt.Errorf("record %d of a frame of %d", loc.Idx, len(recs))
+			}
+			raw = recs[loc.Idx]
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -929,8 +950,9 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	// Bodies come from disk, outside the queue lock.
 	out := make([]st.Message, 0, len(got))
 	var lost []uint64
+	frames := map[frameKey][][]byte{}
 	for i := range got {
-		p, err := b.readPayload(got[i].Loc)
+		p, err := b.readPayloadCached(got[i].Loc, frames)
 		if err != nil {
 			// Compaction may have moved the record since we looked.
 			qs.mu.Lock()

@@ -800,6 +800,16 @@ func (l *Log) reader(seg uint32) (vfs.File, error) {
 // ReadRecord reads one record back, verifying its frame's checksum. A
 // record that fails verification is never returned.
 func (l *Log) ReadRecord(loc Loc) ([]byte, error) {
+	recs, err := l.ReadFrame(loc)
+	if err != nil {
+		return nil, err
+	}
+	return recs[loc.Idx], nil
+}
+
+// ReadFrame reads back every record of the frame holding loc (records
+// sent together are read together), verifying the frame's checksum.
+func (l *Log) ReadFrame(loc Loc) ([][]byte, error) {
 	if loc.Seg == 0 || loc.FLen < 12 || loc.FLen > MaxFrame+8 {
 		return nil, fmt.Errorf("%w: invalid location %+v", ErrCorrupt, loc)
 	}
@@ -829,7 +839,7 @@ func (l *Log) ReadRecord(loc Loc) ([]byte, error) {
 	if int(loc.Idx) >= len(recs) {
 		return nil, fmt.Errorf("%w: record %d of a frame of %d", ErrCorrupt, loc.Idx, len(recs))
 	}
-	return recs[loc.Idx], nil
+	return recs, nil
 }
 
 // Checkpoint writes a checkpoint now (for tests and tools).
