@@ -245,3 +245,33 @@ func TestRedriveAllowPolicy(t *testing.T) {
 		t.Fatalf("source not in the allow list accepted: %v", err)
 	}
 }
+
+func TestReceiveRequestAttemptID(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		b.CreateQueue(ctx, "a.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}, nil)
+		b.Send(ctx, "a.fifo", st.SendInput{Body: "one", GroupID: "g"})
+		b.Send(ctx, "a.fifo", st.SendInput{Body: "two", GroupID: "g"})
+		first, _ := b.Receive(ctx, "a.fifo", st.ReceiveInput{MaxMessages: 10, AttemptID: "try-1"})
+		if len(first) != 2 {
+			t.Fatalf("first attempt: %d", len(first))
+		}
+		clk.Advance(10 * time.Second)
+		retry, err := b.Receive(ctx, "a.fifo", st.ReceiveInput{MaxMessages: 10, AttemptID: "try-1"})
+		if err != nil || len(retry) != 2 || retry[0].ReceiptHandle != first[0].ReceiptHandle || retry[1].Body != "two" {
+			t.Fatalf("retried attempt: %v %+v", err, retry)
+		}
+		// Another attempt id gets nothing: the group is in flight.
+		if other, _ := b.Receive(ctx, "a.fifo", st.ReceiveInput{MaxMessages: 10, AttemptID: "try-2"}); len(other) != 0 {
+			t.Fatalf("other attempt: %d", len(other))
+		}
+		// Once a message of the attempt is deleted, the attempt is not replayed.
+		b.Delete(ctx, "a.fifo", first[0].ReceiptHandle)
+		if again, _ := b.Receive(ctx, "a.fifo", st.ReceiveInput{MaxMessages: 10, AttemptID: "try-1"}); len(again) != 0 {
+			t.Fatalf("stale attempt replayed: %d", len(again))
+		}
+		if _, err := b.Receive(ctx, "a.fifo", st.ReceiveInput{AttemptID: "bad id"}); code(err) != st.CodeInvalidParameterValue {
+			t.Fatalf("bad attempt id: %v", err)
+		}
+	})
+}

@@ -44,6 +44,60 @@ type queueState struct {
 	notify    chan struct{} // closed and replaced when messages may be ready
 	lastPurge time.Time
 	deleted   bool
+	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
+	// minutes, so a retried receive gets the same messages and handles.
+	attempts map[string]*attempt
+}
+
+type attempt struct {
+	expires time.Time
+	msgs    []st.Message
+	seqs    []uint64
+	fences  []uint32
+}
+
+// retryAttemptLocked answers a retried FIFO receive with the messages of
+// the earlier attempt, their visibility reset, if none of them has been
+// deleted or delivered again since; otherwise it forgets the attempt.
+func (b *broker) retryAttemptLocked(qs *queueState, id string, now time.Time, vis time.Duration) ([]st.Message, []*record, bool) {
+	a := qs.attempts[id]
+	if a == nil {
+		return nil, nil, false
+	}
+	if now.After(a.expires) {
+		delete(qs.attempts, id)
+		return nil, nil, false
+	}
+	for i, seq := range a.seqs {
+		m, ok := qs.q.Lookup(seq)
+		if !ok || m.Fence != a.fences[i] || m.State != queue.InFlight {
+			delete(qs.attempts, id)
+			return nil, nil, false
+		}
+	}
+	var recs []*record
+	for _, seq := range a.seqs {
+		qs.q.SetVisibility(now, seq, vis)
+		recs = append(recs, &record{T: recVisibility, Q: qs.meta.ID, Seq: seq, Vis: now.Add(vis).UnixMilli()})
+	}
+	return a.msgs, recs, true
+}
+
+func (b *broker) rememberAttemptLocked(qs *queueState, id string, now time.Time, msgs []st.Message, got []queue.Msg) {
+	if qs.attempts == nil {
+		qs.attempts = map[string]*attempt{}
+	}
+	for k, a := range qs.attempts { // keep the map bounded by the window
+		if now.After(a.expires) {
+			delete(qs.attempts, k)
+		}
+	}
+	a := &attempt{expires: now.Add(5 * time.Minute), msgs: msgs}
+	for _, m := range got {
+		a.seqs = append(a.seqs, m.Seq)
+		a.fences = append(a.fences, m.Fence)
+	}
+	qs.attempts[id] = a
 }
 
 // wakeLocked wakes every long poll waiting on the queue.
@@ -861,6 +915,9 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
 		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
 	}
+	if in.AttemptID != "" && !validID(in.AttemptID) {
+		return nil, invalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
+	}
 	qs, err := b.lookup(name)
 	if err != nil {
 		return nil, err
@@ -873,7 +930,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 	}
 	deadline := b.clock.Now().Add(waitFor)
 	for {
-		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout)
+		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout, in.AttemptID)
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -903,7 +960,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 
 // receiveOnce delivers what is ready now. It also returns the channel that
 // is closed on the next change and the next timer of the queue.
-func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Message, <-chan struct{}, time.Time, error) {
+func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptID string) ([]st.Message, <-chan struct{}, time.Time, error) {
 	qs.mu.Lock()
 	if qs.deleted {
 		qs.mu.Unlock()
@@ -913,6 +970,17 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	vis := qs.q.Config().VisibilityTimeout
 	if visOverride != nil {
 		vis = time.Duration(*visOverride) * time.Second
+	}
+	if !qs.meta.FIFO {
+		attemptID = "" // standard queues ignore it, as SQS does
+	}
+	if attemptID != "" {
+		if msgs, recs, ok := b.retryAttemptLocked(qs, attemptID, now, vis); ok {
+			w := b.submit(recs...)
+			notify := qs.notify
+			qs.mu.Unlock()
+			return msgs, notify, time.Time{}, wait(w)
+		}
 	}
 	ds := qs.q.Receive(now, max, vis)
 	var recs []*record
@@ -990,6 +1058,11 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int) ([]st.Me
 	}
 	if err := wait(w); err != nil {
 		return nil, notify, next, err
+	}
+	if attemptID != "" && len(out) > 0 {
+		qs.mu.Lock()
+		b.rememberAttemptLocked(qs, attemptID, now, out, got)
+		qs.mu.Unlock()
 	}
 	return out, notify, next, nil
 }
