@@ -275,3 +275,32 @@ func TestReceiveRequestAttemptID(t *testing.T) {
 		}
 	})
 }
+
+func TestOverLimitInFlight(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sends 120,000 messages")
+	}
+	b, _ := sluice.Open(sluice.Config{InMemory: true})
+	defer b.Close()
+	b.CreateQueue(ctx, "busy", map[string]string{"VisibilityTimeout": "3600"}, nil)
+	batch := make([]st.SendInput, 10)
+	for i := range batch {
+		batch[i] = st.SendInput{Body: "x"}
+	}
+	for i := 0; i < 12001; i++ {
+		if _, _, err := b.SendBatch(ctx, "busy", batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := 0
+	for got < 120000 {
+		ms, err := b.Receive(ctx, "busy", st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatalf("after %d in flight: %v", got, err)
+		}
+		got += len(ms)
+	}
+	if _, err := b.Receive(ctx, "busy", st.ReceiveInput{MaxMessages: 10}); code(err) != st.CodeOverLimit {
+		t.Fatalf("receive past 120,000 in flight: %v", err)
+	}
+}

@@ -983,6 +983,10 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 		}
 	}
 	ds := qs.q.Receive(now, max, vis)
+	if len(ds) == 0 && !qs.meta.FIFO && qs.q.InFlight() >= queue.MaxInFlight {
+		qs.mu.Unlock()
+		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
+	}
 	var recs []*record
 	var got []queue.Msg // copies: the entries may change once unlocked
 	var dead []*queue.Msg

@@ -46,7 +46,8 @@ type Msg struct {
 	// readyQueued: in the standard ready list; expired: retention passed
 	// while in flight, dropped when it returns; moving: leaving for another
 	// queue with its storage.
-	readyQueued, expired, moving bool
+	// prepared: sent, its record not yet durable (never delivered).
+	readyQueued, expired, moving, prepared bool
 }
 
 // Loc is where the message's full record is stored; opaque to the queue.
@@ -98,6 +99,7 @@ type Queue struct {
 	dedup    map[string]dedupEntry
 	dedupQ   []string
 	dropped  []Loc
+	pending  int // prepared messages
 	inFlight int
 	delayed  int
 	nextSeq  uint64
@@ -125,17 +127,18 @@ type Counts struct {
 func (q *Queue) Counts(now time.Time) Counts {
 	q.Advance(now)
 	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
-	c.Visible = len(q.msgs) - q.inFlight - q.delayed
-	for _, m := range q.msgs {
-		if m.State == Pending {
-			c.Visible--
-		}
-		if c.OldestSent == 0 || m.Sent < c.OldestSent {
+	c.Visible = len(q.msgs) - q.inFlight - q.delayed - q.pending
+	for _, m := range q.sent { // expire left the oldest live message first
+		if live, ok := q.msgs[m.Seq]; ok && live == m {
 			c.OldestSent = m.Sent
+			break
 		}
 	}
 	return c
 }
+
+// InFlight is the number of messages in flight.
+func (q *Queue) InFlight() int { return q.inFlight }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
@@ -195,6 +198,8 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) (seqNum stri
 		seqNum = formatSeqNum(n)
 	}
 	m.State = Pending
+	m.prepared = true
+	q.pending++
 	q.msgs[m.Seq] = m
 	q.sent = append(q.sent, m)
 	if q.cfg.FIFO {
@@ -255,16 +260,18 @@ func formatSeqNum(n uint64) string {
 // Commit makes a prepared message deliverable: its record is durable at loc.
 func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
 	m, ok := q.msgs[seq]
-	if !ok || m.State != Pending {
+	if !ok || !m.prepared {
 		return
 	}
+	m.prepared = false
+	q.pending--
 	m.Loc = loc
 	q.schedule(now, m)
 }
 
 // Abort forgets a prepared message whose record failed to persist.
 func (q *Queue) Abort(seq uint64) {
-	if m, ok := q.msgs[seq]; ok && m.State == Pending {
+	if m, ok := q.msgs[seq]; ok && m.prepared {
 		q.remove(m)
 	}
 }
@@ -506,7 +513,7 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 // Lookup returns a live message by sequence.
 func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 	m, ok := q.msgs[seq]
-	if !ok || m.State == Pending {
+	if !ok || m.prepared {
 		return nil, false
 	}
 	return m, true
@@ -515,7 +522,7 @@ func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 // Delete removes a message. It reports whether it was live.
 func (q *Queue) Delete(seq uint64) bool {
 	m, ok := q.msgs[seq]
-	if !ok || m.State == Pending {
+	if !ok || m.prepared {
 		return false
 	}
 	q.remove(m)
@@ -602,6 +609,10 @@ func (q *Queue) unlink(m *Msg) {
 }
 
 func (q *Queue) remove(m *Msg) {
+	if m.prepared {
+		m.prepared = false
+		q.pending--
+	}
 	q.unlink(m)
 	delete(q.msgs, m.Seq)
 	if q.cfg.FIFO {
@@ -640,7 +651,7 @@ func (q *Queue) TakeReleased() []Loc {
 // with its storage (a redrive), and returns it.
 func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
 	m, ok := q.msgs[seq]
-	if !ok || m.State == Pending {
+	if !ok || m.prepared {
 		return nil, false
 	}
 	m.moving = true
