@@ -216,7 +216,9 @@ func bodies(ms []st.Message) []string {
 }
 
 func TestLongPollWakesOnSend(t *testing.T) {
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	// A fake clock that never moves: only a send can end this long poll.
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, err := sluice.Open(sluice.Config{InMemory: true, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,9 +229,19 @@ func TestLongPollWakesOnSend(t *testing.T) {
 		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{WaitTimeSeconds: ptr(20)})
 		done <- ms
 	}()
+	select {
+	case ms := <-done:
+		t.Fatalf("long poll on an empty queue returned at once with %d messages", len(ms))
+	case <-time.After(100 * time.Millisecond): // the poll is waiting
+	}
 	b.Send(ctx, "q", st.SendInput{Body: "hi"})
-	if ms := <-done; len(ms) != 1 {
-		t.Fatalf("long poll returned %d messages", len(ms))
+	select {
+	case ms := <-done:
+		if len(ms) != 1 {
+			t.Fatalf("long poll returned %d messages", len(ms))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a send did not wake the long poll")
 	}
 }
 
