@@ -436,3 +436,46 @@ func TestSigV4Presigned(t *testing.T) {
 		t.Fatalf("presigned an hour ago: %d %s", code, body)
 	}
 }
+
+func TestShutdownEndsLongPolls(t *testing.T) {
+	b, err := sluice.Open(sluice.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	c := newClient("http://"+ln.Addr().String(), "AK", "s", "")
+	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("poll")}))
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result)
+	go func() {
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		done <- result{n: len(out.Messages)}
+	}()
+	time.Sleep(200 * time.Millisecond) // let the poll start waiting
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	select {
+	case r := <-done:
+		if r.err != nil || r.n != 0 {
+			t.Fatalf("long poll at shutdown: %d messages, %v", r.n, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("long poll still waiting after shutdown")
+	}
+}
