@@ -175,6 +175,7 @@ type Log struct {
 
 	rmu     sync.RWMutex // guards readers; held for reading during ReadRecord
 	readers map[uint32]vfs.File
+	recent  recentFrames
 
 	// writer-owned
 	seg      uint64
@@ -519,6 +520,9 @@ func (l *Log) run() {
 					if p.applied == nil {
 						continue
 					}
+					// Records that will be read back (message bodies) are
+					// usually read soon: keep their frames for a while.
+					l.recent.put(frameKey{uint32(seg), uint32(base + int64(starts[i]))}, p.recs)
 					locs := make([]Loc, len(p.recs))
 					for j := range locs {
 						locs[j] = Loc{Seg: uint32(seg), Off: uint32(base + int64(starts[i])), FLen: uint32(starts[i+1] - starts[i]), Idx: uint32(j)}
@@ -741,6 +745,7 @@ func (l *Log) checkpoint() error {
 
 // remove closes a cached reader of a segment and unlinks it.
 func (l *Log) remove(seg uint32) error {
+	l.recent.dropSegment(seg)
 	l.rmu.Lock()
 	if f := l.readers[seg]; f != nil {
 		f.Close()
@@ -813,6 +818,9 @@ func (l *Log) ReadFrame(loc Loc) ([][]byte, error) {
 	if loc.Seg == 0 || loc.FLen < 12 || loc.FLen > MaxFrame+8 {
 		return nil, fmt.Errorf("%w: invalid location %+v", ErrCorrupt, loc)
 	}
+	if recs, ok := l.recent.get(frameKey{loc.Seg, loc.Off}); ok && int(loc.Idx) < len(recs) {
+		return recs, nil
+	}
 	if _, err := l.reader(loc.Seg); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -865,4 +873,66 @@ func (l *Log) Close() error {
 		<-l.stopped
 	}
 	return nil
+}
+
+type frameKey struct{ seg, off uint32 }
+
+// recentFrames keeps the records of the most recently written frames that
+// an owner will read back, up to recentBytes, so a consumer that keeps up
+// reads bodies from memory instead of the page cache. It holds exactly what
+// was written (and fsynced), so it needs no checksum.
+type recentFrames struct {
+	mu    sync.Mutex
+	m     map[frameKey][][]byte
+	order []frameKey
+	bytes int
+}
+
+const recentBytes = 8 << 20
+
+func (r *recentFrames) put(k frameKey, recs [][]byte) {
+	n := 0
+	for _, rec := range recs {
+		n += len(rec)
+	}
+	if n > recentBytes/4 {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[frameKey][][]byte{}
+	}
+	r.m[k] = recs
+	r.order = append(r.order, k)
+	r.bytes += n
+	for r.bytes > recentBytes && len(r.order) > 0 {
+		old := r.order[0]
+		r.order = r.order[1:]
+		for _, rec := range r.m[old] {
+			r.bytes -= len(rec)
+		}
+		delete(r.m, old)
+	}
+}
+
+func (r *recentFrames) get(k frameKey) ([][]byte, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	recs, ok := r.m[k]
+	return recs, ok
+}
+
+// dropSegment forgets the frames of a segment that is going away.
+func (r *recentFrames) dropSegment(seg uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k, recs := range r.m {
+		if k.seg == seg {
+			for _, rec := range recs {
+				r.bytes -= len(rec)
+			}
+			delete(r.m, k)
+		}
+	}
 }

@@ -352,6 +352,11 @@ func TestReadRecordDetectsCorruption(t *testing.T) {
 	got := make(chan []Loc, 1)
 	l.SubmitFunc([][]byte{[]byte("payload-payload-payload")}, func(locs []Loc) { got <- locs }).Wait(ctx)
 	loc := (<-got)[0]
+	// Push it out of the cache of recent frames, so it is read from disk.
+	big := make([]byte, 1<<20)
+	for i := 0; i < 10; i++ {
+		l.SubmitFunc([][]byte{big}, func([]Loc) {}).Wait(ctx)
+	}
 	// A bit rots on disk under the running store.
 	f, err := os.OpenFile(filepath.Join(dir, segName(uint64(loc.Seg))), os.O_RDWR, 0)
 	if err != nil {
