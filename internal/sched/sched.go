@@ -1,0 +1,870 @@
+package sched
+
+import (
+	"hash/fnv"
+	"math"
+	"sort"
+	"time"
+)
+
+// Config is the policy of one queue. Zero values mean "off" unless said.
+type Config struct {
+	// Fair serves tenants by deficit round robin. When false, each lane is
+	// one FIFO for the whole partition and per-tenant receive limits do
+	// not apply (plain SQS behaviour); send limits still do.
+	Fair bool
+	// Partitions is the number of partitions (default 1);
+	// PartitionsPerTenant how many of them a tenant hashes to (default
+	// min(2, Partitions)).
+	Partitions, PartitionsPerTenant int
+	// RetryLevels is the number of retry lanes.
+	RetryLevels int
+	// SidelineAge (ms): ready messages older than this wait in the backlog
+	// lane. 0: off.
+	SidelineAge int64
+	// LowerLaneShare is the minimum share of picks each passed-over lower
+	// lane gets. Default 0.1.
+	LowerLaneShare float64
+	// Limits are the per-tenant defaults; Overrides replace them for named
+	// tenants.
+	Limits    Limits
+	Overrides map[string]Limits
+}
+
+// Limits are one tenant's weight and limits. Zero means none (weight: 1).
+type Limits struct {
+	Weight       float64
+	MaxInFlight  int
+	ReceiveRate  float64 // messages/s
+	ReceiveBurst float64
+	SendRate     float64 // messages/s
+	SendBurst    float64
+	// SendRateGrowth is how much the send limit grows per minute of steady
+	// use above 80% of it (0.5: +50%), up to SendRateCeiling (default ten
+	// times SendRate).
+	SendRateGrowth  float64
+	SendRateCeiling float64
+	// BacklogTarget: above this many ready messages, the tenant's send
+	// limit shrinks in proportion (target/backlog).
+	BacklogTarget int
+}
+
+// Lanes, by priority. Retry levels sit between Live and Spillover; their
+// indexes are Live+level.
+const Live = 0
+
+// Entry is the scheduler's part of a message, embedded by the owner.
+type Entry struct {
+	pt    *ptenant
+	gen   uint32
+	lane  uint8
+	state uint8
+}
+
+const (
+	stNone uint8 = iota
+	stQueued
+	stInFlight
+)
+
+// Lookup resolves a sequence to its entry and sent time (unix ms); ok is
+// false when the message is gone.
+type Lookup func(seq uint64) (e *Entry, sent int64, ok bool)
+
+// Sched is one queue's scheduler. Not safe for concurrent use.
+type Sched struct {
+	cfg     Config
+	lookup  Lookup
+	parts   []*partition
+	tenants map[string]*tenant
+	idle    []*tenant // tenants with nothing queued, swept once refilled
+	next    int       // partition round robin
+	ready   int
+	// Counters since New.
+	Sidelined, Spilled uint64
+}
+
+type partition struct {
+	idx    int
+	count  int
+	rings  []ring    // by lane; the spillover ring is at spillLane
+	credit []float64 // by lane
+}
+
+type ring struct {
+	ts []*ptenant
+	h  int
+}
+
+func (r *ring) len() int { return len(r.ts) - r.h }
+func (r *ring) front() *ptenant {
+	return r.ts[r.h]
+}
+func (r *ring) popFront() *ptenant {
+	pt := r.ts[r.h]
+	r.ts[r.h] = nil
+	r.h++
+	if r.h > 32 && r.h*2 > len(r.ts) {
+		n := copy(r.ts, r.ts[r.h:])
+		clear(r.ts[n:])
+		r.ts = r.ts[:n]
+		r.h = 0
+	}
+	return pt
+}
+func (r *ring) push(pt *ptenant) { r.ts = append(r.ts, pt) }
+
+type slot struct {
+	seq uint64
+	gen uint32
+}
+
+type deque struct {
+	s []slot
+	h int
+}
+
+func (d *deque) push(s slot) { d.s = append(d.s, s) }
+func (d *deque) empty() bool { return d.h >= len(d.s) }
+func (d *deque) front() slot { return d.s[d.h] }
+func (d *deque) pop() {
+	d.s[d.h] = slot{}
+	d.h++
+	if d.h >= len(d.s) {
+		d.s, d.h = d.s[:0], 0
+	} else if d.h > 32 && d.h*2 > len(d.s) {
+		n := copy(d.s, d.s[d.h:])
+		d.s = d.s[:n]
+		d.h = 0
+	}
+}
+
+// ptenant is a tenant's share of one partition.
+type ptenant struct {
+	t       *tenant
+	p       *partition
+	dq      []deque   // by deque lane: live, retries, backlog
+	n       []int     // live entries per deque
+	inRing  []bool    // by ring lane
+	deficit []float64 // by ring lane
+	total   int
+	spill   bool
+}
+
+type tenant struct {
+	name     string
+	lim      Limits
+	parts    []int
+	pts      []*ptenant
+	inflight int
+	ready    int
+	capped   bool
+	recv     bucket
+	send     bucket
+	sendLim  float64 // current (grown) send limit
+	winStart int64
+	winCount float64
+	drain    rate
+	idle     bool
+}
+
+// New returns an empty scheduler.
+func New(cfg Config, lookup Lookup) *Sched {
+	s := &Sched{lookup: lookup, tenants: map[string]*tenant{}}
+	s.cfg = normalize(cfg)
+	s.parts = s.newParts()
+	return s
+}
+
+func normalize(c Config) Config {
+	if c.Partitions < 1 {
+		c.Partitions = 1
+	}
+	if c.PartitionsPerTenant < 1 {
+		c.PartitionsPerTenant = min(2, c.Partitions)
+	}
+	c.PartitionsPerTenant = min(c.PartitionsPerTenant, c.Partitions)
+	if c.LowerLaneShare <= 0 {
+		c.LowerLaneShare = 0.1
+	}
+	return c
+}
+
+func (s *Sched) lanes() int     { return s.cfg.RetryLevels + 3 }
+func (s *Sched) spillLane() int { return s.cfg.RetryLevels + 1 }
+func (s *Sched) dqLanes() int   { return s.cfg.RetryLevels + 2 }
+
+// ringOf maps a deque lane to its ring lane: the backlog deque (last) is
+// served by the backlog ring, after the spillover ring.
+func (s *Sched) ringOf(d int) int {
+	if d == s.dqLanes()-1 {
+		return s.lanes() - 1
+	}
+	return d
+}
+
+// BacklogLane is the deque lane of sidelined old messages.
+func (s *Sched) BacklogLane() int { return s.dqLanes() - 1 }
+
+func (s *Sched) newParts() []*partition {
+	ps := make([]*partition, s.cfg.Partitions)
+	for i := range ps {
+		ps[i] = &partition{idx: i, rings: make([]ring, s.lanes()), credit: make([]float64, s.lanes())}
+	}
+	return ps
+}
+
+// Config returns the configuration in effect.
+func (s *Sched) Config() Config { return s.cfg }
+
+// SetConfig changes the policy. When the shape changes (partitions, retry
+// levels, fairness) every queued message is placed again, in order.
+func (s *Sched) SetConfig(now int64, cfg Config) {
+	cfg = normalize(cfg)
+	old := s.cfg
+	s.cfg = cfg
+	for _, t := range s.tenants {
+		t.lim = s.limits(t.name)
+		t.sendLim = 0
+	}
+	if old.Partitions == cfg.Partitions && old.PartitionsPerTenant == cfg.PartitionsPerTenant &&
+		old.RetryLevels == cfg.RetryLevels && old.Fair == cfg.Fair {
+		for _, t := range s.tenants {
+			s.uncap(t)
+		}
+		return
+	}
+	// Reshape: collect the queued messages, give every tenant new
+	// partition shares, and queue them again in sequence order. Tenant
+	// objects stay, so in-flight messages settle against the right counts.
+	type q struct {
+		seq    uint64
+		tenant string
+		lane   int
+	}
+	var all []q
+	for _, t := range s.tenants {
+		for _, pt := range t.pts {
+			if pt == nil {
+				continue
+			}
+			for d := range pt.dq {
+				for _, sl := range pt.dq[d].s[pt.dq[d].h:] {
+					e, _, ok := s.lookup(sl.seq)
+					if ok && e.pt == pt && e.gen == sl.gen && e.state == stQueued {
+						e.state, e.pt = stNone, nil
+						all = append(all, q{sl.seq, t.name, d})
+					}
+				}
+			}
+		}
+		t.parts = shard(t.name, cfg.Partitions, cfg.PartitionsPerTenant)
+		t.pts = make([]*ptenant, len(t.parts))
+		t.ready, t.capped = 0, false
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	s.parts = s.newParts()
+	s.ready = 0
+	for _, x := range all {
+		e, _, _ := s.lookup(x.seq)
+		name := x.tenant
+		if !cfg.Fair {
+			name = ""
+		}
+		s.Push(now, x.seq, e, name, min(x.lane, s.dqLanes()-1))
+	}
+	for _, t := range s.tenants {
+		s.maybeIdle(t)
+	}
+}
+
+func (s *Sched) limits(name string) Limits {
+	l := s.cfg.Limits
+	if o, ok := s.cfg.Overrides[name]; ok {
+		if o.Weight > 0 {
+			l.Weight = o.Weight
+		}
+		if o.MaxInFlight > 0 {
+			l.MaxInFlight = o.MaxInFlight
+		}
+		if o.ReceiveRate > 0 {
+			l.ReceiveRate, l.ReceiveBurst = o.ReceiveRate, o.ReceiveBurst
+		}
+		if o.SendRate > 0 {
+			l.SendRate, l.SendBurst = o.SendRate, o.SendBurst
+		}
+		if o.BacklogTarget > 0 {
+			l.BacklogTarget = o.BacklogTarget
+		}
+	}
+	if l.Weight <= 0 {
+		l.Weight = 1
+	}
+	l.Weight = max(l.Weight, 0.01)
+	if l.ReceiveRate > 0 && l.ReceiveBurst < 1 {
+		l.ReceiveBurst = max(1, l.ReceiveRate)
+	}
+	if l.SendRate > 0 && l.SendBurst < 1 {
+		l.SendBurst = max(1, l.SendRate)
+	}
+	if l.SendRate > 0 && l.SendRateCeiling < l.SendRate {
+		l.SendRateCeiling = 10 * l.SendRate
+	}
+	return l
+}
+
+func (s *Sched) tenant(name string) *tenant {
+	if t := s.tenants[name]; t != nil {
+		return t
+	}
+	t := &tenant{name: name, lim: s.limits(name)}
+	t.parts = shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+	t.pts = make([]*ptenant, len(t.parts))
+	s.tenants[name] = t
+	return t
+}
+
+// shard picks k distinct partitions of n for a tenant, deterministically.
+func shard(name string, n, k int) []int {
+	if n == 1 {
+		return []int{0}
+	}
+	h := fnv.New64a()
+	h.Write([]byte(name))
+	x := h.Sum64()
+	perm := make([]int, n)
+	for i := range perm {
+		perm[i] = i
+	}
+	out := make([]int, k)
+	for i := 0; i < k; i++ {
+		x = splitmix(x)
+		j := i + int(x%uint64(n-i))
+		perm[i], perm[j] = perm[j], perm[i]
+		out[i] = perm[i]
+	}
+	return out
+}
+
+func splitmix(x uint64) uint64 {
+	x += 0x9e3779b97f4a7c15
+	z := x
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// TenantPartitions returns the partitions a tenant hashes to.
+func (s *Sched) TenantPartitions(name string) []int {
+	if !s.cfg.Fair {
+		name = ""
+	}
+	return shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+}
+
+func (s *Sched) ptenant(t *tenant, i int) *ptenant {
+	if pt := t.pts[i]; pt != nil {
+		return pt
+	}
+	L := s.lanes()
+	pt := &ptenant{t: t, p: s.parts[t.parts[i]], dq: make([]deque, s.dqLanes()), n: make([]int, s.dqLanes()),
+		inRing: make([]bool, L), deficit: make([]float64, L)}
+	t.pts[i] = pt
+	return pt
+}
+
+// Push queues a ready message of tenant in deque lane (Live, Live+level
+// for retries, or BacklogLane).
+func (s *Sched) Push(now int64, seq uint64, e *Entry, tenant string, lane int) {
+	if e.state != stNone {
+		s.Remove(e)
+	}
+	if !s.cfg.Fair {
+		tenant = ""
+	}
+	lane = min(max(lane, 0), s.dqLanes()-1)
+	t := s.tenant(tenant)
+	t.idle = false
+	// The least loaded of the tenant's partitions.
+	best := 0
+	for i := 1; i < len(t.parts); i++ {
+		if s.parts[t.parts[i]].count < s.parts[t.parts[best]].count {
+			best = i
+		}
+	}
+	pt := s.ptenant(t, best)
+	e.pt, e.lane, e.state = pt, uint8(lane), stQueued
+	e.gen++
+	pt.dq[lane].push(slot{seq: seq, gen: e.gen})
+	pt.n[lane]++
+	pt.total++
+	pt.p.count++
+	t.ready++
+	s.ready++
+	s.enlist(pt)
+	s.sweep(now)
+}
+
+// enlist puts a tenant's partition share in the rings it belongs to.
+func (s *Sched) enlist(pt *ptenant) {
+	if pt.t.capped {
+		return
+	}
+	if pt.spill {
+		s.ringAdd(pt, s.spillLane())
+		return
+	}
+	for d, n := range pt.n {
+		if n > 0 {
+			s.ringAdd(pt, s.ringOf(d))
+		}
+	}
+}
+
+func (s *Sched) ringAdd(pt *ptenant, l int) {
+	if !pt.inRing[l] {
+		pt.inRing[l] = true
+		pt.p.rings[l].push(pt)
+	}
+}
+
+// Remove takes a message out of the scheduler: a queued one leaves its
+// lane (deleted, purged, expired, moved), an in-flight one settles.
+func (s *Sched) Remove(e *Entry) {
+	switch e.state {
+	case stQueued:
+		pt := e.pt
+		pt.n[e.lane]--
+		pt.total--
+		pt.p.count--
+		pt.t.ready--
+		s.ready--
+		e.gen++
+		s.maybeIdle(pt.t)
+	case stInFlight:
+		s.settle(e.pt.t)
+	}
+	e.state, e.pt = stNone, nil
+}
+
+// Settle is Remove for an in-flight message that will be pushed again.
+func (s *Sched) settle(t *tenant) {
+	t.inflight--
+	s.uncap(t)
+	s.maybeIdle(t)
+}
+
+func (s *Sched) uncap(t *tenant) {
+	if t.capped && (t.lim.MaxInFlight == 0 || t.inflight < t.lim.MaxInFlight) {
+		t.capped = false
+		for _, pt := range t.pts {
+			if pt != nil {
+				s.enlist(pt)
+			}
+		}
+	}
+}
+
+func (s *Sched) maybeIdle(t *tenant) {
+	if t.ready == 0 && t.inflight == 0 && !t.idle {
+		t.idle = true
+		s.idle = append(s.idle, t)
+	}
+}
+
+// sweep forgets a few idle tenants whose buckets have refilled.
+func (s *Sched) sweep(now int64) {
+	for i := 0; i < 4 && len(s.idle) > 0; i++ {
+		t := s.idle[0]
+		s.idle[0] = nil
+		s.idle = s.idle[1:]
+		if !t.idle || s.tenants[t.name] != t {
+			continue
+		}
+		if t.recv.full(now, t.lim.ReceiveRate, t.lim.ReceiveBurst) && t.send.full(now, t.sendLimit(), t.lim.SendBurst) {
+			delete(s.tenants, t.name)
+			continue
+		}
+		s.idle = append(s.idle, t)
+	}
+}
+
+// Pop picks the next message to deliver from partition part (-1: any)
+// and marks it in flight. ok is false when nothing is eligible.
+func (s *Sched) Pop(now int64, part int) (seq uint64, ok bool) {
+	if part >= 0 {
+		if part >= len(s.parts) {
+			return 0, false
+		}
+		return s.popPart(now, s.parts[part])
+	}
+	for range s.parts {
+		p := s.parts[s.next]
+		s.next = (s.next + 1) % len(s.parts)
+		if p.count == 0 {
+			continue
+		}
+		if seq, ok := s.popPart(now, p); ok {
+			return seq, true
+		}
+	}
+	return 0, false
+}
+
+func (s *Sched) popPart(now int64, p *partition) (uint64, bool) {
+	L := s.lanes()
+	for {
+		// The highest lane with work, unless a passed-over lower lane has
+		// earned its share. A lane whose pick fails is empty afterwards
+		// (its tenants moved to other lanes or are capped), so this ends.
+		top := -1
+		for l := 0; l < L; l++ {
+			if p.rings[l].len() > 0 {
+				top = l
+				break
+			}
+		}
+		if top < 0 {
+			return 0, false
+		}
+		lane := top
+		for l := top + 1; l < L; l++ {
+			if p.rings[l].len() == 0 {
+				continue
+			}
+			p.credit[l] = min(p.credit[l]+s.cfg.LowerLaneShare, 2)
+			if p.credit[l] >= 1-1e-9 && lane == top {
+				lane = l
+			}
+		}
+		if seq, ok := s.popLane(now, p, lane); ok {
+			if lane != top {
+				p.credit[lane]--
+			}
+			return seq, true
+		}
+	}
+}
+
+// popLane serves one lane of a partition by deficit round robin.
+func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
+	r := &p.rings[l]
+	spill := l == s.spillLane()
+	for r.len() > 0 {
+		pt := r.front()
+		t := pt.t
+		if s.cfg.Fair && (t.capped || (t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight)) {
+			t.capped = true
+			r.popFront()
+			pt.inRing[l] = false
+			continue
+		}
+		if spill != pt.spill {
+			r.popFront() // moved between spillover and its own lanes
+			pt.inRing[l] = false
+			continue
+		}
+		if s.cfg.Fair && t.lim.ReceiveRate > 0 {
+			throttled := t.recv.tokens(now, t.lim.ReceiveRate, t.lim.ReceiveBurst) < 1
+			if throttled && !spill {
+				pt.spill = true
+				s.Spilled++
+				r.popFront()
+				pt.inRing[l] = false
+				s.enlist(pt)
+				continue
+			}
+			if !throttled && spill {
+				pt.spill = false
+				r.popFront()
+				pt.inRing[l] = false
+				s.enlist(pt)
+				continue
+			}
+		}
+		d := -1
+		if spill {
+			for i, n := range pt.n {
+				if n > 0 {
+					d = i
+					break
+				}
+			}
+		} else {
+			d = s.dqOf(l)
+			if d == Live && s.cfg.SidelineAge > 0 {
+				s.sideline(now, pt)
+			}
+			if pt.n[d] == 0 {
+				d = -1
+			}
+		}
+		if d < 0 {
+			r.popFront()
+			pt.inRing[l] = false
+			pt.deficit[l] = 0
+			continue
+		}
+		// Deficit round robin: a tenant's turn starts with its weight in
+		// credit; it is served while the credit lasts, then goes to the back.
+		if pt.deficit[l] < 1 {
+			pt.deficit[l] += t.lim.Weight
+			if pt.deficit[l] < 1 {
+				r.popFront()
+				r.push(pt)
+				continue
+			}
+		}
+		seq, e, ok := s.take(pt, d)
+		if !ok {
+			continue // counts repaired; look again
+		}
+		pt.deficit[l]--
+		if (!spill && pt.n[d] == 0) || (spill && pt.total == 0) {
+			r.popFront()
+			pt.inRing[l] = false
+			pt.deficit[l] = 0
+		} else if pt.deficit[l] < 1 {
+			r.popFront()
+			r.push(pt)
+		}
+		e.state = stInFlight
+		t.inflight++
+		t.recv.take(now, t.lim.ReceiveRate, t.lim.ReceiveBurst)
+		t.drain.add(now)
+		if s.cfg.Fair && t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight {
+			t.capped = true
+		}
+		return seq, true
+	}
+	return 0, false
+}
+
+func (s *Sched) dqOf(ringLane int) int {
+	if ringLane == s.lanes()-1 {
+		return s.dqLanes() - 1
+	}
+	return ringLane
+}
+
+// take pops the first live entry of a deque (stale ones are skipped).
+// When the deque holds none although its count says otherwise (a bug),
+// the count is repaired and ok is false: a wrong count must not take the
+// queue down.
+func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
+	q := &pt.dq[d]
+	for !q.empty() {
+		sl := q.front()
+		q.pop()
+		e, _, ok := s.lookup(sl.seq)
+		if !ok || e.pt != pt || e.gen != sl.gen || e.state != stQueued {
+			continue
+		}
+		pt.n[d]--
+		pt.total--
+		pt.p.count--
+		pt.t.ready--
+		s.ready--
+		return sl.seq, e, true
+	}
+	lost := pt.n[d]
+	pt.n[d] = 0
+	pt.total -= lost
+	pt.p.count -= lost
+	pt.t.ready -= lost
+	s.ready -= lost
+	return 0, nil, false
+}
+
+// sideline moves the old head of a tenant's live lane to its backlog lane.
+func (s *Sched) sideline(now int64, pt *ptenant) {
+	cut := now - s.cfg.SidelineAge
+	q := &pt.dq[Live]
+	b := s.dqLanes() - 1
+	for !q.empty() {
+		sl := q.front()
+		e, sent, ok := s.lookup(sl.seq)
+		if !ok || e.pt != pt || e.gen != sl.gen || e.state != stQueued {
+			q.pop()
+			continue
+		}
+		if sent > cut {
+			return
+		}
+		q.pop()
+		pt.n[Live]--
+		pt.n[b]++
+		e.lane = uint8(b)
+		pt.dq[b].push(sl)
+		s.Sidelined++
+		if !pt.spill && !pt.t.capped {
+			s.ringAdd(pt, s.lanes()-1)
+		}
+	}
+}
+
+// AllowSend asks whether a tenant may send n messages now. When not, it
+// returns how long to wait before trying again.
+func (s *Sched) AllowSend(now int64, name string, n int) (bool, time.Duration) {
+	t := s.tenants[name]
+	if t == nil {
+		if s.limits(name).SendRate == 0 {
+			return true, 0 // no rate and, with no state, no backlog
+		}
+		t = s.tenant(name)
+		s.maybeIdle(t)
+	}
+	limit := t.growLimit(now)
+	if t.lim.BacklogTarget > 0 && t.ready > t.lim.BacklogTarget {
+		base := limit
+		if base == 0 {
+			base = max(t.drain.at(now), 1)
+		}
+		limit = base * float64(t.lim.BacklogTarget) / float64(t.ready)
+	}
+	if limit == 0 {
+		return true, 0
+	}
+	burst := max(t.lim.SendBurst, 1)
+	if t.lim.SendRate == 0 {
+		burst = max(limit, 1)
+	}
+	if t.send.tokens(now, limit, burst) < float64(n) {
+		need := float64(n) - t.send.tokens(now, limit, burst)
+		return false, time.Duration(math.Ceil(need/limit*1000)) * time.Millisecond
+	}
+	t.send.take(now, limit, burst)
+	t.send.v -= float64(n - 1)
+	t.winCount += float64(n)
+	return true, 0
+}
+
+func (t *tenant) sendLimit() float64 {
+	if t.sendLim > 0 {
+		return t.sendLim
+	}
+	return t.lim.SendRate
+}
+
+// growLimit applies SendRateGrowth once per minute of use.
+func (t *tenant) growLimit(now int64) float64 {
+	if t.lim.SendRate == 0 {
+		return 0
+	}
+	if t.sendLim == 0 {
+		t.sendLim = t.lim.SendRate
+		t.winStart = now
+	}
+	if t.lim.SendRateGrowth > 0 && now-t.winStart >= 60_000 {
+		used := t.winCount / (float64(now-t.winStart) / 1000)
+		switch {
+		case used >= 0.8*t.sendLim:
+			t.sendLim = min(t.sendLim*(1+t.lim.SendRateGrowth), t.lim.SendRateCeiling)
+		case used < 0.4*t.sendLim:
+			t.sendLim = max(t.sendLim/(1+t.lim.SendRateGrowth), t.lim.SendRate)
+		}
+		t.winStart, t.winCount = now, 0
+	}
+	return t.sendLim
+}
+
+// Ready is the number of queued messages.
+func (s *Sched) Ready() int { return s.ready }
+
+// Tenants is the number of tenants the scheduler holds state for.
+func (s *Sched) Tenants() int { return len(s.tenants) }
+
+// TenantStats is one tenant's figures.
+type TenantStats struct {
+	Name       string
+	Ready      int
+	InFlight   int
+	Lanes      []int // ready per deque lane
+	Oldest     int64 // sent time (unix ms) of the oldest lane head, 0 if none
+	Spilled    bool
+	Capped     bool
+	Partitions []int
+}
+
+// Stats lists the tenants that hold messages, largest backlog first.
+func (s *Sched) Stats() []TenantStats {
+	out := make([]TenantStats, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		if t.ready == 0 && t.inflight == 0 {
+			continue
+		}
+		ts := TenantStats{Name: t.name, Ready: t.ready, InFlight: t.inflight, Lanes: make([]int, s.dqLanes()), Capped: t.capped, Partitions: t.parts}
+		for _, pt := range t.pts {
+			if pt == nil {
+				continue
+			}
+			ts.Spilled = ts.Spilled || pt.spill
+			for d := range pt.dq {
+				ts.Lanes[d] += pt.n[d]
+				q := &pt.dq[d]
+				for i := q.h; i < len(q.s); i++ {
+					e, sent, ok := s.lookup(q.s[i].seq)
+					if ok && e.pt == pt && e.gen == q.s[i].gen && e.state == stQueued {
+						if ts.Oldest == 0 || sent < ts.Oldest {
+							ts.Oldest = sent
+						}
+						break
+					}
+				}
+			}
+		}
+		out = append(out, ts)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Ready != out[j].Ready {
+			return out[i].Ready > out[j].Ready
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// bucket is a token bucket. v is the token count at last (unix ms); a
+// bucket that was never used is full.
+type bucket struct {
+	v    float64
+	last int64
+	used bool
+}
+
+func (b *bucket) tokens(now int64, rate, burst float64) float64 {
+	if !b.used {
+		return burst
+	}
+	return min(burst, b.v+float64(now-b.last)/1000*rate)
+}
+
+func (b *bucket) take(now int64, rate, burst float64) {
+	if rate <= 0 {
+		return
+	}
+	b.v = b.tokens(now, rate, burst) - 1
+	b.last = now
+	b.used = true
+}
+
+func (b *bucket) full(now int64, rate, burst float64) bool {
+	return rate <= 0 || b.tokens(now, rate, burst) >= burst
+}
+
+// rate is an exponentially decaying event rate (events/s, 10 s horizon).
+type rate struct {
+	v    float64
+	last int64
+}
+
+const rateTau = 10_000.0 // ms
+
+func (r *rate) at(now int64) float64 {
+	return r.v * math.Exp(-float64(now-r.last)/rateTau)
+}
+
+func (r *rate) add(now int64) {
+	r.v = r.at(now) + 1000/rateTau
+	r.last = now
+}

@@ -1,0 +1,231 @@
+package sched
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestDifferential drives the scheduler with random operations next to a
+// naive model that keeps every message in one list, and checks after each
+// step: a pop returns a ready message of a tenant under its cap, the
+// oldest of its tenant and lane; a pop returns nothing only when the model
+// has no eligible message (nothing waits while capacity is idle); and the
+// counts agree.
+func TestDifferential(t *testing.T) {
+	for seed := uint64(1); seed <= 300; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { differential(t, seed) })
+	}
+}
+
+func differential(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	cfg := Config{Fair: r.IntN(4) != 0, Partitions: 1 + r.IntN(3), RetryLevels: r.IntN(3),
+		LowerLaneShare: []float64{0, 0.1, 0.5}[r.IntN(3)]}
+	cfg.PartitionsPerTenant = 1 + r.IntN(cfg.Partitions)
+	if r.IntN(2) == 0 {
+		cfg.Limits.MaxInFlight = 1 + r.IntN(3)
+	}
+	if r.IntN(3) == 0 {
+		cfg.Limits.ReceiveRate, cfg.Limits.ReceiveBurst = 1+float64(r.IntN(5)), float64(r.IntN(3))
+	}
+	h := newHarness(cfg)
+	tenants := []string{"a", "b", "c", "d", "e"}[:1+r.IntN(5)]
+	lane := map[uint64]int{}
+	for step := 0; step < 400; step++ {
+		switch op := r.IntN(10); {
+		case op < 4:
+			l := 0
+			if r.IntN(4) == 0 {
+				l = r.IntN(cfg.RetryLevels + 2)
+			}
+			seq := h.push(tenants[r.IntN(len(tenants))], l, 0)
+			lane[seq] = l
+		case op < 7:
+			seq, ok := h.pop(-1)
+			checkPop(t, h, cfg, seq, ok)
+		case op < 9:
+			// settle or delete a random in-flight message
+			for s, it := range h.items {
+				if it.state == "inflight" {
+					if r.IntN(2) == 0 {
+						h.del(s)
+					} else {
+						l := r.IntN(cfg.RetryLevels + 2)
+						lane[s] = l
+						h.release(s, l)
+					}
+					break
+				}
+			}
+		default:
+			h.now += int64(r.IntN(2000))
+			// delete a random ready message (a delete with an old handle)
+			for s, it := range h.items {
+				if it.state == "ready" && r.IntN(3) == 0 {
+					h.del(s)
+				}
+				break
+			}
+		}
+		checkCounts(t, h, cfg)
+		if t.Failed() {
+			t.Fatalf("step %d", step)
+		}
+	}
+}
+
+func checkPop(t *testing.T, h *harness, cfg Config, seq uint64, ok bool) {
+	t.Helper()
+	inflight := map[string]int{}
+	for _, it := range h.items {
+		if it.state == "inflight" {
+			inflight[key(cfg, it.tenant)]++
+		}
+	}
+	capped := func(tn string) bool {
+		return cfg.Fair && cfg.Limits.MaxInFlight > 0 && inflight[key(cfg, tn)] >= cfg.Limits.MaxInFlight
+	}
+	if !ok {
+		for s, it := range h.items {
+			if it.state == "ready" && !capped(it.tenant) {
+				t.Errorf("pop found nothing, but %d (%s) is ready and under its cap", s, it.tenant)
+			}
+		}
+		return
+	}
+	it := h.items[seq]
+	// it is already marked in flight; its tenant's count includes it
+	if cfg.Fair && cfg.Limits.MaxInFlight > 0 && inflight[key(cfg, it.tenant)] > cfg.Limits.MaxInFlight {
+		t.Errorf("tenant %s has %d in flight, cap %d", it.tenant, inflight[key(cfg, it.tenant)], cfg.Limits.MaxInFlight)
+	}
+	// FIFO within tenant, lane and partition: no older ready message of
+	// the same tenant waits in the same lane of the same partition.
+	for s, o := range h.items {
+		if h.order[s] < h.order[seq] && o.state == "ready" && o.Entry.pt == it.Entry.pt && o.Entry.lane == it.Entry.lane {
+			t.Errorf("popped %d before older %d of the same tenant, lane and partition", seq, s)
+		}
+	}
+}
+
+func key(cfg Config, tenant string) string {
+	if !cfg.Fair {
+		return ""
+	}
+	return tenant
+}
+
+func checkCounts(t *testing.T, h *harness, cfg Config) {
+	t.Helper()
+	ready, inflight := 0, 0
+	per := map[string][2]int{}
+	for _, it := range h.items {
+		k := key(cfg, it.tenant)
+		c := per[k]
+		if it.state == "ready" {
+			ready++
+			c[0]++
+		} else {
+			inflight++
+			c[1]++
+		}
+		per[k] = c
+	}
+	if h.s.Ready() != ready {
+		t.Errorf("Ready() = %d, model %d", h.s.Ready(), ready)
+	}
+	for _, ts := range h.s.Stats() {
+		if c := per[ts.Name]; c[0] != ts.Ready || c[1] != ts.InFlight {
+			t.Errorf("tenant %q: ready %d inflight %d, model %d %d", ts.Name, ts.Ready, ts.InFlight, c[0], c[1])
+		}
+		delete(per, ts.Name)
+	}
+	for k, c := range per {
+		if c[0]+c[1] > 0 {
+			t.Errorf("tenant %q missing from stats (model %v)", k, c)
+		}
+	}
+}
+
+// TestEqualService: two backlogged tenants of equal weight receive equal
+// service within one quantum, whatever the arrival pattern.
+func TestEqualService(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	h := newHarness(Config{Fair: true})
+	for i := 0; i < 1000; i++ {
+		h.push("a", 0, 0)
+		h.push("b", 0, 0)
+	}
+	served := map[string]int{}
+	for i := 0; i < 1500; i++ {
+		if r.IntN(2) == 0 {
+			h.push([]string{"a", "b"}[r.IntN(2)], 0, 0)
+		}
+		seq, ok := h.pop(-1)
+		if !ok {
+			t.Fatal("nothing to pop with both tenants backlogged")
+		}
+		served[h.items[seq].tenant]++
+		h.del(seq)
+		if d := served["a"] - served["b"]; d > 1 || d < -1 {
+			t.Fatalf("after %d pops: a=%d b=%d, more than one quantum apart", i+1, served["a"], served["b"])
+		}
+	}
+}
+
+// TestNoLaneStarves: with every lane backlogged and fresh work arriving in
+// the live lane all the time, each lower lane still gets at least its
+// share of the picks.
+func TestNoLaneStarves(t *testing.T) {
+	h := newHarness(Config{Fair: true, RetryLevels: 2, LowerLaneShare: 0.1, SidelineAge: 10_000})
+	for i := 0; i < 300; i++ {
+		h.push("t", Live, 60_000) // sidelined to the backlog lane when seen
+	}
+	for l := 0; l < 3; l++ {
+		for i := 0; i < 300; i++ {
+			h.push("t", l, 0)
+		}
+	}
+	perLane := map[uint8]int{}
+	for i := 0; i < 500; i++ {
+		h.push("t", 0, 0)
+		seq, ok := h.pop(-1)
+		if !ok {
+			t.Fatal("nothing popped")
+		}
+		perLane[h.items[seq].lane]++
+		h.del(seq)
+	}
+	for l := uint8(1); l < 4; l++ {
+		if perLane[l] < 45 {
+			t.Errorf("lane %d got %d of 500 picks, want at least 10%%: %v", l, perLane[l], perLane)
+		}
+	}
+}
+
+// TestIdleTenantsForgotten: a million tenants that came and went leave no
+// state behind.
+func TestIdleTenantsForgotten(t *testing.T) {
+	h := newHarness(Config{Fair: true, Limits: Limits{SendRate: 100, SendBurst: 100}})
+	for i := 0; i < 100_000; i++ {
+		name := fmt.Sprint("tenant-", i)
+		if ok, _ := h.s.AllowSend(h.now, name, 1); !ok {
+			t.Fatal("first send throttled")
+		}
+		seq := h.push(name, 0, 0)
+		if got, ok := h.pop(-1); !ok || got != seq {
+			t.Fatalf("pop = %d %v, want %d", got, ok, seq)
+		}
+		h.del(seq)
+		h.now += 1
+	}
+	h.now += 10_000
+	for i := 0; i < 100_000; i++ {
+		h.push("last", 0, 0)
+		seq, _ := h.pop(-1)
+		h.del(seq)
+	}
+	if n := h.s.Tenants(); n > 1 {
+		t.Errorf("%d tenants still held after all went idle", n)
+	}
+}
