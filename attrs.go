@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/sched"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -37,6 +38,52 @@ var attrSpecs = map[string]attrSpec{
 	"ContentBasedDeduplication":     {def: "false", fifoOnly: true, check: checkBool},
 	"DeduplicationScope":            {def: "queue", fifoOnly: true, check: oneOf("messageGroup", "queue")},
 	"FifoThroughputLimit":           {def: "perQueue", fifoOnly: true, check: oneOf("perQueue", "perMessageGroupId")},
+
+	// Sluice's anti-backlog attributes (docs/anti-backlog.md). Hidden when
+	// not set, so "All" answers as SQS does for a plain queue.
+	"TenantKey":             {check: checkTenantKey},
+	"FairDelivery":          {check: checkBool},
+	"TenantMaxInFlight":     {isInt: true, min: 0, max: queue.MaxInFlight},
+	"TenantSendRate":        {check: checkRate},
+	"TenantSendBurst":       {check: checkRate},
+	"TenantSendRateGrowth":  {check: checkFloat(0, 10)},
+	"TenantSendRateCeiling": {check: checkRate},
+	"TenantReceiveRate":     {check: checkRate},
+	"TenantReceiveBurst":    {check: checkRate},
+	"TenantBacklogTarget":   {isInt: true, min: 0, max: 1 << 30},
+	"SidelineAgeSeconds":    {isInt: true, min: 0, max: 1209600},
+	"MaxMessageAgeSeconds":  {isInt: true, min: 0, max: 1209600},
+	"ExpiredMessageAction":  {check: oneOf("Drop", "DeadLetter")},
+	"Partitions":            {isInt: true, min: 1, max: 256},
+	"PartitionsPerTenant":   {isInt: true, min: 1, max: 256},
+	"LowerLaneShare":        {check: checkFloat(0.01, 0.5)},
+}
+
+func checkTenantKey(v string) error {
+	if v == "MessageGroupId" || v == "Principal" {
+		return nil
+	}
+	if name, ok := strings.CutPrefix(v, "MessageAttribute:"); ok && name != "" && len(name) <= 256 {
+		return nil
+	}
+	return fmt.Errorf("must be MessageGroupId, Principal or MessageAttribute:<name>")
+}
+
+func checkFloat(lo, hi float64) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f != f || f < lo || f > hi {
+			return fmt.Errorf("must be a number from %g to %g", lo, hi)
+		}
+		return nil
+	}
+}
+
+var checkRate = checkFloat(0, 1e6)
+
+func effFloat(set map[string]string, name string) float64 {
+	f, _ := strconv.ParseFloat(set[name], 64)
+	return f
 }
 
 // readOnlyAttrs are computed; they may be read, never set.
@@ -252,8 +299,10 @@ func effInt(set map[string]string, name string) int {
 	return n
 }
 
-// queueConfig derives the state machine's configuration from attributes.
-func queueConfig(set map[string]string, fifo bool) queue.Config {
+// queueConfig derives the state machine's configuration from a queue's
+// attributes and per-tenant overrides.
+func queueConfig(meta queueMeta) queue.Config {
+	set, fifo := meta.Attrs, meta.FIFO
 	c := queue.Config{
 		FIFO:              fifo,
 		VisibilityTimeout: time.Duration(effInt(set, "VisibilityTimeout")) * time.Second,
@@ -266,6 +315,26 @@ func queueConfig(set map[string]string, fifo bool) queue.Config {
 		if p, err := parseRedrivePolicy(rp); err == nil {
 			c.MaxReceiveCount = p.MaxReceiveCount
 		}
+	}
+	c.MaxAge = time.Duration(effInt(set, "MaxMessageAgeSeconds")) * time.Second
+	c.AgeToDLQ = set["ExpiredMessageAction"] == "DeadLetter"
+	c.Sched = sched.Config{
+		Fair:                set["FairDelivery"] != "false",
+		Partitions:          effInt(set, "Partitions"),
+		PartitionsPerTenant: effInt(set, "PartitionsPerTenant"),
+		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
+		LowerLaneShare:      effFloat(set, "LowerLaneShare"),
+		Limits: sched.Limits{
+			MaxInFlight:     effInt(set, "TenantMaxInFlight"),
+			SendRate:        effFloat(set, "TenantSendRate"),
+			SendBurst:       effFloat(set, "TenantSendBurst"),
+			SendRateGrowth:  effFloat(set, "TenantSendRateGrowth"),
+			SendRateCeiling: effFloat(set, "TenantSendRateCeiling"),
+			ReceiveRate:     effFloat(set, "TenantReceiveRate"),
+			ReceiveBurst:    effFloat(set, "TenantReceiveBurst"),
+			BacklogTarget:   effInt(set, "TenantBacklogTarget"),
+		},
+		Overrides: meta.Tenants,
 	}
 	return c
 }
@@ -284,7 +353,7 @@ func (b *broker) renderAttrs(qs *queueState, names []string) (map[string]string,
 			continue
 		}
 		known := false
-		for _, r := range readOnlyAttrs {
+		for _, r := range append(readOnlyAttrs, sluiceReadOnlyAttrs...) {
 			if r == n {
 				known = true
 			}
@@ -299,9 +368,14 @@ func (b *broker) renderAttrs(qs *queueState, names []string) (map[string]string,
 	qs.mu.Lock()
 	counts := qs.q.Counts(now)
 	meta := qs.meta
-	released := qs.q.TakeReleased() // retention may have dropped some
-	qs.mu.Unlock()
-	b.release(released)
+	var figures map[string]string
+	for _, n := range sluiceReadOnlyAttrs {
+		if want[n] {
+			figures = tenantFigures(qs.q, now)
+			break
+		}
+	}
+	b.afterAdvanceLocked(qs) // retention may have dropped some
 	put := func(n, v string) {
 		if all || want[n] {
 			out[n] = v
@@ -332,5 +406,10 @@ func (b *broker) renderAttrs(qs *queueState, names []string) (map[string]string,
 	put("CreatedTimestamp", strconv.FormatInt(meta.Created/1000, 10))
 	put("LastModifiedTimestamp", strconv.FormatInt(meta.Modified/1000, 10))
 	put("QueueArn", b.arn(meta.Name))
+	for _, n := range sluiceReadOnlyAttrs {
+		if want[n] {
+			out[n] = figures[n]
+		}
+	}
 	return out, nil
 }

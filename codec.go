@@ -15,7 +15,9 @@ import (
 // length-prefixed strings), so that the hot path and recovery do no JSON.
 // Queue metadata, rare and nested, is embedded as JSON.
 
-const codecVersion = 1
+// Version 2 adds the tenant key and retry level to message entries;
+// version 1 records are still read (tenant = group, level 0).
+const codecVersion = 2
 
 var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup, recRelocate}
 
@@ -43,6 +45,7 @@ func (e *enc) flag(v bool) {
 
 type dec struct {
 	b   []byte
+	v   byte // codec version
 	err error
 }
 
@@ -166,6 +169,12 @@ func encodeMsg(e *enc, m *queue.Msg) {
 		e.u(uint64(v))
 	}
 	e.b = append(e.b, byte(m.State))
+	if m.Tenant == m.Group {
+		e.str("")
+	} else {
+		e.str(m.Tenant)
+	}
+	e.b = append(e.b, m.Level)
 }
 
 func encodePayload(e *enc, p *payload) {
@@ -196,14 +205,14 @@ func decodeRecord(b []byte) (*record, error) {
 	if len(b) < 2 {
 		return nil, errShortRecord
 	}
-	if b[0] != codecVersion {
+	if b[0] != codecVersion && b[0] != 1 {
 		return nil, fmt.Errorf("record codec version %d is not supported by this build", b[0])
 	}
 	if int(b[1]) >= len(recTypes) {
 		return nil, fmt.Errorf("unknown record type %d", b[1])
 	}
 	r := &record{T: recTypes[b[1]]}
-	d := &dec{b: b[2:]}
+	d := &dec{b: b[2:], v: b[0]}
 	r.Q, r.Seq = d.u(), d.u()
 	r.RC, r.Fence = int(d.u()), uint32(d.u())
 	r.To, r.UpTo, r.NextQ, r.NextSeq = d.u(), d.u(), d.u(), d.u()
@@ -257,6 +266,20 @@ func decodeMsg(d *dec) *queue.Msg {
 		}
 		m.State = queue.State(d.b[0])
 		d.b = d.b[1:]
+	}
+	m.Tenant = m.Group
+	if d.v >= 2 {
+		if t := d.str(); t != "" {
+			m.Tenant = t
+		}
+		if d.err == nil {
+			if len(d.b) == 0 {
+				d.err = errShortRecord
+				return m
+			}
+			m.Level = d.b[0]
+			d.b = d.b[1:]
+		}
 	}
 	return m
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/sched"
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/vfs"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -34,6 +35,8 @@ type queueMeta struct {
 	Tags     map[string]string `json:"tags,omitempty"`
 	Created  int64             `json:"created"`
 	Modified int64             `json:"modified"`
+	// Tenants holds per-tenant overrides of weight and limits (admin API).
+	Tenants map[string]sched.Limits `json:"tenants,omitempty"`
 }
 
 // queueState is the owner of one queue's state machine.
@@ -197,6 +200,7 @@ func open(cfg Config) (*Broker, error) {
 		}
 		b.scheduleCompaction()
 	}
+	b.scheduleMaintenance()
 	return &Broker{impl: b}, nil
 }
 
@@ -503,7 +507,7 @@ func (b *broker) installLocked(meta queueMeta) *queueState {
 	if meta.Attrs == nil {
 		meta.Attrs = map[string]string{}
 	}
-	qs := &queueState{meta: meta, q: queue.New(queueConfig(meta.Attrs, meta.FIFO)), notify: make(chan struct{})}
+	qs := &queueState{meta: meta, q: queue.New(queueConfig(meta)), notify: make(chan struct{})}
 	b.queues[meta.Name] = qs
 	b.byID[meta.ID] = qs
 	if meta.ID >= b.nextQID {
@@ -689,13 +693,20 @@ func (b *broker) updateMeta(qs *queueState, f func(m *queueMeta) error) error {
 		meta.Attrs = map[string]string{}
 	}
 	meta.Tags = copyMap(meta.Tags)
+	if meta.Tenants != nil {
+		t := make(map[string]sched.Limits, len(meta.Tenants))
+		for k, v := range meta.Tenants {
+			t[k] = v
+		}
+		meta.Tenants = t
+	}
 	if err := f(&meta); err != nil {
 		qs.mu.Unlock()
 		return err
 	}
 	meta.Modified = b.clock.Now().UnixMilli()
 	qs.meta = meta
-	qs.q.SetConfig(queueConfig(meta.Attrs, meta.FIFO))
+	qs.q.SetConfig(queueConfig(meta))
 	w := b.submit(&record{T: recQueue, Meta: &meta})
 	qs.mu.Unlock()
 	return wait(w)
@@ -792,7 +803,13 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 			errs[i] = err
 			continue
 		}
-		m := &queue.Msg{Group: e.GroupID, Seq: b.seq.Add(1)}
+		tenant := tenantOf(qs.meta.Attrs["TenantKey"], e)
+		if ok, after := qs.q.AllowSend(now, tenant, 1); !ok {
+			errs[i] = &st.Error{Code: st.CodeRequestThrottled, RetryAfter: after,
+				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", tenant, after)}
+			continue
+		}
+		m := &queue.Msg{Group: e.GroupID, Tenant: tenant, Seq: b.seq.Add(1)}
 		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, Sender: e.SenderID, Dedup: e.DedupID}
 		delay := cfg.Delay
 		if cfg.FIFO {
@@ -818,6 +835,9 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 	}
 	if len(recs) == 0 {
 		qs.mu.Unlock()
+		if !batch && errs[0] != nil {
+			return nil, nil, errs[0]
+		}
 		return res, errs, nil
 	}
 	// Messages become visible once durable: in the writer, before anyone
@@ -852,6 +872,23 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		errs[i] = werr
 	}
 	return res, errs, nil
+}
+
+// tenantOf derives a message's tenant key as the queue's TenantKey says:
+// its MessageGroupId (the default), the sending principal, or the string
+// value of a message attribute. A message without one is tenant "".
+func tenantOf(key string, e *st.SendInput) string {
+	switch {
+	case key == "Principal":
+		return e.SenderID
+	case strings.HasPrefix(key, "MessageAttribute:"):
+		a, ok := e.Attributes[strings.TrimPrefix(key, "MessageAttribute:")]
+		if !ok || a.StringValue == nil {
+			return ""
+		}
+		return *a.StringValue
+	}
+	return e.GroupID
 }
 
 // receipt handles: base64url("qid:seq:fence:nonce").
@@ -928,9 +965,22 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 	if in.WaitTimeSeconds != nil {
 		waitFor = time.Duration(*in.WaitTimeSeconds) * time.Second
 	}
+	part := -1
+	if in.Partition != nil {
+		part = *in.Partition
+		qs.mu.Lock()
+		parts, fifo := effInt(qs.meta.Attrs, "Partitions"), qs.meta.FIFO
+		qs.mu.Unlock()
+		if parts < 1 {
+			parts = 1
+		}
+		if fifo || part < -1 || part >= parts {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", part, parts)
+		}
+	}
 	deadline := b.clock.Now().Add(waitFor)
 	for {
-		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout, in.AttemptID)
+		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout, in.AttemptID, part)
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -960,7 +1010,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 
 // receiveOnce delivers what is ready now. It also returns the channel that
 // is closed on the next change and the next timer of the queue.
-func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptID string) ([]st.Message, <-chan struct{}, time.Time, error) {
+func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptID string, part int) ([]st.Message, <-chan struct{}, time.Time, error) {
 	qs.mu.Lock()
 	if qs.deleted {
 		qs.mu.Unlock()
@@ -982,7 +1032,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 			return msgs, notify, time.Time{}, wait(w)
 		}
 	}
-	ds := qs.q.Receive(now, max, vis)
+	ds := qs.q.ReceivePartition(now, max, vis, part)
 	if len(ds) == 0 && !qs.meta.FIFO && qs.q.InFlight() >= queue.MaxInFlight {
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
@@ -1010,9 +1060,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 			dlqArn = p.DeadLetterTargetArn
 		}
 	}
-	released := qs.q.TakeReleased()
-	qs.mu.Unlock()
-	b.release(released)
+	b.afterAdvanceLocked(qs)
 	for _, m := range dead {
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
@@ -1195,7 +1243,8 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 		idx = append(idx, i)
 	}
 	// Deleting in-flight FIFO messages unlocks their groups.
-	b.commitLocked(qs, recs, idx, errs, len(recs) > 0 && qs.meta.FIFO)
+	// So does deleting a message of a tenant at its in-flight cap.
+	b.commitLocked(qs, recs, idx, errs, len(recs) > 0 && (qs.meta.FIFO || qs.q.Sched().HasCaps()))
 	return errs, nil
 }
 

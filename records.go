@@ -176,7 +176,7 @@ func (b *broker) apply(r *record, loc queue.Loc) error {
 			if old.meta.Attrs == nil {
 				old.meta.Attrs = map[string]string{}
 			}
-			old.q.SetConfig(queueConfig(old.meta.Attrs, old.meta.FIFO))
+			old.q.SetConfig(queueConfig(old.meta))
 			return nil
 		}
 		b.installLocked(*r.Meta)

@@ -10,6 +10,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/sched"
 )
 
 // State is where a message is in its lifecycle.
@@ -31,8 +33,11 @@ const (
 // counts deliveries: a receipt handle carries the fence of its delivery, so
 // an older handle is recognisable.
 type Msg struct {
+	sched.Entry // where the scheduler keeps it (standard queues)
+
 	Seq       uint64
-	Group     string // MessageGroupId (FIFO order; the tenant on standard queues)
+	Group     string // MessageGroupId (FIFO order)
+	Tenant    string // the tenant key (often the same string as Group)
 	DLQSource string // set on messages moved to a dead-letter queue
 	Sent      int64  // unix ms
 	FirstRecv int64  // unix ms
@@ -43,11 +48,13 @@ type Msg struct {
 	Fence     uint32
 	heapIdx   int32
 	State     State
-	// readyQueued: in the standard ready list; expired: retention passed
-	// while in flight, dropped when it returns; moving: leaving for another
-	// queue with its storage.
-	// prepared: sent, its record not yet durable (never delivered).
-	readyQueued, expired, moving, prepared bool
+	// Level is the retry level (0: first attempts), the lane it waits in.
+	Level uint8
+	// expired: retention passed while in flight, dropped when it returns
+	// (aged: to the dead-letter queue); moving: leaving for another queue
+	// with its storage; prepared: sent, its record not yet durable (never
+	// delivered).
+	expired, aged, moving, prepared bool
 }
 
 // Loc is where the message's full record is stored; opaque to the queue.
@@ -64,6 +71,19 @@ type Config struct {
 	ContentDedup      bool
 	DedupPerGroup     bool
 	MaxReceiveCount   int // 0: no dead-letter queue
+	// MaxAge drops (or, with AgeToDLQ, dead-letters) messages older than
+	// it. 0: off.
+	MaxAge   time.Duration
+	AgeToDLQ bool
+	// Sched is the delivery policy of standard queues (fairness, limits,
+	// lanes, partitions); FIFO queues use its send limits only.
+	Sched sched.Config
+}
+
+// Stats are counters since the queue was loaded.
+type Stats struct {
+	DroppedRetention, DroppedMaxAge, DroppedWatermark uint64
+	Sidelined, Spilled                                uint64
 }
 
 // DedupWindow is how long a FIFO deduplication id is remembered.
@@ -89,7 +109,7 @@ type group struct {
 type Queue struct {
 	cfg   Config
 	msgs  map[uint64]*Msg
-	ready []*Msg // standard queues: FIFO order of becoming ready
+	s     *sched.Sched // standard queues: the ready messages
 	// sent holds live messages in send order (deleted ones are skipped
 	// lazily), so retention expiry looks only at the oldest.
 	sent     []*Msg
@@ -99,7 +119,10 @@ type Queue struct {
 	dedup    map[string]dedupEntry
 	dedupQ   []string
 	dropped  []Loc
-	pending  int // prepared messages
+	aged     []*Msg // past MaxAge, leaving for the dead-letter queue
+	stats    Stats
+	now      int64 // the latest time seen
+	pending  int   // prepared messages
 	inFlight int
 	delayed  int
 	nextSeq  uint64
@@ -108,11 +131,39 @@ type Queue struct {
 
 // New returns an empty queue.
 func New(cfg Config) *Queue {
-	return &Queue{cfg: cfg, msgs: map[uint64]*Msg{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
+	q := &Queue{cfg: cfg, msgs: map[uint64]*Msg{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
+	q.s = sched.New(cfg.Sched, q.entry)
+	return q
+}
+
+func (q *Queue) entry(seq uint64) (*sched.Entry, int64, bool) {
+	m, ok := q.msgs[seq]
+	if !ok {
+		return nil, 0, false
+	}
+	return &m.Entry, m.Sent, true
 }
 
 // SetConfig changes the configuration; it applies to later operations.
-func (q *Queue) SetConfig(cfg Config) { q.cfg = cfg }
+func (q *Queue) SetConfig(cfg Config) {
+	q.cfg = cfg
+	q.s.SetConfig(q.now, cfg.Sched)
+}
+
+// Sched exposes the scheduler for its figures and send limits.
+func (q *Queue) Sched() *sched.Sched { return q.s }
+
+// Stats returns the queue's counters.
+func (q *Queue) Stats() Stats {
+	st := q.stats
+	st.Sidelined, st.Spilled = q.s.Sidelined, q.s.Spilled
+	return st
+}
+
+// AllowSend applies the tenant's send limits (see sched.AllowSend).
+func (q *Queue) AllowSend(now time.Time, tenant string, n int) (bool, time.Duration) {
+	return q.s.AllowSend(ms(now), tenant, n)
+}
 
 // Config returns the configuration.
 func (q *Queue) Config() Config { return q.cfg }
@@ -286,7 +337,7 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 	}
 	// A restored message may be a copy of one held elsewhere: its links
 	// into that queue's structures mean nothing here.
-	m.readyQueued, m.heapIdx, m.expired = false, -1, false
+	m.Entry, m.heapIdx, m.expired, m.aged = sched.Entry{}, -1, false, false
 	q.msgs[m.Seq] = m
 	q.sent = append(q.sent, m)
 	if q.cfg.FIFO {
@@ -307,6 +358,8 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 		q.inFlight++
 		if q.cfg.FIFO {
 			q.group(m.Group).inFlight++
+		} else {
+			q.s.Acquire(&m.Entry, m.Tenant)
 		}
 		heap.Push(&q.timers, m)
 		return
@@ -331,19 +384,16 @@ func (q *Queue) schedule(now time.Time, m *Msg) {
 		heap.Push(&q.timers, m)
 		return
 	}
-	q.makeReady(m)
+	q.makeReady(ms(now), m)
 }
 
-func (q *Queue) makeReady(m *Msg) {
+func (q *Queue) makeReady(now int64, m *Msg) {
 	m.State = Ready
 	if q.cfg.FIFO {
 		q.queueGroup(q.group(m.Group))
 		return
 	}
-	if !m.readyQueued {
-		m.readyQueued = true
-		q.ready = append(q.ready, m)
-	}
+	q.s.Push(now, m.Seq, &m.Entry, m.Tenant, int(m.Level))
 }
 
 func (q *Queue) queueGroup(g *group) {
@@ -356,6 +406,7 @@ func (q *Queue) queueGroup(g *group) {
 // Advance moves every message whose time has come out of the timer heap.
 func (q *Queue) Advance(now time.Time) {
 	t := ms(now)
+	q.now = max(q.now, t)
 	for len(q.timers) > 0 && q.timers[0].VisibleAt <= t {
 		m := heap.Pop(&q.timers).(*Msg)
 		switch m.State {
@@ -369,21 +420,33 @@ func (q *Queue) Advance(now time.Time) {
 		}
 		if m.expired {
 			m.State = Pending // unlinked already
-			q.remove(m)
+			if m.aged {
+				q.ageOut(m)
+			} else {
+				q.remove(m)
+			}
 			continue
 		}
-		q.makeReady(m)
+		q.makeReady(t, m)
 	}
 	q.expire(t)
 }
 
-// expire applies retention: messages sent before now-Retention are
-// dropped; one in flight is dropped when its visibility ends.
+// expire applies retention and MaxAge: messages sent before the cut are
+// dropped (or dead-lettered, by MaxAge with AgeToDLQ); one in flight is
+// dealt with when its visibility ends.
 func (q *Queue) expire(now int64) {
-	if q.cfg.Retention <= 0 {
+	retCut, ageCut := int64(-1<<62), int64(-1<<62)
+	if q.cfg.Retention > 0 {
+		retCut = now - q.cfg.Retention.Milliseconds()
+	}
+	if q.cfg.MaxAge > 0 {
+		ageCut = now - q.cfg.MaxAge.Milliseconds()
+	}
+	cut := max(retCut, ageCut)
+	if cut == -1<<62 {
 		return
 	}
-	cut := now - q.cfg.Retention.Milliseconds()
 	for len(q.sent) > 0 {
 		m := q.sent[0]
 		if live, ok := q.msgs[m.Seq]; ok && live == m && m.Sent > cut {
@@ -394,15 +457,42 @@ func (q *Queue) expire(now int64) {
 		if live, ok := q.msgs[m.Seq]; !ok || live != m {
 			continue // deleted or moved
 		}
+		byAge := m.Sent > retCut // past MaxAge, not retention
 		switch m.State {
 		case InFlight:
 			m.expired = true
+			m.aged = byAge && q.cfg.AgeToDLQ && m.DLQSource == ""
 		case Pending:
 			// not committed yet: leave it (its send is in progress)
 		default:
+			if byAge && q.cfg.AgeToDLQ && m.DLQSource == "" {
+				q.ageOut(m)
+				continue
+			}
+			if byAge {
+				q.stats.DroppedMaxAge++
+			} else {
+				q.stats.DroppedRetention++
+			}
 			q.remove(m)
 		}
 	}
+}
+
+// ageOut takes a message past MaxAge out for the dead-letter queue.
+func (q *Queue) ageOut(m *Msg) {
+	m.moving = true
+	q.remove(m)
+	m.moving = false
+	q.aged = append(q.aged, m)
+}
+
+// TakeAged returns the messages that passed MaxAge and must go to the
+// dead-letter queue (their storage goes with them).
+func (q *Queue) TakeAged() []*Msg {
+	a := q.aged
+	q.aged = nil
+	return a
 }
 
 // NextWake is the earliest time a waiting message becomes visible, or zero.
@@ -425,27 +515,27 @@ type Delivery struct {
 // Messages over the receive limit come back with DeadLetter set and are
 // already removed from this queue.
 func (q *Queue) Receive(now time.Time, max int, vis time.Duration) []Delivery {
+	return q.ReceivePartition(now, max, vis, -1)
+}
+
+// ReceivePartition is Receive from one partition of a standard queue
+// (-1: any, served in turn).
+func (q *Queue) ReceivePartition(now time.Time, max int, vis time.Duration, part int) []Delivery {
 	q.Advance(now)
 	var out []Delivery
 	if q.cfg.FIFO {
 		return q.receiveFIFO(now, max, vis)
 	}
-	for len(out) < max && len(q.ready) > 0 {
-		m := q.ready[0]
-		q.ready[0] = nil
-		q.ready = q.ready[1:]
-		m.readyQueued = false
-		if m.State != Ready {
-			continue
+	for len(out) < max && q.inFlight < MaxInFlight {
+		seq, ok := q.s.Pop(ms(now), part)
+		if !ok {
+			break
 		}
+		m := q.msgs[seq]
 		if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+			q.stats.DroppedRetention++
 			q.remove(m)
 			continue
-		}
-		if q.inFlight >= MaxInFlight {
-			q.ready = append([]*Msg{m}, q.ready...)
-			m.readyQueued = true
-			break
 		}
 		out = append(out, q.deliver(now, m, vis))
 	}
@@ -474,6 +564,7 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 				break
 			}
 			if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+				q.stats.DroppedRetention++
 				q.remove(m) // shifts g.msgs
 				continue
 			}
@@ -555,6 +646,8 @@ func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, deliver
 	q.inFlight++
 	if q.cfg.FIFO {
 		q.group(m.Group).inFlight++
+	} else {
+		q.s.Acquire(&m.Entry, m.Tenant)
 	}
 	heap.Push(&q.timers, m)
 	q.Advance(now)
@@ -583,6 +676,21 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 	return seqs
 }
 
+// DropBefore removes every message sent before (unix ms), of one tenant
+// unless anyTenant: the watermark. It returns the sequences removed.
+func (q *Queue) DropBefore(before int64, tenant string, anyTenant bool) []uint64 {
+	var seqs []uint64
+	for s, m := range q.msgs {
+		if m.prepared || m.Sent >= before || (!anyTenant && m.Tenant != tenant) {
+			continue
+		}
+		seqs = append(seqs, s)
+		q.remove(m)
+	}
+	q.stats.DroppedWatermark += uint64(len(seqs))
+	return seqs
+}
+
 // Messages calls f for every live message (for snapshots and peeking).
 func (q *Queue) Messages(f func(*Msg)) {
 	for _, m := range q.msgs {
@@ -604,7 +712,9 @@ func (q *Queue) unlink(m *Msg) {
 		}
 		heap.Remove(&q.timers, int(m.heapIdx))
 	}
-	// Ready messages stay in q.ready and are skipped lazily by state.
+	if !q.cfg.FIFO {
+		q.s.Remove(&m.Entry) // leaves its lane, or settles
+	}
 	m.State = Pending
 }
 

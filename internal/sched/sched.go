@@ -428,6 +428,25 @@ func (s *Sched) ringAdd(pt *ptenant, l int) {
 	}
 }
 
+// Acquire counts a message as in flight for tenant without a pick: a
+// delivery recovered from the log.
+func (s *Sched) Acquire(e *Entry, tenant string) {
+	if e.state != stNone {
+		s.Remove(e)
+	}
+	if !s.cfg.Fair {
+		tenant = ""
+	}
+	t := s.tenant(tenant)
+	t.idle = false
+	t.inflight++
+	e.pt, e.state = s.ptenant(t, 0), stInFlight
+	e.gen++
+	if s.cfg.Fair && t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight {
+		t.capped = true
+	}
+}
+
 // Remove takes a message out of the scheduler: a queued one leaves its
 // lane (deleted, purged, expired, moved), an in-flight one settles.
 func (s *Sched) Remove(e *Entry) {
@@ -766,6 +785,23 @@ func (t *tenant) growLimit(now int64) float64 {
 		t.winStart, t.winCount = now, 0
 	}
 	return t.sendLim
+}
+
+// HasCaps reports whether any tenant may be held back by an in-flight cap
+// (so that settling a message may make another deliverable).
+func (s *Sched) HasCaps() bool {
+	if !s.cfg.Fair {
+		return false
+	}
+	if s.cfg.Limits.MaxInFlight > 0 {
+		return true
+	}
+	for _, o := range s.cfg.Overrides {
+		if o.MaxInFlight > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Ready is the number of queued messages.

@@ -482,6 +482,14 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 	if in.AttemptID, err = req.p.str("ReceiveRequestAttemptId"); err != nil {
 		return nil, err
 	}
+	// Sluice extension: bind this receive to one partition of the queue.
+	if h := req.r.Header.Get("X-Sluice-Partition"); h != "" {
+		n, err := strconv.Atoi(h)
+		if err != nil {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %s for X-Sluice-Partition is invalid. Reason: must be a partition number.", h)
+		}
+		in.Partition = &n
+	}
 	sysNames, err := req.p.strList("AttributeNames")
 	if err != nil {
 		return nil, err
