@@ -107,9 +107,9 @@ type group struct {
 
 // Queue is one queue's state. Not safe for concurrent use.
 type Queue struct {
-	cfg   Config
-	msgs  map[uint64]*Msg
-	s     *sched.Sched // standard queues: the ready messages
+	cfg  Config
+	msgs map[uint64]*Msg
+	s    *sched.Sched // standard queues: the ready messages
 	// sent holds live messages in send order (deleted ones are skipped
 	// lazily), so retention expiry looks only at the oldest.
 	sent     []*Msg
