@@ -1,0 +1,95 @@
+package sqs_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+)
+
+// TestAntiBacklogAttributesThroughSDK: the Sluice attributes are set and
+// read with the AWS SDK, throttled batch entries fail alone with
+// RequestThrottled, fair delivery holds across the wire, and a receive can
+// bind to a partition with the X-Sluice-Partition header.
+func TestAntiBacklogAttributesThroughSDK(t *testing.T) {
+	e := start(t, nil, "")
+	c := e.client
+	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("tenants"), Attributes: map[string]string{
+		"TenantSendRate": "3", "TenantSendBurst": "3", "TenantMaxInFlight": "4", "Partitions": "2", "PartitionsPerTenant": "1",
+	}}))
+	attrs := must(c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl,
+		AttributeNames: []types.QueueAttributeName{"TenantSendRate", "TenantMaxInFlight", "Partitions", "ApproximateNumberOfTenants"}}))
+	if a := attrs.Attributes; a["TenantSendRate"] != "3" || a["TenantMaxInFlight"] != "4" || a["Partitions"] != "2" || a["ApproximateNumberOfTenants"] != "0" {
+		t.Fatalf("attributes %v", a)
+	}
+	_, err := c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: q.QueueUrl, Attributes: map[string]string{"TenantMaxInFlight": "many"}})
+	if apiCode(err) != "InvalidAttributeValue" {
+		t.Fatalf("bad TenantMaxInFlight: %v", err)
+	}
+
+	var entries []types.SendMessageBatchRequestEntry
+	for i := 0; i < 5; i++ {
+		entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String("noisy"), MessageGroupId: aws.String("noisy")})
+	}
+	entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String("q"), MessageBody: aws.String("quiet"), MessageGroupId: aws.String("quiet")})
+	out := must(c.SendMessageBatch(ctx, &awssqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}))
+	if len(out.Successful) != 4 || len(out.Failed) != 2 {
+		t.Fatalf("batch: %d ok, %d failed", len(out.Successful), len(out.Failed))
+	}
+	for _, f := range out.Failed {
+		if aws.ToString(f.Code) != "RequestThrottled" || !f.SenderFault {
+			t.Errorf("failed entry %s: %s %s", aws.ToString(f.Id), aws.ToString(f.Code), aws.ToString(f.Message))
+		}
+	}
+	_, err = c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("x"), MessageGroupId: aws.String("noisy")})
+	if apiCode(err) != "RequestThrottled" {
+		t.Fatalf("single throttled send: %v", err)
+	}
+
+	// Fair delivery across the wire: the quiet tenant's message comes
+	// second, not after the noisy backlog; the noisy tenant stops at its cap.
+	all := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{"MessageGroupId"}}))
+	var got []string
+	for _, m := range all.Messages {
+		got = append(got, m.Attributes["MessageGroupId"])
+	}
+	if len(got) != 4 || got[1] != "quiet" {
+		t.Fatalf("received %v, want noisy quiet noisy noisy", got)
+	}
+	for _, m := range all.Messages { // back to visible for the next part
+		must(c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}))
+	}
+
+	// Each tenant sits in one partition of two; a consumer bound to the
+	// quiet tenant's partition gets only what that partition holds.
+	info, err := e.broker.Tenant("tenants", "quiet")
+	if err != nil || len(info.Partitions) != 1 {
+		t.Fatalf("quiet's partitions: %+v %v", info, err)
+	}
+	noisy, _ := e.broker.Tenant("tenants", "noisy")
+	bound := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10},
+		header("X-Sluice-Partition", fmt.Sprint(info.Partitions[0]))))
+	for _, m := range bound.Messages {
+		if aws.ToString(m.Body) == "noisy" && noisy.Partitions[0] != info.Partitions[0] {
+			t.Errorf("a receive bound to partition %d got a message of partition %d", info.Partitions[0], noisy.Partitions[0])
+		}
+	}
+	if len(bound.Messages) == 0 {
+		t.Fatal("bound receive got nothing")
+	}
+	_, err = c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}, header("X-Sluice-Partition", "7"))
+	if apiCode(err) != "InvalidParameterValue" {
+		t.Fatalf("partition 7 of 2: %v", err)
+	}
+}
+
+// header sets an HTTP header on one SDK call.
+func header(k, v string) func(*awssqs.Options) {
+	return func(o *awssqs.Options) {
+		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue(k, v))
+	}
+}
