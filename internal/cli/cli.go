@@ -39,6 +39,8 @@ Usage:
   sluice dlq redrive DLQ [--to QUEUE] [--rate N]
   sluice stats                         queue figures
   sluice bench [flags]                 load test over the SQS JSON protocol
+  sluice scenario noisy|outage|cost|all [flags]
+                                       anti-backlog scenarios (docs/benchmarks.md)
 
 Client commands take --endpoint (default $SLUICE_ENDPOINT or
 http://127.0.0.1:9324) and --json for machine-readable output.
@@ -68,6 +70,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = client(ctx, args, env)
 	case "bench":
 		err = bench(ctx, args[1:], env)
+	case "scenario":
+		err = scenario(ctx, args[1:], env)
 	default:
 		err = fmt.Errorf("unknown command %q (see sluice --help)", args[0])
 	}

@@ -91,28 +91,47 @@ type partition struct {
 	credit []float64 // by lane
 }
 
+// ring is one lane's round of tenants. As in fq_codel, a tenant that
+// joins (it had nothing waiting in the lane) is served ahead of the
+// tenants already in the round, for one turn, and then goes to the back
+// of the round: a tenant that sends little is served at once, while
+// backlogged tenants share the rest by deficit round robin.
 type ring struct {
+	fresh, old tq
+}
+
+type tq struct {
 	ts []*ptenant
 	h  int
 }
 
-func (r *ring) len() int { return len(r.ts) - r.h }
-func (r *ring) front() *ptenant {
-	return r.ts[r.h]
-}
-func (r *ring) popFront() *ptenant {
-	pt := r.ts[r.h]
-	r.ts[r.h] = nil
-	r.h++
-	if r.h > 32 && r.h*2 > len(r.ts) {
-		n := copy(r.ts, r.ts[r.h:])
-		clear(r.ts[n:])
-		r.ts = r.ts[:n]
-		r.h = 0
+func (q *tq) len() int { return len(q.ts) - q.h }
+func (q *tq) pop() *ptenant {
+	pt := q.ts[q.h]
+	q.ts[q.h] = nil
+	q.h++
+	if q.h >= len(q.ts) {
+		q.ts, q.h = q.ts[:0], 0
+	} else if q.h > 32 && q.h*2 > len(q.ts) {
+		n := copy(q.ts, q.ts[q.h:])
+		clear(q.ts[n:])
+		q.ts = q.ts[:n]
+		q.h = 0
 	}
 	return pt
 }
-func (r *ring) push(pt *ptenant) { r.ts = append(r.ts, pt) }
+
+func (r *ring) len() int { return r.fresh.len() + r.old.len() }
+func (r *ring) head() *tq {
+	if r.fresh.len() > 0 {
+		return &r.fresh
+	}
+	return &r.old
+}
+func (r *ring) front() *ptenant     { q := r.head(); return q.ts[q.h] }
+func (r *ring) popFront() *ptenant  { return r.head().pop() }
+func (r *ring) push(pt *ptenant)    { r.old.ts = append(r.old.ts, pt) }
+func (r *ring) pushNew(pt *ptenant) { r.fresh.ts = append(r.fresh.ts, pt) }
 
 type slot struct {
 	seq uint64
@@ -424,7 +443,7 @@ func (s *Sched) enlist(pt *ptenant) {
 func (s *Sched) ringAdd(pt *ptenant, l int) {
 	if !pt.inRing[l] {
 		pt.inRing[l] = true
-		pt.p.rings[l].push(pt)
+		pt.p.rings[l].pushNew(pt)
 	}
 }
 

@@ -162,6 +162,7 @@ type Log struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
+	kick    chan struct{} // wakes the writer from a timed idle wait
 	queue   []*Pending
 	closed  bool
 	stopped chan struct{}
@@ -223,6 +224,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}), readers: map[uint32]vfs.File{}}
 	l.cond = sync.NewCond(&l.mu)
+	l.kick = make(chan struct{}, 1)
 	return l, nil
 }
 
@@ -472,6 +474,10 @@ func (l *Log) SubmitFunc(recs [][]byte, applied func(locs []Loc)) *Pending {
 	l.queue = append(l.queue, p)
 	l.cond.Signal()
 	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 	return p
 }
 
@@ -488,11 +494,17 @@ func (l *Log) run() {
 	for {
 		l.mu.Lock()
 		for len(l.queue) == 0 && !l.closed {
-			if l.opts.Sync != SyncAlways && l.unsynced {
-				// Wake up to fsync at the interval even when idle.
+			if l.opts.Sync == SyncBatch && l.unsynced {
+				// Wake up to fsync at the interval even when idle, or at
+				// once for new work (which must not wait for the timer).
 				l.mu.Unlock()
-				time.Sleep(l.opts.SyncInterval)
-				l.syncIfDue(true)
+				t := time.NewTimer(max(0, l.opts.SyncInterval-time.Since(l.lastSync)))
+				select {
+				case <-t.C:
+					l.syncIfDue(true)
+				case <-l.kick:
+				}
+				t.Stop()
 				l.mu.Lock()
 				continue
 			}
@@ -869,6 +881,10 @@ func (l *Log) Close() error {
 	l.cond.Signal()
 	started := l.running
 	l.mu.Unlock()
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
 	if started {
 		<-l.stopped
 	}
