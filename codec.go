@@ -175,6 +175,13 @@ func encodeMsg(e *enc, m *queue.Msg) {
 		e.str(m.Tenant)
 	}
 	e.b = append(e.b, m.Level)
+	e.flag(m.Fail != nil)
+	if m.Fail != nil {
+		e.str(m.Fail.Reason)
+		e.str(m.Fail.LastError)
+		e.i(m.Fail.First)
+		e.u(uint64(uint32(m.Fail.Failures)))
+	}
 }
 
 func encodePayload(e *enc, p *payload) {
@@ -279,6 +286,9 @@ func decodeMsg(d *dec) *queue.Msg {
 			}
 			m.Level = d.b[0]
 			d.b = d.b[1:]
+		}
+		if d.flag() {
+			m.Fail = &queue.FailInfo{Reason: d.str(), LastError: d.str(), First: d.i(), Failures: int32(min(d.u(), math.MaxInt32))}
 		}
 	}
 	return m

@@ -13,7 +13,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	recs := []*record{
 		{T: recHeader, NextQ: 7, NextSeq: 99},
 		{T: recQueue, Meta: &queueMeta{ID: 3, Name: "q.fifo", FIFO: true, Attrs: map[string]string{"VisibilityTimeout": "5"}, Tags: map[string]string{"a": "b"}, Created: 1, Modified: 2}},
-		{T: recSend, Q: 3, M: &queue.Msg{Seq: 42, Group: "g", Tenant: "acme", Level: 2, Sent: 1700000000000, VisibleAt: 1700000005000, RecvCount: 2, Fence: 2, State: queue.InFlight,
+		{T: recSend, Q: 3, M: &queue.Msg{Seq: 42, Group: "g", Tenant: "acme", Level: 2, Sent: 1700000000000, VisibleAt: 1700000005000, Fail: &queue.FailInfo{Reason: "Retry", LastError: "boom", First: 1700000001000, Failures: 2}, RecvCount: 2, Fence: 2, State: queue.InFlight,
 			Loc: queue.Loc{Seg: 3, Off: 4096, FLen: 2000, Idx: 7}},
 			P: &payload{ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "00000000000000000001",
 				Attrs: map[string]st.AttributeValue{"s": {DataType: "String", StringValue: &s}, "b": {DataType: "Binary", BinaryValue: []byte{0, 1}}, "l": {DataType: "String", StringListValues: []string{"x", "y"}, BinaryListValues: [][]byte{{9}}}}}},

@@ -47,6 +47,7 @@ type queueState struct {
 	notify    chan struct{} // closed and replaced when messages may be ready
 	lastPurge time.Time
 	deleted   bool
+	ctr       counters
 	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
 	// minutes, so a retried receive gets the same messages and handles.
 	attempts map[string]*attempt
@@ -805,6 +806,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		}
 		tenant := tenantOf(qs.meta.Attrs["TenantKey"], e)
 		if ok, after := qs.q.AllowSend(now, tenant, 1); !ok {
+			qs.ctr.throttled.Add(1)
 			errs[i] = &st.Error{Code: st.CodeRequestThrottled, RetryAfter: after,
 				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", tenant, after)}
 			continue
@@ -855,6 +857,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 	qs.mu.Unlock()
 	werr := wait(w)
 	if werr == nil {
+		qs.ctr.sent.Add(int64(len(recs)))
 		return res, errs, nil
 	}
 	qs.mu.Lock()
@@ -986,6 +989,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 		}
 		now := b.clock.Now()
 		if !now.Before(deadline) {
+			qs.ctr.emptyReceives.Add(1)
 			return nil, nil
 		}
 		wakeAt := deadline
@@ -1061,6 +1065,12 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 		}
 	}
 	b.afterAdvanceLocked(qs)
+	qs.ctr.deadLettered.Add(int64(len(dead)))
+	for i := range got {
+		if got[i].RecvCount == 1 {
+			qs.ctr.observeFirstAttempt(time.Duration(got[i].Delivered-got[i].Sent) * time.Millisecond)
+		}
+	}
 	for _, m := range dead {
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
@@ -1111,6 +1121,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 	if err := wait(w); err != nil {
 		return nil, notify, next, err
 	}
+	qs.ctr.received.Add(int64(len(out)))
 	if attemptID != "" && len(out) > 0 {
 		qs.mu.Lock()
 		b.rememberAttemptLocked(qs, attemptID, now, out, got)
@@ -1242,6 +1253,7 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 		recs = append(recs, &record{T: recDelete, Q: qs.meta.ID, Seq: seq})
 		idx = append(idx, i)
 	}
+	qs.ctr.deleted.Add(int64(len(recs)))
 	// Deleting in-flight FIFO messages unlocks their groups.
 	// So does deleting a message of a tenant at its in-flight cap.
 	b.commitLocked(qs, recs, idx, errs, len(recs) > 0 && (qs.meta.FIFO || qs.q.Sched().HasCaps()))

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -43,7 +44,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 		return fallback
 	}
 	fs.StringVar(&c.SQSAddr, "sqs-addr", def("SLUICE_SQS_ADDR", "127.0.0.1:9324"), "SQS API listen address")
-	fs.StringVar(&c.AdminAddr, "admin-addr", def("SLUICE_ADMIN_ADDR", "127.0.0.1:9325"), "admin listen address (health; metrics and dashboard to come)")
+	fs.StringVar(&c.AdminAddr, "admin-addr", def("SLUICE_ADMIN_ADDR", "127.0.0.1:9325"), "admin listen address: /metrics, /api, the dashboard at /ui, /healthz, /debug/pprof")
 	fs.StringVar(&c.DataDir, "data-dir", def("SLUICE_DATA_DIR", "./sluice-data"), "data directory")
 	fs.StringVar(&c.Sync, "sync", def("SLUICE_SYNC", "always"), "durability: always (fsync before answering), batch (fsync every 10ms), none")
 	fs.StringVar(&c.Credentials, "credentials", def("SLUICE_CREDENTIALS", ""), "credentials JSON file; enables SigV4 verification")
@@ -106,7 +107,11 @@ func serve(ctx context.Context, args []string, env Env) error {
 		ln.Close()
 		return err
 	}
+	adm := admin.New(b, admin.Options{Logger: log})
+	adm.Start()
+	defer adm.Stop()
 	mux := http.NewServeMux()
+	mux.Handle("/", adm) // metrics, the JSON API and the dashboard
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	// Profiles for operators, on the admin address only.
 	mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -50,11 +50,36 @@ type Msg struct {
 	State     State
 	// Level is the retry level (0: first attempts), the lane it waits in.
 	Level uint8
+	// Fail is set once the message has failed (nil for most messages).
+	Fail *FailInfo
 	// expired: retention passed while in flight, dropped when it returns
 	// (aged: to the dead-letter queue); moving: leaving for another queue
 	// with its storage; prepared: sent, its record not yet durable (never
 	// delivered).
 	expired, aged, moving, prepared bool
+}
+
+// FailInfo is what a message's failures left behind.
+type FailInfo struct {
+	Reason    string // VisibilityTimeout, Retry, Reject, MaxReceiveCount, MaxMessageAge
+	LastError string // the consumer's reason text, if it gave one
+	First     int64  // unix ms of the first failure
+	Failures  int32
+}
+
+// Failed records one failure of a message at now.
+func (m *Msg) Failed(now int64, reason, lastError string) {
+	if m.Fail == nil {
+		m.Fail = &FailInfo{First: now}
+	} else {
+		f := *m.Fail // entries are copied into records: do not share
+		m.Fail = &f
+	}
+	m.Fail.Reason = reason
+	if lastError != "" {
+		m.Fail.LastError = lastError
+	}
+	m.Fail.Failures++
 }
 
 // Loc is where the message's full record is stored; opaque to the queue.

@@ -119,6 +119,27 @@ type Stats struct {
 	Fsyncs          int64
 	Batches         int64
 	FailedWrites    int64
+	// FsyncBuckets counts fsyncs by latency: FsyncBuckets[i] those at most
+	// FsyncBounds[i], the last one those above every bound.
+	FsyncBuckets [len(FsyncBounds) + 1]int64
+	FsyncSeconds float64 // total time in fsync
+	BytesWritten int64
+}
+
+// FsyncBounds are the upper bounds of the fsync latency buckets.
+var FsyncBounds = [...]time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second}
+
+// observeFsyncLocked records one fsync's latency.
+func (s *Stats) observeFsyncLocked(d time.Duration) {
+	s.Fsyncs++
+	s.FsyncSeconds += d.Seconds()
+	i := 0
+	for i < len(FsyncBounds) && d > FsyncBounds[i] {
+		i++
+	}
+	s.FsyncBuckets[i]++
 }
 
 // Loc is where a record lives: the frame holding it (segment, offset and
@@ -580,6 +601,7 @@ func (l *Log) syncIfDue(force bool) {
 	if !force && time.Since(l.lastSync) < l.opts.SyncInterval {
 		return
 	}
+	t0 := time.Now()
 	if err := l.f.Sync(); err != nil {
 		l.log.Error("store: periodic fsync failed", "err", err)
 		return
@@ -587,7 +609,7 @@ func (l *Log) syncIfDue(force bool) {
 	l.unsynced = false
 	l.lastSync = time.Now()
 	l.mu.Lock()
-	l.stats.Fsyncs++
+	l.stats.observeFsyncLocked(l.lastSync.Sub(t0))
 	l.mu.Unlock()
 }
 
@@ -616,10 +638,17 @@ func (l *Log) writeAt(buf []byte) error {
 	if err == nil && n != len(buf) {
 		err = io.ErrShortWrite
 	}
-	if err == nil && l.opts.Sync == SyncAlways {
-		err = l.f.Sync()
+	if err == nil {
 		l.mu.Lock()
-		l.stats.Fsyncs++
+		l.stats.BytesWritten += int64(n)
+		l.mu.Unlock()
+	}
+	if err == nil && l.opts.Sync == SyncAlways {
+		t0 := time.Now()
+		err = l.f.Sync()
+		d := time.Since(t0)
+		l.mu.Lock()
+		l.stats.observeFsyncLocked(d)
 		l.mu.Unlock()
 	}
 	if err != nil {

@@ -1,0 +1,233 @@
+package sluice
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/queue"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// PeekFilter selects messages for Peek, PurgeFiltered and RedriveFiltered.
+// Zero fields match everything.
+type PeekFilter struct {
+	Tenant   string
+	Source   string // DeadLetterQueueSourceArn (or the source queue's name)
+	Reason   string // failure reason (RetryMessage / RejectMessage / VisibilityTimeout / MaxReceiveCount / MaxMessageAge)
+	Since    time.Time
+	Until    time.Time
+	Contains string // body substring
+	// Max is the page size (default 10, at most 100); After is the Next
+	// token of the previous page.
+	Max   int
+	After string
+}
+
+// PeekedMessage is a message seen without receiving it.
+type PeekedMessage struct {
+	MessageID    string    `json:"message_id"`
+	Body         string    `json:"body"`
+	GroupID      string    `json:"group_id,omitempty"`
+	Tenant       string    `json:"tenant,omitempty"`
+	Source       string    `json:"source_arn,omitempty"`
+	Sent         time.Time `json:"sent"`
+	ReceiveCount int       `json:"receive_count"`
+	State        string    `json:"state"` // visible, in_flight, delayed
+	RetryLevel   int       `json:"retry_level,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	LastError    string    `json:"last_error,omitempty"`
+	FirstFailure time.Time `json:"first_failure,omitempty"`
+}
+
+func (f PeekFilter) matchIndex(m *queue.Msg, srcArn string) bool {
+	if f.Tenant != "" && m.Tenant != f.Tenant {
+		return false
+	}
+	if f.Source != "" && m.DLQSource != f.Source && m.DLQSource != srcArn {
+		return false
+	}
+	if f.Reason != "" && (m.Fail == nil || m.Fail.Reason != f.Reason) {
+		return false
+	}
+	if !f.Since.IsZero() && m.Sent < f.Since.UnixMilli() {
+		return false
+	}
+	if !f.Until.IsZero() && m.Sent >= f.Until.UnixMilli() {
+		return false
+	}
+	return true
+}
+
+// scan returns copies of the queue's messages that match the filter,
+// bodies read, in send order, after the token, up to max (0: no limit),
+// and the token to continue from.
+func (b *broker) scan(qs *queueState, f PeekFilter, max int) ([]queue.Msg, []*payload, string, error) {
+	var after uint64
+	if f.After != "" {
+		n, err := strconv.ParseUint(f.After, 10, 64)
+		if err != nil {
+			return nil, nil, "", st.Errorf(st.CodeInvalidParameterValue, "Invalid value for the parameter NextToken.")
+		}
+		after = n
+	}
+	srcArn := ""
+	if f.Source != "" && !strings.HasPrefix(f.Source, "arn:") {
+		srcArn = b.arn(f.Source)
+	}
+	qs.mu.Lock()
+	qs.q.Advance(b.clock.Now())
+	var cands []queue.Msg
+	qs.q.Messages(func(m *queue.Msg) {
+		if m.Seq > after && m.Loc.Seg != 0 && f.matchIndex(m, srcArn) {
+			cands = append(cands, *m)
+		}
+	})
+	qs.mu.Unlock()
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Seq < cands[j].Seq })
+	var out []queue.Msg
+	var ps []*payload
+	next := ""
+	for i := range cands {
+		p, err := b.readPayload(cands[i].Loc)
+		if err != nil {
+			continue // deleted or moved since: skip
+		}
+		if f.Contains != "" && !strings.Contains(p.Body, f.Contains) {
+			continue
+		}
+		out = append(out, cands[i])
+		ps = append(ps, p)
+		if max > 0 && len(out) == max {
+			if i < len(cands)-1 {
+				next = strconv.FormatUint(cands[i].Seq, 10)
+			}
+			break
+		}
+	}
+	return out, ps, next, nil
+}
+
+// Peek lists messages of a queue without receiving them (they stay
+// where they are, their receive counts untouched), oldest first.
+func (b *Broker) Peek(queueName string, f PeekFilter) ([]PeekedMessage, string, error) {
+	if f.Max == 0 {
+		f.Max = 10
+	}
+	if f.Max < 1 || f.Max > 100 {
+		return nil, "", st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter Max is invalid. Reason: Must be between 1 and 100.", f.Max)
+	}
+	qs, err := b.impl.lookup(queueName)
+	if err != nil {
+		return nil, "", err
+	}
+	now := b.impl.clock.Now().UnixMilli()
+	ms, ps, next, err := b.impl.scan(qs, f, f.Max)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]PeekedMessage, len(ms))
+	for i := range ms {
+		m, p := &ms[i], ps[i]
+		pm := PeekedMessage{MessageID: p.ID, Body: p.Body, GroupID: m.Group, Tenant: m.Tenant, Source: m.DLQSource,
+			Sent: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), RetryLevel: int(m.Level), State: "visible"}
+		switch {
+		case m.State == queue.InFlight && m.VisibleAt > now:
+			pm.State = "in_flight"
+		case m.State == queue.Waiting && m.VisibleAt > now:
+			pm.State = "delayed"
+		}
+		if m.Fail != nil {
+			pm.Reason, pm.LastError = m.Fail.Reason, m.Fail.LastError
+			pm.FirstFailure = time.UnixMilli(m.Fail.First)
+		}
+		out[i] = pm
+	}
+	return out, next, nil
+}
+
+// PurgeFiltered deletes the messages that match the filter (Max and
+// After are ignored) and returns how many. With an empty filter it
+// deletes everything, like PurgeQueue but at once.
+func (b *Broker) PurgeFiltered(ctx context.Context, queueName string, f PeekFilter) (int, error) {
+	qs, err := b.impl.lookup(queueName)
+	if err != nil {
+		return 0, err
+	}
+	f.After = ""
+	ms, _, _, err := b.impl.scan(qs, f, 0)
+	if err != nil {
+		return 0, err
+	}
+	qs2, _, err := b.impl.locked(queueName)
+	if err != nil {
+		return 0, err
+	}
+	var recs []*record
+	for _, m := range ms {
+		if qs2.q.Delete(m.Seq) {
+			recs = append(recs, &record{T: recDelete, Q: qs2.meta.ID, Seq: m.Seq})
+		}
+	}
+	errs := []error{nil}
+	b.impl.commitLocked(qs2, recs, []int{0}, errs, false)
+	if errs[0] != nil {
+		return 0, errs[0]
+	}
+	return len(recs), nil
+}
+
+// RedriveFiltered moves the messages that match the filter to dest (a
+// queue name; "" sends each back to the queue it was dead-lettered from),
+// with their receive counts and retry levels reset. It returns how many
+// moved.
+func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFilter, dest string) (int, error) {
+	qs, err := b.impl.lookup(queueName)
+	if err != nil {
+		return 0, err
+	}
+	var to *queueState
+	if dest != "" {
+		if to, err = b.impl.lookup(dest); err != nil {
+			return 0, err
+		}
+	}
+	f.After = ""
+	ms, _, _, err := b.impl.scan(qs, f, 0)
+	if err != nil {
+		return 0, err
+	}
+	moved := 0
+	for _, c := range ms {
+		target := to
+		if target == nil {
+			name, err := b.impl.queueNameFromARN(c.DLQSource)
+			if err != nil {
+				continue // not a dead-lettered message: nowhere to go back to
+			}
+			if target, err = b.impl.lookup(name); err != nil {
+				continue
+			}
+		}
+		qs.mu.Lock()
+		m, ok := qs.q.TakeForMove(c.Seq)
+		srcID := qs.meta.ID
+		qs.mu.Unlock()
+		if !ok {
+			continue
+		}
+		cp := *m
+		cp.RecvCount, cp.FirstRecv, cp.Level, cp.Fail = 0, 0, 0, nil
+		if err := b.impl.moveMessage(srcID, target, &cp, ""); err != nil {
+			qs.mu.Lock()
+			m.State = queue.Pending
+			qs.q.Restore(b.impl.clock.Now(), m)
+			qs.mu.Unlock()
+			return moved, err
+		}
+		moved++
+	}
+	return moved, nil
+}

@@ -1,0 +1,231 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/admin"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/metrics.golden")
+
+var ctx = context.Background()
+
+func setup(t *testing.T) (*sluice.Broker, *httptest.Server) {
+	t.Helper()
+	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(admin.New(b, admin.Options{}))
+	t.Cleanup(func() { srv.Close(); b.Close() })
+	return b, srv
+}
+
+func call(t *testing.T, srv *httptest.Server, method, path, body string, out any) int {
+	t.Helper()
+	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %v: %s", method, path, err, raw)
+		}
+	}
+	return resp.StatusCode
+}
+
+func send(t *testing.T, b *sluice.Broker, q, tenant string, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := b.Send(ctx, q, st.SendInput{Body: fmt.Sprintf("%s body %d", tenant, i), GroupID: tenant}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestMetricsGolden pins the names, types and labels of every metric (not
+// their values), so a rename is a deliberate change.
+func TestMetricsGolden(t *testing.T) {
+	b, srv := setup(t)
+	b.CreateQueue(ctx, "orders", map[string]string{"SidelineAgeSeconds": "60"}, nil)
+	send(t, b, "orders", "acme", 3)
+	ms, _ := b.Receive(ctx, "orders", st.ReceiveInput{MaxMessages: 1})
+	b.Delete(ctx, "orders", ms[0].ReceiptHandle)
+	resp, err := http.Get(srv.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var lines []string
+	seen := map[string]bool{}
+	labelRe := regexp.MustCompile(`(\w+)="[^"]*"`)
+	for _, l := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(l, "# TYPE sluice_") {
+			lines = append(lines, l)
+			continue
+		}
+		if !strings.HasPrefix(l, "sluice_") {
+			continue
+		}
+		name, rest, _ := strings.Cut(l, "{")
+		if i := strings.IndexByte(name, ' '); i >= 0 {
+			name = name[:i]
+			rest = ""
+		}
+		labels := labelRe.FindAllStringSubmatch(rest, -1)
+		var ks []string
+		for _, m := range labels {
+			ks = append(ks, m[1])
+		}
+		sort.Strings(ks)
+		key := name + "{" + strings.Join(ks, ",") + "}"
+		if !seen[key] {
+			seen[key] = true
+			lines = append(lines, key)
+		}
+	}
+	sort.Strings(lines)
+	got := strings.Join(lines, "\n") + "\n"
+	if *update {
+		os.WriteFile("testdata/metrics.golden", []byte(got), 0o644)
+	}
+	want, err := os.ReadFile("testdata/metrics.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("metrics changed (run with -update if deliberate):\n%s", got)
+	}
+	for _, must := range []string{`sluice_queue_messages{queue="orders",state="visible"} 2`, `sluice_tenant_messages{queue="orders",state="ready",tenant="acme"} 2`,
+		`sluice_queue_first_attempt_age_seconds_count{queue="orders"} 1`, `sluice_queue_deleted_total{queue="orders"} 1`} {
+		if !strings.Contains(string(raw), must) {
+			t.Errorf("metrics lack %s", must)
+		}
+	}
+}
+
+func TestTenantAPI(t *testing.T) {
+	b, srv := setup(t)
+	b.CreateQueue(ctx, "q", map[string]string{"Partitions": "4", "PartitionsPerTenant": "2"}, nil)
+	send(t, b, "q", "acme", 3)
+	send(t, b, "q", "zeta", 1)
+	var ts []sluice.TenantInfo
+	if code := call(t, srv, "GET", "/api/queues/q/tenants", "", &ts); code != 200 || len(ts) != 2 || ts[0].Name != "acme" || ts[0].Ready != 3 {
+		t.Fatalf("tenants %d %+v", code, ts)
+	}
+	var ti sluice.TenantInfo
+	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"weight": 4, "max_in_flight": 2}`, &ti); code != 200 || ti.Limits == nil || ti.Limits.Weight != 4 || len(ti.Partitions) != 2 {
+		t.Fatalf("set tenant %d %+v", code, ti)
+	}
+	var e map[string]string
+	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"weight": -1}`, &e); code != 400 || e["code"] != "InvalidParameterValue" {
+		t.Fatalf("negative weight: %d %v", code, e)
+	}
+	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"wieght": 1}`, &e); code != 400 || !strings.Contains(e["message"], "wieght") {
+		t.Fatalf("unknown field: %d %v", code, e)
+	}
+	if code := call(t, srv, "GET", "/api/queues/nope/tenants", "", &e); code != 404 || e["code"] != "QueueDoesNotExist" {
+		t.Fatalf("missing queue: %d %v", code, e)
+	}
+	// The watermark.
+	var d map[string]int
+	before := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	if code := call(t, srv, "POST", "/api/queues/q/drop-before", `{"before": "`+before+`", "tenant": "acme"}`, &d); code != 200 || d["dropped"] != 3 {
+		t.Fatalf("drop-before acme: %d %v", code, d)
+	}
+	if code := call(t, srv, "POST", "/api/queues/q/drop-before", `{"tenant": "acme"}`, &e); code != 400 {
+		t.Fatalf("drop-before without a time: %d %v", code, e)
+	}
+	var q map[string]any
+	call(t, srv, "GET", "/api/queues/q", "", &q)
+	if q["visible"].(float64) != 1 || q["dropped"].(map[string]any)["watermark"].(float64) != 3 {
+		t.Fatalf("queue after the watermark: %v", q)
+	}
+}
+
+func TestDeadLetterAPI(t *testing.T) {
+	b, srv := setup(t)
+	dlq, _ := b.CreateQueue(ctx, "dlq", nil, nil)
+	src, _ := b.CreateQueue(ctx, "src", map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":1}`, dlq.ARN)}, nil)
+	send(t, b, "src", "acme", 3)
+	send(t, b, "src", "zeta", 2)
+	for i := 0; i < 2; i++ { // the second receive moves them to the DLQ
+		b.Receive(ctx, "src", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: new(int)})
+	}
+	var page struct {
+		Messages []sluice.PeekedMessage
+		Next     string
+	}
+	if code := call(t, srv, "GET", "/api/queues/dlq/messages?max=2", "", &page); code != 200 || len(page.Messages) != 2 || page.Next == "" {
+		t.Fatalf("peek page 1: %d %+v", code, page)
+	}
+	if page.Messages[0].Source != src.ARN {
+		t.Errorf("source %q, want %q", page.Messages[0].Source, src.ARN)
+	}
+	call(t, srv, "GET", "/api/queues/dlq/messages?max=10&after="+page.Next, "", &page)
+	if len(page.Messages) != 3 {
+		t.Fatalf("peek page 2: %+v", page)
+	}
+	call(t, srv, "GET", "/api/queues/dlq/messages?tenant=zeta&contains=body%201", "", &page)
+	if len(page.Messages) != 1 || page.Messages[0].Body != "zeta body 1" {
+		t.Fatalf("filtered peek: %+v", page)
+	}
+	// Peeking does not receive.
+	a, _ := b.GetQueueAttributes("dlq", []string{"ApproximateNumberOfMessages"})
+	if a["ApproximateNumberOfMessages"] != "5" {
+		t.Fatalf("dlq after peeking: %v", a)
+	}
+	var r map[string]int
+	if code := call(t, srv, "POST", "/api/queues/dlq/redrive", `{"tenant": "zeta"}`, &r); code != 200 || r["redriven"] != 2 {
+		t.Fatalf("filtered redrive: %d %v", code, r)
+	}
+	a, _ = b.GetQueueAttributes("src", []string{"ApproximateNumberOfMessages"})
+	if a["ApproximateNumberOfMessages"] != "2" {
+		t.Fatalf("source after redrive: %v", a)
+	}
+	if code := call(t, srv, "POST", "/api/queues/dlq/purge", `{"contains": "body 0"}`, &r); code != 200 || r["purged"] != 1 {
+		t.Fatalf("filtered purge: %d %v", code, r)
+	}
+	var task map[string]string
+	if code := call(t, srv, "POST", "/api/queues/dlq/redrive", ``, &task); code != 202 || task["task_handle"] == "" {
+		t.Fatalf("redrive all: %d %v", code, task)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var tasks []sluice.MoveTask
+		call(t, srv, "GET", "/api/movetasks?source=dlq", "", &tasks)
+		if len(tasks) == 1 && tasks[0].Status == "COMPLETED" {
+			if tasks[0].ApproximateNumberOfMessagesMoved != 2 {
+				t.Fatalf("move task: %+v", tasks[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("move task did not complete: %+v", tasks)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a, _ = b.GetQueueAttributes("src", []string{"ApproximateNumberOfMessages"})
+	if a["ApproximateNumberOfMessages"] != "4" {
+		t.Fatalf("source after the move task: %v", a)
+	}
+}

@@ -1,0 +1,127 @@
+package admin
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sluicemq/sluice"
+)
+
+// collector reads the broker's figures at scrape time. Tenants are
+// labelled by name for the StatsTenants largest backlogs of each queue and
+// summed under tenant="_others", so cardinality stays bounded.
+type collector struct {
+	b *sluice.Broker
+
+	messages, oldest, quietOldest, noisy, lane                    *prometheus.Desc
+	sent, throttled, received, empty, deleted, deadLettered       *prometheus.Desc
+	sidelined, spilled, dropped, firstAttempt                     *prometheus.Desc
+	tenantMessages, tenantOldest                                  *prometheus.Desc
+	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
+}
+
+func newCollector(b *sluice.Broker) *collector {
+	q := []string{"queue"}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("sluice_"+name, help, labels, nil)
+	}
+	return &collector{
+		b:              b,
+		messages:       d("queue_messages", "Messages in the queue by state (visible, inflight, delayed).", "queue", "state"),
+		oldest:         d("queue_oldest_message_age_seconds", "Age of the oldest message in the queue.", q...),
+		quietOldest:    d("queue_quiet_oldest_message_age_seconds", "Age of the oldest message among tenants that are not noisy.", q...),
+		noisy:          d("queue_noisy_tenants", "Tenants over their receive rate, at their in-flight cap, or holding more than twice an even share of the backlog.", q...),
+		lane:           d("queue_lane_messages", "Ready messages by lane (live, retry-N, backlog).", "queue", "lane"),
+		sent:           d("queue_sent_total", "Messages sent.", q...),
+		throttled:      d("queue_throttled_total", "Sends refused with RequestThrottled (tenant send limits and backpressure).", q...),
+		received:       d("queue_received_total", "Messages delivered by receives.", q...),
+		empty:          d("queue_empty_receives_total", "Receive calls that returned no message.", q...),
+		deleted:        d("queue_deleted_total", "Messages deleted.", q...),
+		deadLettered:   d("queue_dead_lettered_total", "Messages moved to the dead-letter queue (receive limit or age).", q...),
+		sidelined:      d("queue_sidelined_total", "Messages moved to the backlog lane for being older than SidelineAgeSeconds.", q...),
+		spilled:        d("queue_spilled_total", "Times a tenant over its receive rate moved to the spillover lane.", q...),
+		dropped:        d("queue_dropped_total", "Messages dropped, by reason (retention, max_age, watermark).", "queue", "reason"),
+		firstAttempt:   d("queue_first_attempt_age_seconds", "Time from send to first delivery, first deliveries only: the early warning of a backlog.", q...),
+		tenantMessages: d("tenant_messages", "Messages of a tenant by state (ready, inflight); the largest backlogs by name, the rest as _others.", "queue", "tenant", "state"),
+		tenantOldest:   d("tenant_oldest_message_age_seconds", "Age of a tenant's oldest ready message.", "queue", "tenant"),
+		live:           d("store_live_messages", "Messages whose records the log holds."),
+		segments:       d("store_segments", "Log segments on disk."),
+		logBytes:       d("store_log_bytes", "Log bytes since the last checkpoint."),
+		ckpBytes:       d("store_checkpoint_bytes", "Size of the last checkpoint."),
+		ckps:           d("store_checkpoints_total", "Checkpoints written."),
+		written:        d("store_written_bytes_total", "Bytes appended to the log."),
+		failed:         d("store_failed_writes_total", "Writes or fsyncs that failed."),
+		fs:             d("store_fsync_seconds", "Latency of fsync."),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	g := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, l...)
+	}
+	ctr := func(d *prometheus.Desc, v float64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
+	}
+	for _, s := range c.b.Stats() {
+		q := s.Name
+		g(c.messages, float64(s.Visible), q, "visible")
+		g(c.messages, float64(s.InFlight), q, "inflight")
+		g(c.messages, float64(s.Delayed), q, "delayed")
+		g(c.oldest, s.OldestAge.Seconds(), q)
+		g(c.quietOldest, s.QuietOldestAge.Seconds(), q)
+		g(c.noisy, float64(s.NoisyTenants), q)
+		for _, l := range []string{"live", "backlog"} {
+			g(c.lane, float64(s.Lanes[l]), q, l)
+		}
+		for l, n := range s.Lanes {
+			if l != "live" && l != "backlog" {
+				g(c.lane, float64(n), q, l)
+			}
+		}
+		ctr(c.sent, float64(s.Sent), q)
+		ctr(c.throttled, float64(s.Throttled), q)
+		ctr(c.received, float64(s.Received), q)
+		ctr(c.empty, float64(s.EmptyReceives), q)
+		ctr(c.deleted, float64(s.Deleted), q)
+		ctr(c.deadLettered, float64(s.DeadLettered), q)
+		ctr(c.sidelined, float64(s.Sidelined), q)
+		ctr(c.spilled, float64(s.Spilled), q)
+		for _, r := range []string{"retention", "max_age", "watermark"} {
+			ctr(c.dropped, float64(s.Dropped[r]), q, r)
+		}
+		buckets := map[float64]uint64{}
+		var count uint64
+		for i, b := range sluice.FirstAttemptBounds {
+			count += uint64(s.FirstAttempt[i])
+			buckets[b] = count
+		}
+		count += uint64(s.FirstAttempt[len(sluice.FirstAttemptBounds)])
+		ch <- prometheus.MustNewConstHistogram(c.firstAttempt, count, s.FirstAttemptSum.Seconds(), buckets, q)
+		for _, t := range s.Tenants {
+			g(c.tenantMessages, float64(t.Ready), q, t.Name, "ready")
+			g(c.tenantMessages, float64(t.InFlight), q, t.Name, "inflight")
+			g(c.tenantOldest, t.OldestAge.Seconds(), q, t.Name)
+		}
+		g(c.tenantMessages, float64(s.Others.Ready), q, "_others", "ready")
+		g(c.tenantMessages, float64(s.Others.InFlight), q, "_others", "inflight")
+		g(c.tenantOldest, s.Others.OldestAge.Seconds(), q, "_others")
+	}
+	st := c.b.StoreStats()
+	g(c.live, float64(st.LiveMessages))
+	g(c.segments, float64(st.Segments))
+	g(c.logBytes, float64(st.LogBytes))
+	g(c.ckpBytes, float64(st.CheckpointBytes))
+	ctr(c.ckps, float64(st.Checkpoints))
+	ctr(c.written, float64(st.BytesWritten))
+	ctr(c.failed, float64(st.FailedWrites))
+	buckets := map[float64]uint64{}
+	var count uint64
+	for i, b := range st.FsyncBounds {
+		count += uint64(st.FsyncBuckets[i])
+		buckets[b.Seconds()] = count
+	}
+	if len(st.FsyncBuckets) > 0 {
+		count += uint64(st.FsyncBuckets[len(st.FsyncBuckets)-1])
+	}
+	ch <- prometheus.MustNewConstHistogram(c.fs, count, st.FsyncSeconds, buckets)
+}
