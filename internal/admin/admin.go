@@ -159,25 +159,25 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 
 // queueJSON is a queue's figures as the API shows them.
 type queueJSON struct {
-	Name          string             `json:"name"`
-	FIFO          bool               `json:"fifo"`
-	DLQ           string             `json:"dead_letter_queue,omitempty"`
-	Sources       []string           `json:"dead_letter_sources,omitempty"`
-	Visible       int                `json:"visible"`
-	InFlight      int                `json:"in_flight"`
-	Delayed       int                `json:"delayed"`
-	OldestAge     float64            `json:"oldest_age_seconds"`
-	QuietOldest   float64            `json:"quiet_oldest_age_seconds"`
-	NoisyTenants  int                `json:"noisy_tenants"`
-	Sent          int64              `json:"sent"`
-	Throttled     int64              `json:"throttled"`
-	Received      int64              `json:"received"`
-	EmptyReceives int64              `json:"empty_receives"`
-	Deleted       int64              `json:"deleted"`
-	DeadLettered  int64              `json:"dead_lettered"`
-	Sidelined     uint64             `json:"sidelined"`
-	Dropped       map[string]uint64  `json:"dropped"`
-	Lanes         map[string]int     `json:"lanes"`
+	Name          string              `json:"name"`
+	FIFO          bool                `json:"fifo"`
+	DLQ           string              `json:"dead_letter_queue,omitempty"`
+	Sources       []string            `json:"dead_letter_sources,omitempty"`
+	Visible       int                 `json:"visible"`
+	InFlight      int                 `json:"in_flight"`
+	Delayed       int                 `json:"delayed"`
+	OldestAge     float64             `json:"oldest_age_seconds"`
+	QuietOldest   float64             `json:"quiet_oldest_age_seconds"`
+	NoisyTenants  int                 `json:"noisy_tenants"`
+	Sent          int64               `json:"sent"`
+	Throttled     int64               `json:"throttled"`
+	Received      int64               `json:"received"`
+	EmptyReceives int64               `json:"empty_receives"`
+	Deleted       int64               `json:"deleted"`
+	DeadLettered  int64               `json:"dead_lettered"`
+	Sidelined     uint64              `json:"sidelined"`
+	Dropped       map[string]uint64   `json:"dropped"`
+	Lanes         map[string]int      `json:"lanes"`
 	Tenants       []sluice.TenantInfo `json:"tenants,omitempty"`
 }
 

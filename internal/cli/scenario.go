@@ -147,8 +147,8 @@ func producer(ctx context.Context, q *leanBench, tenant string, perSec float64, 
 type consumers struct {
 	recvLat samples // receive calls that returned messages
 	paused  atomic.Bool
-	wg     sync.WaitGroup
-	cancel context.CancelFunc
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
 }
 
 func (s *scn) consume(ctx context.Context, q *leanBench, seen func(sent time.Time, tenant string, at time.Time)) *consumers {
