@@ -57,6 +57,33 @@ var attrSpecs = map[string]attrSpec{
 	"Partitions":            {isInt: true, min: 1, max: 256},
 	"PartitionsPerTenant":   {isInt: true, min: 1, max: 256},
 	"LowerLaneShare":        {check: checkFloat(0.01, 0.5)},
+	"RetryDelays":           {check: checkRetryDelays},
+}
+
+// parseRetryDelays parses RetryDelays: 1 to 10 comma-separated durations
+// ("1s,10s,1m,10m"), each at most 12 hours.
+func parseRetryDelays(v string) ([]time.Duration, error) {
+	if v == "" {
+		return nil, nil
+	}
+	parts := strings.Split(v, ",")
+	if len(parts) > 10 {
+		return nil, fmt.Errorf("at most 10 retry levels")
+	}
+	out := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(p))
+		if err != nil || d < 0 || d > 12*time.Hour {
+			return nil, fmt.Errorf("level %d: %q is not a duration from 0s to 12h (like 1s,10s,1m,10m)", i+1, p)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
+func checkRetryDelays(v string) error {
+	_, err := parseRetryDelays(v)
+	return err
 }
 
 func checkTenantKey(v string) error {
@@ -316,6 +343,7 @@ func queueConfig(meta queueMeta) queue.Config {
 			c.MaxReceiveCount = p.MaxReceiveCount
 		}
 	}
+	c.RetryDelays, _ = parseRetryDelays(set["RetryDelays"])
 	c.MaxAge = time.Duration(effInt(set, "MaxMessageAgeSeconds")) * time.Second
 	c.AgeToDLQ = set["ExpiredMessageAction"] == "DeadLetter"
 	c.Sched = sched.Config{
@@ -323,6 +351,7 @@ func queueConfig(meta queueMeta) queue.Config {
 		Partitions:          effInt(set, "Partitions"),
 		PartitionsPerTenant: effInt(set, "PartitionsPerTenant"),
 		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
+		RetryLevels:         len(c.RetryDelays),
 		LowerLaneShare:      effFloat(set, "LowerLaneShare"),
 		Limits: sched.Limits{
 			MaxInFlight:     effInt(set, "TenantMaxInFlight"),

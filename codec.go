@@ -19,7 +19,7 @@ import (
 // version 1 records are still read (tenant = group, level 0).
 const codecVersion = 2
 
-var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup, recRelocate}
+var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup, recRelocate, recUpdate}
 
 var errShortRecord = errors.New("record truncated")
 
@@ -139,6 +139,7 @@ func (r *record) encode() []byte {
 	for _, v := range []int64{r.First, r.Dlv, r.Vis} {
 		e.i(v)
 	}
+	e.u(uint64(r.Lvl))
 	e.flag(r.Meta != nil)
 	if r.Meta != nil {
 		raw, err := json.Marshal(r.Meta)
@@ -224,6 +225,9 @@ func decodeRecord(b []byte) (*record, error) {
 	r.RC, r.Fence = int(d.u()), uint32(d.u())
 	r.To, r.UpTo, r.NextQ, r.NextSeq = d.u(), d.u(), d.u(), d.u()
 	r.First, r.Dlv, r.Vis = d.i(), d.i(), d.i()
+	if d.v >= 2 {
+		r.Lvl = uint8(min(d.u(), 255))
+	}
 	if d.flag() {
 		raw := d.raw()
 		if d.err == nil {

@@ -935,6 +935,10 @@ func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 	if m.FirstRecv != 0 {
 		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv)
 	}
+	out.RetryLevel = int(m.Level)
+	if f := m.Fail; f != nil {
+		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
+	}
 	if m.Fence > 0 {
 		out.ReceiptHandle = b.handle(qid, m.Seq, m.Fence)
 	}
@@ -1050,7 +1054,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 			dead = append(dead, m)
 			continue
 		}
-		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount), First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence})
+		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount), First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence, Lvl: m.Level})
 		got = append(got, *m)
 	}
 	w := b.submit(recs...)
@@ -1157,6 +1161,7 @@ func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSou
 	moved.State = queue.Pending
 	moved.VisibleAt = 0
 	moved.Fence = 0
+	moved.Level = 0 // a moved message starts its new queue's ladder at the bottom
 	to.mu.Lock()
 	if to.deleted {
 		to.mu.Unlock()

@@ -27,6 +27,7 @@ const (
 	recHeader      = "h"  // checkpoint header
 	recDedup       = "dd" // a FIFO deduplication id still in its window (checkpoints)
 	recRelocate    = "rl" // compaction copied a message's record (M.Loc: where it was)
+	recUpdate      = "up" // retry ladder, retry, defer: M holds the new level, failure, receive count, visibility
 )
 
 // payload is the part of a message that lives only on disk: it is read
@@ -55,6 +56,7 @@ type record struct {
 	Fence uint32
 	To    uint64
 	UpTo  uint64
+	Lvl   uint8 // r: the retry level of the delivery
 	// Header fields.
 	NextQ   uint64
 	NextSeq uint64
@@ -222,7 +224,11 @@ func (b *broker) apply(r *record, loc queue.Loc) error {
 		}
 	case recReceive:
 		if qs != nil {
-			qs.q.ApplyReceive(now, r.Seq, int32(r.RC), r.First, r.Dlv, r.Vis, r.Fence)
+			qs.q.ApplyReceive(now, r.Seq, int32(r.RC), r.First, r.Dlv, r.Vis, r.Fence, r.Lvl)
+		}
+	case recUpdate:
+		if qs != nil && r.M != nil {
+			qs.q.ApplyUpdate(now, r.M)
 		}
 	case recVisibility:
 		if qs != nil {

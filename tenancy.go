@@ -212,6 +212,74 @@ func isNoisy(t sched.TenantStats, total, tenants int) bool {
 	return tenants > 1 && t.Ready >= 10 && t.Ready*tenants > 2*total
 }
 
+// RetryMessage fails a received message on the consumer's word: it
+// climbs the queue's retry ladder (RetryDelays), waiting delaySeconds
+// instead of the level's delay when not nil; without a ladder it becomes
+// visible again after delaySeconds (0 when nil). reason travels with the
+// message (SluiceLastError).
+func (b *Broker) RetryMessage(ctx context.Context, queueName, receiptHandle string, delaySeconds *int, reason string) error {
+	if delaySeconds != nil && (*delaySeconds < 0 || *delaySeconds > 43200) {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", *delaySeconds)
+	}
+	d := time.Duration(-1)
+	if delaySeconds != nil {
+		d = time.Duration(*delaySeconds) * time.Second
+	}
+	return b.impl.outcome(queueName, receiptHandle, reason, func(q *queue.Queue, now time.Time, seq uint64) bool {
+		return q.Retry(now, seq, d, reason)
+	})
+}
+
+// RejectMessage fails a received message for good: it goes to the
+// dead-letter queue at once (or is dropped when there is none), with its
+// reason.
+func (b *Broker) RejectMessage(ctx context.Context, queueName, receiptHandle, reason string) error {
+	return b.impl.outcome(queueName, receiptHandle, reason, func(q *queue.Queue, now time.Time, seq uint64) bool {
+		return q.Reject(now, seq, reason)
+	})
+}
+
+// DeferMessage puts a received message off for delaySeconds without
+// counting it as a failure or as a receive.
+func (b *Broker) DeferMessage(ctx context.Context, queueName, receiptHandle string, delaySeconds int) error {
+	if delaySeconds < 0 || delaySeconds > 43200 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", delaySeconds)
+	}
+	return b.impl.outcome(queueName, receiptHandle, "", func(q *queue.Queue, now time.Time, seq uint64) bool {
+		return q.Defer(now, seq, time.Duration(delaySeconds)*time.Second)
+	})
+}
+
+// outcome applies a consumer's verdict to the message a receipt handle
+// names, fenced like ChangeMessageVisibility: a handle of an earlier
+// delivery gets ReceiptHandleIsInvalid, a message not in flight
+// MessageNotInflight.
+func (b *broker) outcome(name, h, reason string, f func(q *queue.Queue, now time.Time, seq uint64) bool) error {
+	if len(reason) > 4096 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter Reason is invalid. Reason: at most 4096 characters.")
+	}
+	qs, now, err := b.locked(name)
+	if err != nil {
+		return err
+	}
+	qid, seq, fence, ok := parseHandle(h)
+	if !ok || qid != qs.meta.ID {
+		qs.mu.Unlock()
+		return invalidHandle(h)
+	}
+	m, live := qs.q.Lookup(seq)
+	if !live || m.Fence != fence {
+		qs.mu.Unlock()
+		return st.Errorf(st.CodeReceiptHandleIsInvalid, "The receipt handle %q is not valid for this message: it was delivered again or deleted.", h)
+	}
+	if !f(qs.q, now, seq) {
+		qs.mu.Unlock()
+		return st.Errorf(st.CodeMessageNotInflight, "Message does not exist or is not available for visibility timeout change.")
+	}
+	qs.wakeLocked()
+	return b.finishLocked(qs, nil)
+}
+
 // sluiceReadOnlyAttrs are answered when asked for by name (not with All,
 // so All answers as SQS does).
 var sluiceReadOnlyAttrs = []string{
@@ -249,18 +317,48 @@ func (b *broker) maintain() {
 // afterAdvanceLocked unlocks the queue, then releases dropped storage and
 // sends messages past MaxMessageAge to the dead-letter queue.
 func (b *broker) afterAdvanceLocked(qs *queueState) {
-	released := qs.q.TakeReleased()
+	b.finishLocked(qs, nil)
+}
+
+// finishLocked persists what the queue's retry ladder changed (with recs,
+// the caller's records, in the same batch), unlocks the queue, waits for
+// durability when the caller had records, releases dropped storage, and
+// sends messages past MaxMessageAge or off the ladder to the dead-letter
+// queue (or drops them when the queue has none).
+func (b *broker) finishLocked(qs *queueState, recs []*record) error {
+	for _, m := range qs.q.TakeUpdated() {
+		cp := *m
+		recs = append(recs, &record{T: recUpdate, Q: qs.meta.ID, Seq: m.Seq, M: &cp})
+	}
+	var failed []*queue.Msg
+	for _, m := range qs.q.TakeFailed() {
+		failed = append(failed, m)
+	}
 	aged := qs.q.TakeAged()
 	srcID, srcArn, dlqArn := qs.meta.ID, b.arn(qs.meta.Name), dlqOf(qs.meta)
+	if dlqArn == "" {
+		// Off the ladder with nowhere to go: dropped, durably.
+		for _, m := range failed {
+			recs = append(recs, &record{T: recDelete, Q: srcID, Seq: m.Seq})
+		}
+	}
+	var w waiter = doneWaiter{}
+	if len(recs) > 0 {
+		w = b.submit(recs...)
+	}
+	released := qs.q.TakeReleased()
 	qs.mu.Unlock()
+	err := wait(w)
 	b.release(released)
-	for _, m := range aged {
+	for _, m := range append(aged, failed...) {
 		if dlqArn == "" {
-			b.release([]queue.Loc{m.Loc}) // no dead-letter queue: dropped
+			b.release([]queue.Loc{m.Loc})
 			continue
 		}
+		qs.ctr.deadLettered.Add(1)
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
+	return err
 }
 
 func dlqOf(meta queueMeta) string {

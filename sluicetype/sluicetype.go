@@ -80,6 +80,15 @@ type Message struct {
 	SequenceNumber        string
 	// DeadLetterSourceArn is set on messages moved to a dead-letter queue.
 	DeadLetterSourceArn string
+	// Sluice's failure information (retry ladders, RetryMessage,
+	// RejectMessage): the retry level it waits at, the last failure's
+	// reason, the consumer's last error text, when it first failed and how
+	// many times. Zero for messages that never failed.
+	RetryLevel   int
+	FailReason   string
+	LastError    string
+	FirstFailure time.Time
+	Failures     int
 }
 
 // Code names an SQS error by its shape (the short name used in the JSON

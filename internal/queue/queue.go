@@ -100,6 +100,11 @@ type Config struct {
 	// it. 0: off.
 	MaxAge   time.Duration
 	AgeToDLQ bool
+	// RetryDelays is the retry ladder: a message that fails (its
+	// visibility expires, or Retry) moves up one level and waits that
+	// level's delay in its own lane; past the last level it leaves for the
+	// dead-letter queue (TakeExhausted). Empty: plain SQS behaviour.
+	RetryDelays []time.Duration
 	// Sched is the delivery policy of standard queues (fairness, limits,
 	// lanes, partitions); FIFO queues use its send limits only.
 	Sched sched.Config
@@ -109,6 +114,7 @@ type Config struct {
 type Stats struct {
 	DroppedRetention, DroppedMaxAge, DroppedWatermark uint64
 	Sidelined, Spilled                                uint64
+	Retried, Deferred, Rejected, Exhausted            uint64
 }
 
 // DedupWindow is how long a FIFO deduplication id is remembered.
@@ -145,6 +151,8 @@ type Queue struct {
 	dedupQ   []string
 	dropped  []Loc
 	aged     []*Msg // past MaxAge, leaving for the dead-letter queue
+	failed   []*Msg // left the retry ladder (exhausted or rejected)
+	updated  []*Msg // changed by the ladder: the owner persists them
 	stats    Stats
 	now      int64 // the latest time seen
 	pending  int   // prepared messages
@@ -442,6 +450,12 @@ func (q *Queue) Advance(now time.Time) {
 			if q.cfg.FIFO {
 				q.group(m.Group).inFlight--
 			}
+			if !m.expired && len(q.cfg.RetryDelays) > 0 {
+				// A visibility timeout is a failure: up the ladder.
+				m.State = Pending
+				q.climb(m, m.VisibleAt, "VisibilityTimeout", "", -1)
+				continue
+			}
 		}
 		if m.expired {
 			m.State = Pending // unlinked already
@@ -518,6 +532,121 @@ func (q *Queue) TakeAged() []*Msg {
 	a := q.aged
 	q.aged = nil
 	return a
+}
+
+// climb moves a failed message (not in any structure) one level up the
+// retry ladder at time at: it waits the level's delay (or delay, when not
+// negative) in its retry lane, or leaves for the dead-letter queue past
+// the last level.
+func (q *Queue) climb(m *Msg, at int64, reason, text string, delay time.Duration) {
+	m.Failed(at, reason, text)
+	if int(m.Level) >= len(q.cfg.RetryDelays) {
+		q.stats.Exhausted++
+		q.takeFailed(m)
+		return
+	}
+	m.Level++
+	if delay < 0 {
+		delay = q.cfg.RetryDelays[m.Level-1]
+	}
+	m.VisibleAt = at + delay.Milliseconds()
+	q.stats.Retried++
+	q.updated = append(q.updated, m)
+	m.State = Waiting
+	q.delayed++
+	heap.Push(&q.timers, m)
+}
+
+func (q *Queue) takeFailed(m *Msg) {
+	m.moving = true
+	q.remove(m)
+	m.moving = false
+	q.failed = append(q.failed, m)
+}
+
+// TakeFailed returns the messages that left the retry ladder (exhausted
+// or rejected): they go to the dead-letter queue with their storage.
+func (q *Queue) TakeFailed() []*Msg {
+	f := q.failed
+	q.failed = nil
+	return f
+}
+
+// TakeUpdated returns the messages the ladder changed since the last
+// call, for the owner to persist (ApplyUpdate replays them).
+func (q *Queue) TakeUpdated() []*Msg {
+	u := q.updated
+	q.updated = nil
+	return u
+}
+
+// Retry fails an in-flight message on the consumer's word: it climbs
+// the retry ladder (with delay instead of the level's when delay >= 0);
+// without a ladder it becomes visible after delay (0 when negative). It
+// reports false when the message is not in flight.
+func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason string) bool {
+	q.Advance(now)
+	m, ok := q.msgs[seq]
+	if !ok || m.State != InFlight {
+		return false
+	}
+	q.unlink(m)
+	if len(q.cfg.RetryDelays) == 0 {
+		m.Failed(ms(now), "Retry", reason)
+		q.stats.Retried++
+		m.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
+		q.updated = append(q.updated, m)
+		q.schedule(now, m)
+		return true
+	}
+	q.climb(m, ms(now), "Retry", reason, delay)
+	q.Advance(now)
+	return true
+}
+
+// Defer puts an in-flight message off for delay without counting it as a
+// failure (its receive does not count toward maxReceiveCount).
+func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) bool {
+	q.Advance(now)
+	m, ok := q.msgs[seq]
+	if !ok || m.State != InFlight {
+		return false
+	}
+	q.unlink(m)
+	if m.RecvCount > 0 {
+		m.RecvCount--
+	}
+	m.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
+	q.stats.Deferred++
+	q.updated = append(q.updated, m)
+	q.schedule(now, m)
+	return true
+}
+
+// Reject fails an in-flight message for good: it leaves for the
+// dead-letter queue (TakeFailed).
+func (q *Queue) Reject(now time.Time, seq uint64, reason string) bool {
+	q.Advance(now)
+	m, ok := q.msgs[seq]
+	if !ok || m.State != InFlight {
+		return false
+	}
+	m.Failed(ms(now), "Reject", reason)
+	q.stats.Rejected++
+	q.takeFailed(m)
+	return true
+}
+
+// ApplyUpdate replays a persisted ladder change: the message takes the
+// recorded level, failure info, receive count and visibility time.
+func (q *Queue) ApplyUpdate(now time.Time, u *Msg) {
+	m, ok := q.msgs[u.Seq]
+	if !ok || m.prepared {
+		return
+	}
+	q.unlink(m)
+	m.Level, m.Fail, m.RecvCount, m.VisibleAt = u.Level, u.Fail, u.RecvCount, u.VisibleAt
+	q.schedule(now, m)
 }
 
 // NextWake is the earliest time a waiting message becomes visible, or zero.
@@ -660,13 +789,13 @@ func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
 }
 
 // ApplyReceive sets a message's delivery state as a replayed record says.
-func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, delivered, visibleAt int64, fence uint32) {
+func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, delivered, visibleAt int64, fence uint32, level uint8) {
 	m, ok := q.msgs[seq]
 	if !ok {
 		return
 	}
 	q.unlink(m)
-	m.RecvCount, m.FirstRecv, m.Delivered, m.VisibleAt, m.Fence = rc, first, delivered, visibleAt, fence
+	m.RecvCount, m.FirstRecv, m.Delivered, m.VisibleAt, m.Fence, m.Level = rc, first, delivered, visibleAt, fence, level
 	m.State = InFlight
 	q.inFlight++
 	if q.cfg.FIFO {

@@ -43,6 +43,10 @@ var actions = map[string]action{
 	"StartMessageMoveTask":         {(*Server).startMessageMoveTask, true},
 	"ListMessageMoveTasks":         {(*Server).listMessageMoveTasks, true},
 	"CancelMessageMoveTask":        {(*Server).cancelMessageMoveTask, true},
+	// Sluice extensions: a consumer's verdict on a received message.
+	"RetryMessage":  {(*Server).retryMessage, false},
+	"RejectMessage": {(*Server).rejectMessage, false},
+	"DeferMessage":  {(*Server).deferMessage, false},
 }
 
 func (s *Server) dispatch(req *request) (obj, bool, error) {
@@ -544,6 +548,16 @@ func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
 	put("SequenceNumber", m.SequenceNumber)
 	put("AWSTraceHeader", m.TraceHeader)
 	put("DeadLetterQueueSourceArn", m.DeadLetterSourceArn)
+	// Sluice's failure attributes, with All or by name.
+	if m.RetryLevel > 0 {
+		put("SluiceRetryLevel", strconv.Itoa(m.RetryLevel))
+	}
+	put("SluiceFailureReason", m.FailReason)
+	put("SluiceLastError", m.LastError)
+	if m.Failures > 0 {
+		put("SluiceFailureCount", strconv.Itoa(m.Failures))
+		put("SluiceFirstFailureTimestamp", strconv.FormatInt(m.FirstFailure.UnixMilli(), 10))
+	}
 	o = o.add("Attributes", stringMap("Attribute", "Name", "Value", sys))
 	sel := map[string]st.AttributeValue{}
 	for k, v := range m.Attributes {
@@ -899,4 +913,60 @@ func (s *Server) cancelMessageMoveTask(req *request) (obj, error) {
 		return nil, err
 	}
 	return obj{}.add("ApproximateNumberOfMessagesMoved", num(moved)), nil
+}
+
+// retryMessage: QueueUrl, ReceiptHandle, DelaySeconds (optional), Reason
+// (optional).
+func (s *Server) retryMessage(req *request) (obj, error) {
+	name, h, reason, err := s.verdict(req)
+	if err != nil {
+		return nil, err
+	}
+	d, err := req.p.intp("DelaySeconds")
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.RetryMessage(ctx, name, h, d, reason)
+}
+
+// rejectMessage: QueueUrl, ReceiptHandle, Reason (optional).
+func (s *Server) rejectMessage(req *request) (obj, error) {
+	name, h, reason, err := s.verdict(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.RejectMessage(ctx, name, h, reason)
+}
+
+// deferMessage: QueueUrl, ReceiptHandle, DelaySeconds.
+func (s *Server) deferMessage(req *request) (obj, error) {
+	name, h, _, err := s.verdict(req)
+	if err != nil {
+		return nil, err
+	}
+	d, err := req.p.intp("DelaySeconds")
+	if err != nil {
+		return nil, err
+	}
+	if d == nil {
+		return nil, missing("DelaySeconds")
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	return nil, s.b.DeferMessage(ctx, name, h, *d)
+}
+
+func (s *Server) verdict(req *request) (name, handle, reason string, err error) {
+	if name, err = s.queueName(req); err != nil {
+		return
+	}
+	if handle, err = req.p.required("ReceiptHandle"); err != nil {
+		return
+	}
+	reason, err = req.p.str("Reason")
+	return
 }
