@@ -104,7 +104,9 @@ func (v *verdict) Unwrap() error { return v.err }
 
 // Retry marks a retryable failure; the message is retried after delay
 // (negative: the queue's retry ladder decides).
-func Retry(err error, delay time.Duration) error { return &verdict{kind: Retried, err: err, delay: delay} }
+func Retry(err error, delay time.Duration) error {
+	return &verdict{kind: Retried, err: err, delay: delay}
+}
 
 // Permanent marks a failure that retrying cannot fix: the message goes to
 // the dead-letter queue.
