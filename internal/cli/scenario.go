@@ -42,6 +42,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	spike := fs.Duration("spike", 30*time.Second, "noisy: how long the noisy tenant sends")
 	outage := fs.Duration("outage", 60*time.Second, "outage: how long consumers are away")
 	recovery := fs.Duration("recovery", 60*time.Second, "outage: how long to measure after they return")
+	sideline := fs.Int("sideline", 1, "outage: SidelineAgeSeconds of the sidelining run (the backlog younger than this stays ahead of fresh traffic)")
 	tenants := fs.Int("tenants", 10000, "cost: number of tenants")
 	messages := fs.Int("messages", 100000, "cost: messages preloaded per run")
 	rest, err := parseFlags(fs, args)
@@ -60,7 +61,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}
 	run := map[string]func(context.Context) error{
 		"noisy":  func(ctx context.Context) error { return s.noisy(ctx, *spike) },
-		"outage": func(ctx context.Context) error { return s.outage(ctx, *outage, *recovery) },
+		"outage": func(ctx context.Context) error { return s.outage(ctx, *outage, *recovery, *sideline) },
 		"cost":   func(ctx context.Context) error { return s.cost(ctx, *tenants, *messages) },
 	}
 	if rest[0] == "all" {
@@ -305,14 +306,14 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration) error {
 }
 
 // outage: steady load at half capacity; consumers away, then back.
-func (s *scn) outage(ctx context.Context, away, recovery time.Duration) error {
+func (s *scn) outage(ctx context.Context, away, recovery time.Duration, sideline int) error {
 	w := s.out.Stdout
 	load := float64(s.capacity) / 2
 	fmt.Fprintf(w, "outage: %0.f/s over 10 tenants, capacity %d/s; consumers away for %s, then measured for %s\n", load, s.capacity, away, recovery)
 	for _, run := range []struct {
 		name  string
 		attrs map[string]string
-	}{{"SidelineAgeSeconds=10", map[string]string{"SidelineAgeSeconds": "10"}}, {"no sideline", nil}} {
+	}{{fmt.Sprintf("SidelineAgeSeconds=%d", sideline), map[string]string{"SidelineAgeSeconds": strconv.Itoa(sideline)}}, {"no sideline", nil}} {
 		attrs := map[string]string{"VisibilityTimeout": "60"}
 		for k, v := range run.attrs {
 			attrs[k] = v
