@@ -25,14 +25,20 @@ var update = flag.Bool("update", false, "rewrite testdata/metrics.golden")
 var ctx = context.Background()
 
 func setup(t *testing.T) (*sluice.Broker, *httptest.Server) {
+	b, srv, _ := setupAdmin(t)
+	return b, srv
+}
+
+func setupAdmin(t *testing.T) (*sluice.Broker, *httptest.Server, *admin.Server) {
 	t.Helper()
 	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(admin.New(b, admin.Options{}))
+	a := admin.New(b, admin.Options{})
+	srv := httptest.NewServer(a)
 	t.Cleanup(func() { srv.Close(); b.Close() })
-	return b, srv
+	return b, srv, a
 }
 
 func call(t *testing.T, srv *httptest.Server, method, path, body string, out any) int {

@@ -33,17 +33,25 @@ Usage:
   sluice queues set NAME K=V...        set attributes
   sluice send QUEUE BODY [--group G] [--dedup D] [--delay S] [--attr K=V]...
   sluice receive QUEUE [--max N] [--wait S] [--visibility S] [--delete]
+  sluice queues drop-before QUEUE --before TIME [--tenant T]
+                                       the watermark: drop what was sent before TIME
+  sluice tenants QUEUE                 tenants by backlog: lanes, caps, partitions
+  sluice tenants show|set QUEUE TENANT [--weight W] [--max-in-flight N]
+         [--send-rate R] [--send-burst B] [--receive-rate R] [--receive-burst B] [--backlog-target N]
   sluice dlq list                      dead-letter queues and their sources
-  sluice dlq peek DLQ [--max N]        look at messages (they stay in the queue)
-  sluice dlq purge DLQ
-  sluice dlq redrive DLQ [--to QUEUE] [--rate N]
+  sluice dlq peek DLQ [--max N] [FILTER]   look at messages (they stay in the queue)
+  sluice dlq purge DLQ [FILTER]
+  sluice dlq redrive DLQ [--to QUEUE] [--rate N] [FILTER]
+      FILTER: --tenant T --source Q --reason R --since T --until T --contains S
   sluice stats                         queue figures
   sluice bench [flags]                 load test over the SQS JSON protocol
   sluice scenario noisy|outage|cost|all [flags]
                                        anti-backlog scenarios (docs/benchmarks.md)
 
 Client commands take --endpoint (default $SLUICE_ENDPOINT or
-http://127.0.0.1:9324) and --json for machine-readable output.
+http://127.0.0.1:9324), --admin for the admin API (default
+$SLUICE_ADMIN_ENDPOINT or http://127.0.0.1:9325) and --json for
+machine-readable output. Times are RFC 3339 or a duration ago (2h).
 `
 
 // Run runs the command line args (without the program name) and returns
@@ -66,7 +74,7 @@ func Run(ctx context.Context, args []string, env Env) int {
 	switch args[0] {
 	case "serve":
 		err = serve(ctx, args[1:], env)
-	case "queues", "send", "receive", "dlq", "stats":
+	case "queues", "send", "receive", "dlq", "stats", "tenants":
 		err = client(ctx, args, env)
 	case "bench":
 		err = bench(ctx, args[1:], env)
@@ -135,7 +143,7 @@ func table(w io.Writer, header []string, rows [][]string) {
 	tw.Flush()
 }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -32,6 +34,7 @@ func newSQS(endpoint, region string, env Env) *awssqs.Client {
 
 type clientCmd struct {
 	env      Env
+	admin    *adminClient
 	c        *awssqs.Client
 	json     bool
 	endpoint string
@@ -50,6 +53,9 @@ func client(ctx context.Context, args []string, env Env) error {
 	cmd := args[0]
 	sub := ""
 	rest := args[1:]
+	if cmd == "tenants" && len(rest) > 0 && (rest[0] == "set" || rest[0] == "show") {
+		sub, rest = rest[0], rest[1:]
+	}
 	if cmd == "queues" || cmd == "dlq" {
 		if len(rest) == 0 {
 			return fmt.Errorf("%s needs a subcommand (see sluice --help)", cmd)
@@ -79,11 +85,36 @@ func client(ctx context.Context, args []string, env Env) error {
 	del := fs.Bool("delete", false, "delete what was received")
 	to := fs.String("to", "", "redrive destination queue (default: each message's source)")
 	rate := fs.Int("rate", 0, "redrive messages per second (1-500; default unlimited)")
+	adminURL := env.Getenv("SLUICE_ADMIN_ENDPOINT")
+	if adminURL == "" {
+		adminURL = "http://127.0.0.1:9325"
+	}
+	fs.StringVar(&adminURL, "admin", adminURL, "admin API URL (tenants, watermark, dead-letter filters)")
+	var f filter
+	fs.StringVar(&f.tenant, "tenant", "", "only this tenant")
+	fs.StringVar(&f.source, "source", "", "only messages dead-lettered from this queue (name or ARN)")
+	fs.StringVar(&f.reason, "reason", "", "only this failure reason (Retry, Reject, VisibilityTimeout, ...)")
+	fs.StringVar(&f.since, "since", "", "only messages sent since (RFC 3339, or a duration ago like 2h)")
+	fs.StringVar(&f.until, "until", "", "only messages sent before (RFC 3339, or a duration ago)")
+	fs.StringVar(&f.contains, "contains", "", "only messages whose body contains this")
+	before := fs.String("before", "", "drop-before: the watermark time (RFC 3339, or a duration ago like 1h)")
+	var lim struct {
+		weight, sendRate, sendBurst, recvRate, recvBurst float64
+		maxInFlight, backlog                             int
+	}
+	fs.Float64Var(&lim.weight, "weight", 0, "tenant weight (fair-share multiplier)")
+	fs.IntVar(&lim.maxInFlight, "max-in-flight", 0, "tenant in-flight cap")
+	fs.Float64Var(&lim.sendRate, "send-rate", 0, "tenant send rate, messages/s")
+	fs.Float64Var(&lim.sendBurst, "send-burst", 0, "tenant send burst")
+	fs.Float64Var(&lim.recvRate, "receive-rate", 0, "tenant receive rate, messages/s")
+	fs.Float64Var(&lim.recvBurst, "receive-burst", 0, "tenant receive burst")
+	fs.IntVar(&lim.backlog, "backlog-target", 0, "tenant backlog target (backpressure)")
 	pos, err := parseFlags(fs, rest)
 	if err != nil {
 		return err
 	}
 	k.c = newSQS(k.endpoint, k.region, env)
+	k.admin = &adminClient{base: adminURL, hc: &http.Client{Timeout: 30 * time.Second}}
 	need := func(n int, what string) error {
 		if len(pos) < n {
 			return fmt.Errorf("%s %s: missing %s", cmd, sub, what)
@@ -230,10 +261,29 @@ func client(ctx context.Context, args []string, env Env) error {
 		if err := need(1, "DLQ"); err != nil {
 			return err
 		}
-		return k.dlqPeek(ctx, pos[0], *max)
+		if err := k.adminPeek(ctx, pos[0], f, *max); err != nil {
+			if !f.empty() || !strings.Contains(err.Error(), "admin API at") {
+				return err
+			}
+			// No admin API (Amazon SQS, say): receive and release at once.
+			fmt.Fprintln(env.Stderr, "sluice: admin API unreachable; peeking by receive (receive counts go up)")
+			return k.dlqPeek(ctx, pos[0], *max)
+		}
+		return nil
 	case "dlq purge":
 		if err := need(1, "DLQ"); err != nil {
 			return err
+		}
+		if !f.empty() {
+			body, err := f.body(time.Now())
+			if err != nil {
+				return err
+			}
+			var out map[string]int
+			if err := k.admin.do(ctx, "POST", "/api/queues/"+url.PathEscape(pos[0])+"/purge", body, &out); err != nil {
+				return err
+			}
+			return k.print(out, fmt.Sprintf("purged %d messages", out["purged"]))
 		}
 		u, err := k.url(ctx, pos[0])
 		if err != nil {
@@ -245,7 +295,68 @@ func client(ctx context.Context, args []string, env Env) error {
 		if err := need(1, "DLQ"); err != nil {
 			return err
 		}
+		if !f.empty() {
+			body, err := f.body(time.Now())
+			if err != nil {
+				return err
+			}
+			if *to != "" {
+				body["to"] = *to
+			}
+			var out map[string]int
+			if err := k.admin.do(ctx, "POST", "/api/queues/"+url.PathEscape(pos[0])+"/redrive", body, &out); err != nil {
+				return err
+			}
+			return k.print(out, fmt.Sprintf("redrove %d messages", out["redriven"]))
+		}
 		return k.redrive(ctx, pos[0], *to, *rate)
+	case "queues drop-before":
+		if err := need(1, "QUEUE"); err != nil {
+			return err
+		}
+		t, err := parseTime("before", *before, time.Now())
+		if err != nil {
+			return err
+		}
+		if t.IsZero() {
+			return fmt.Errorf("queues drop-before: --before is required")
+		}
+		body := map[string]any{"before": t.UTC().Format(time.RFC3339Nano)}
+		if f.tenant != "" {
+			body["tenant"] = f.tenant
+		}
+		var out map[string]int
+		if err := k.admin.do(ctx, "POST", "/api/queues/"+url.PathEscape(pos[0])+"/drop-before", body, &out); err != nil {
+			return err
+		}
+		return k.print(out, fmt.Sprintf("dropped %d messages sent before %s", out["dropped"], t.Format(time.RFC3339)))
+	case "tenants ":
+		if err := need(1, "QUEUE"); err != nil {
+			return err
+		}
+		var ts []tenantRow
+		if err := k.admin.do(ctx, "GET", fmt.Sprintf("/api/queues/%s/tenants?max=%d", url.PathEscape(pos[0]), tenantsMax(*max)), nil, &ts); err != nil {
+			return err
+		}
+		return k.printTenants(ts)
+	case "tenants show", "tenants set":
+		if err := need(2, "QUEUE and TENANT"); err != nil {
+			return err
+		}
+		path := "/api/queues/" + url.PathEscape(pos[0]) + "/tenants/" + url.PathEscape(pos[1])
+		var t tenantRow
+		if sub == "show" {
+			if err := k.admin.do(ctx, "GET", path, nil, &t); err != nil {
+				return err
+			}
+		} else {
+			body := map[string]any{"weight": lim.weight, "max_in_flight": lim.maxInFlight, "send_rate": lim.sendRate, "send_burst": lim.sendBurst,
+				"receive_rate": lim.recvRate, "receive_burst": lim.recvBurst, "backlog_target": lim.backlog}
+			if err := k.admin.do(ctx, "PUT", path, body, &t); err != nil {
+				return err
+			}
+		}
+		return k.printTenants([]tenantRow{t})
 	}
 	return fmt.Errorf("unknown command %q (see sluice --help)", strings.TrimSpace(cmd+" "+sub))
 }
@@ -450,4 +561,13 @@ func (k *clientCmd) arn(ctx context.Context, name string) (string, error) {
 		return "", errors.New("server returned no QueueArn")
 	}
 	return arn, nil
+}
+
+// tenantsMax is how many tenants `sluice tenants` lists: --max when set
+// above its default of 1, else 20.
+func tenantsMax(n int) int {
+	if n <= 1 {
+		return 20
+	}
+	return n
 }

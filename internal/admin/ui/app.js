@@ -1,0 +1,127 @@
+// Sluice dashboard: reads the admin JSON API; no external resources.
+'use strict';
+
+const app = document.getElementById('app');
+const statusEl = document.getElementById('status');
+
+async function api(path, opts) {
+  const r = await fetch(path, opts);
+  const body = await r.json();
+  if (!r.ok) throw new Error((body && body.message) || r.statusText);
+  return body;
+}
+
+function esc(s) {
+  return String(s).replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
+}
+
+function age(s) {
+  if (!s) return '0s';
+  if (s < 1) return (s * 1000).toFixed(0) + 'ms';
+  if (s < 120) return s.toFixed(1) + 's';
+  if (s < 7200) return (s / 60).toFixed(1) + 'm';
+  return (s / 3600).toFixed(1) + 'h';
+}
+
+function ageClass(s) { return s > 300 ? 'bad' : s > 30 ? 'warn' : ''; }
+
+// spark draws an inline SVG line of values.
+function spark(values, w, h, color) {
+  w = w || 120; h = h || 28; color = color || '#2a6fdb';
+  if (!values.length) return '<svg width="' + w + '" height="' + h + '"></svg>';
+  const max = Math.max(1, ...values);
+  const step = values.length > 1 ? w / (values.length - 1) : w;
+  const pts = values.map((v, i) => (i * step).toFixed(1) + ',' + (h - 2 - (v / max) * (h - 4)).toFixed(1)).join(' ');
+  return '<svg class="spark" width="' + w + '" height="' + h + '"><polyline fill="none" stroke="' + color +
+    '" stroke-width="1.5" points="' + pts + '"/></svg>';
+}
+
+async function queuesPage() {
+  const qs = await api('/api/queues');
+  const hist = await Promise.all(qs.map(q => api('/api/queues/' + encodeURIComponent(q.name) + '/history').catch(() => [])));
+  let rows = '';
+  qs.forEach((q, i) => {
+    const h = hist[i];
+    rows += '<tr data-queue="' + esc(q.name) + '"><td><a href="#/queue/' + encodeURIComponent(q.name) + '">' + esc(q.name) + '</a>' +
+      (q.dead_letter_sources ? ' <span class="note">DLQ of ' + esc(q.dead_letter_sources.join(', ')) + '</span>' : '') + '</td>' +
+      '<td class="num visible">' + q.visible + '</td><td class="num">' + q.in_flight + '</td><td class="num">' + q.delayed + '</td>' +
+      '<td>' + spark(h.map(p => p.visible + p.in_flight + p.delayed)) + '</td>' +
+      '<td class="num ' + ageClass(q.oldest_age_seconds) + '">' + age(q.oldest_age_seconds) + '</td>' +
+      '<td>' + spark(h.map(p => p.oldest_age_seconds), 120, 28, '#b35c00') + '</td>' +
+      '<td class="num">' + q.noisy_tenants + '</td><td class="num">' + q.throttled + '</td>' +
+      '<td class="num">' + Object.values(q.dropped || {}).reduce((a, b) => a + b, 0) + '</td></tr>';
+  });
+  app.innerHTML = '<h2>Queues</h2><table id="queues"><thead><tr><th>Queue</th><th>Visible</th><th>In flight</th><th>Delayed</th>' +
+    '<th>Depth (1h)</th><th>Oldest</th><th>Oldest age (1h)</th><th>Noisy tenants</th><th>Throttled</th><th>Dropped</th></tr></thead><tbody>' +
+    (rows || '<tr><td colspan="10" class="note">No queues yet.</td></tr>') + '</tbody></table>';
+}
+
+async function queuePage(name) {
+  const enc = encodeURIComponent(name);
+  const [q, h, peek] = await Promise.all([api('/api/queues/' + enc), api('/api/queues/' + enc + '/history'),
+    api('/api/queues/' + enc + '/messages?max=20')]);
+  const card = (k, v, cls) => '<div class="card"><div class="v ' + (cls || '') + '">' + v + '</div><div class="k">' + k + '</div></div>';
+  let html = '<h2>' + esc(name) + (q.fifo ? ' <span class="note">FIFO</span>' : '') + '</h2><div class="cards">' +
+    card('visible', q.visible) + card('in flight', q.in_flight) + card('delayed', q.delayed) +
+    card('oldest', age(q.oldest_age_seconds), ageClass(q.oldest_age_seconds)) +
+    card('oldest among quiet tenants', age(q.quiet_oldest_age_seconds), ageClass(q.quiet_oldest_age_seconds)) +
+    card('noisy tenants', q.noisy_tenants) + card('throttled', q.throttled) + card('sidelined', q.sidelined) +
+    card('dead-lettered', q.dead_lettered) + card('dropped', Object.values(q.dropped || {}).reduce((a, b) => a + b, 0)) +
+    '</div>';
+  html += '<div class="charts"><div class="chart"><h3>Depth, last hour</h3>' + spark(h.map(p => p.visible + p.in_flight + p.delayed), 360, 80) +
+    '</div><div class="chart"><h3>Age of oldest, last hour</h3>' + spark(h.map(p => p.oldest_age_seconds), 360, 80, '#b35c00') + '</div></div>';
+  const lanes = Object.entries(q.lanes || {});
+  html += '<h3>Lanes</h3><table><thead><tr><th>Lane</th><th>Ready</th></tr></thead><tbody>' +
+    (lanes.map(([l, n]) => '<tr><td>' + esc(l) + '</td><td class="num">' + n + '</td></tr>').join('') || '<tr><td colspan="2" class="note">Nothing ready.</td></tr>') +
+    '</tbody></table>';
+  const tenants = q.tenants || [];
+  html += '<h3>Tenants (largest backlogs)</h3><table id="tenants"><thead><tr><th>Tenant</th><th>Ready</th><th>In flight</th><th>Oldest</th><th>Backlog (1h)</th><th>State</th><th>Partitions</th></tr></thead><tbody>' +
+    (tenants.map(t => '<tr><td>' + esc(t.name || '(none)') + '</td><td class="num">' + t.ready + '</td><td class="num">' + t.in_flight +
+      '</td><td class="num ' + ageClass(t.oldest_age_ns / 1e9) + '">' + age(t.oldest_age_ns / 1e9) + '</td><td>' +
+      spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].ready : 0))) + '</td><td>' +
+      [t.spilled ? 'over receive rate' : '', t.capped ? 'at in-flight cap' : ''].filter(Boolean).join(', ') + '</td><td>' +
+      esc((t.partitions || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="7" class="note">No tenant holds messages.</td></tr>') +
+    '</tbody></table>';
+  const msgs = peek.messages || [];
+  html += '<h3>Messages <span class="note">(peeked: they stay in the queue)</span></h3>' +
+    '<p><button id="redrive">Redrive all' + (q.dead_letter_sources ? ' to source' : '') + '</button> ' +
+    '<button id="purge" class="danger">Purge all</button> <span id="action" class="note"></span></p>' +
+    '<table id="messages"><thead><tr><th>Sent</th><th>Tenant</th><th>Body</th><th>Receives</th><th>Reason</th><th>Last error</th><th>Source</th></tr></thead><tbody>' +
+    (msgs.map(m => '<tr><td>' + esc(new Date(m.sent).toLocaleString()) + '</td><td>' + esc(m.tenant || '') + '</td><td class="msg">' + esc(m.body) +
+      '</td><td class="num">' + m.receive_count + '</td><td>' + esc(m.reason || '') + '</td><td>' + esc(m.last_error || '') + '</td><td>' +
+      esc((m.source_arn || '').split(':').pop()) + '</td></tr>').join('') || '<tr><td colspan="7" class="note">No messages.</td></tr>') +
+    '</tbody></table>';
+  app.innerHTML = html;
+  document.getElementById('redrive').onclick = async () => {
+    const out = document.getElementById('action');
+    try {
+      const r = await api('/api/queues/' + enc + '/redrive', {method: 'POST'});
+      out.textContent = 'Redrive started (' + r.task_handle.slice(0, 8) + '…)';
+      setTimeout(render, 500);
+    } catch (e) { out.textContent = 'Redrive failed: ' + e.message; }
+  };
+  document.getElementById('purge').onclick = async () => {
+    const out = document.getElementById('action');
+    if (!confirm('Delete every message of ' + name + '?')) return;
+    try {
+      const r = await api('/api/queues/' + enc + '/purge', {method: 'POST'});
+      out.textContent = 'Purged ' + r.purged + ' messages';
+      setTimeout(render, 300);
+    } catch (e) { out.textContent = 'Purge failed: ' + e.message; }
+  };
+}
+
+async function render() {
+  const m = location.hash.match(/^#\/queue\/(.+)$/);
+  try {
+    if (m) await queuePage(decodeURIComponent(m[1]));
+    else await queuesPage();
+    statusEl.textContent = 'updated ' + new Date().toLocaleTimeString();
+  } catch (e) {
+    statusEl.textContent = 'error: ' + e.message;
+  }
+}
+
+window.addEventListener('hashchange', render);
+render();
+setInterval(render, 5000);

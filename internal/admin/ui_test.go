@@ -1,0 +1,150 @@
+package admin_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var screenshot = flag.String("screenshot", "", "write the dashboard screenshot to this file (docs/dashboard.png)")
+
+// chromium finds Debian's Chromium; without it the test fails, unless
+// SLUICE_SKIP_CLIENT_TESTS=1 says missing clients may be skipped.
+func chromium(t *testing.T) string {
+	for _, p := range []string{"/usr/bin/chromium", "/usr/bin/chromium-browser"} {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("chromium"); err == nil {
+		return p
+	}
+	if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+		t.Skip("chromium not installed (apt-get install chromium); skipped because SLUICE_SKIP_CLIENT_TESTS=1")
+	}
+	t.Fatal("chromium not installed: apt-get install chromium (or set SLUICE_SKIP_CLIENT_TESTS=1 to skip)")
+	return ""
+}
+
+// TestDashboardInChromium drives the dashboard in headless Chromium: the
+// page loads, a queue appears after a send, and a dead-letter message is
+// redriven to its source with a click.
+func TestDashboardInChromium(t *testing.T) {
+	exe := chromium(t)
+	b, srv, adm := setupAdmin(t)
+	dlq, _ := b.CreateQueue(ctx, "orders-dlq", nil, nil)
+	b.CreateQueue(ctx, "orders", map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":1}`, dlq.ARN)}, nil)
+	send(t, b, "orders", "acme", 3)
+	send(t, b, "orders", "globex", 1)
+	for i := 0; i < 2; i++ { // the second receive moves all four to the DLQ (maxReceiveCount 1)
+		b.Receive(ctx, "orders", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: new(int)})
+	}
+	if a, _ := b.GetQueueAttributes("orders-dlq", []string{"ApproximateNumberOfMessages"}); a["ApproximateNumberOfMessages"] != "4" {
+		t.Fatalf("setup: dead-letter queue %v", a)
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancel()
+	bctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(`#queues tr[data-queue="orders"]`)); err != nil {
+		t.Fatalf("queues page: %v", err)
+	}
+	rows, err := chromedp.Run(bctx, chromedp.Text(`#queues tbody`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rows, "orders-dlq") {
+		t.Fatalf("queues page rows: %q", rows)
+	}
+	// A queue appears after a send.
+	b.CreateQueue(ctx, "fresh", nil, nil)
+	send(t, b, "fresh", "zeta", 1)
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(`#queues tr[data-queue="fresh"]`)); err != nil {
+		t.Fatalf("after a send: %v", err)
+	}
+	visible, err := chromedp.Run(bctx, chromedp.Text(`#queues tr[data-queue="fresh"] td.visible`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if visible != "1" {
+		t.Fatalf("fresh shows %q visible, want 1", visible)
+	}
+	if *screenshot != "" {
+		// A queue with a history to show: a noisy tenant's backlog grows
+		// while quiet ones keep up.
+		b.CreateQueue(ctx, "payments", map[string]string{"TenantMaxInFlight": "5", "SidelineAgeSeconds": "60"}, nil)
+		for i := 0; i < 24; i++ {
+			send(t, b, "payments", "bigcorp", 20+i*3)
+			send(t, b, "payments", fmt.Sprint("shop-", i%5), 2)
+			if ms, _ := b.Receive(ctx, "payments", st.ReceiveInput{MaxMessages: 10}); len(ms) > 0 {
+				b.Delete(ctx, "payments", ms[0].ReceiptHandle)
+			}
+			adm.Sample()
+		}
+		if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/?q=payments#/queue/payments"), chromedp.WaitVisible(`#tenants`), chromedp.Sleep(200*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Clean(*screenshot), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Redrive the dead-letter queue with a click.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/?q=dlq#/queue/orders-dlq")); err != nil {
+		t.Fatalf("dead-letter page: %v", err)
+	}
+	wctx, wcancel := context.WithTimeout(bctx, 15*time.Second)
+	err = chromedp.Do(wctx, chromedp.WaitVisible(`#messages td.msg`))
+	wcancel()
+	if err != nil {
+		html, _ := chromedp.Run(bctx, chromedp.Text(`body`))
+		t.Fatalf("dead-letter page: %v; page text: %s", err, html)
+	}
+	var body string
+	body, err = chromedp.Run(bctx, chromedp.Text(`#messages tbody`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(body, "acme body 0") {
+		t.Fatalf("dead-letter messages: %q", body)
+	}
+	if err := chromedp.Do(bctx, chromedp.Click(`#redrive`)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, _ := b.GetQueueAttributes("orders-dlq", []string{"ApproximateNumberOfMessages"})
+		o, _ := b.GetQueueAttributes("orders", []string{"ApproximateNumberOfMessages"})
+		if a["ApproximateNumberOfMessages"] == "0" && o["ApproximateNumberOfMessages"] == "4" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the click: dlq %v, orders %v", a, o)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	note, err := chromedp.Run(bctx, chromedp.Text(`#action`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(note, "Redrive started") {
+		t.Fatalf("action note %q", note)
+	}
+}
