@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: formatting, vet, and `go test -race` over the module,
 # which includes the real-client tests (awscli, boto3, the JS SDK) against
-# a real server. Installs the JS SDK from the lock file if it is missing.
+# a real server, and the dashboard in headless Chromium. Installs the JS SDK from the lock file if it is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -d test/clients/node/node_modules ] && command -v npm > /dev/null; then
