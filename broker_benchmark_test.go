@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"strconv"
 	"time"
 
 	"github.com/sluicemq/sluice"
@@ -222,4 +223,61 @@ func BenchmarkRecovery(b *testing.B) {
 	b.ReportMetric(float64(*benchWaiting), "live-msgs")
 	b.ReportMetric(float64(dirSize(dir)), "disk-B")
 	fmt.Fprintf(os.Stderr, "recovery of %d live messages: %v\n", *benchWaiting, d)
+}
+
+var benchTenants = flag.Int("bench.tenants", 1000000, "distinct tenants in BenchmarkTenantsMemory")
+
+// BenchmarkTenantsMemory: heap with -bench.tenants distinct tenants seen
+// (each sent, received and deleted one message: idle tenants must cost
+// nothing), and with each of them holding one waiting message (the cost
+// of an active tenant on top of its message), against the same number of
+// messages of one tenant.
+func BenchmarkTenantsMemory(b *testing.B) {
+	ctx := context.Background()
+	n := *benchTenants
+	run := func(tenants bool, drain bool) float64 {
+		br, err := sluice.Open(sluice.Config{Dir: b.TempDir(), Sync: sluice.SyncNone})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer br.Close()
+		br.CreateQueue(ctx, "bench", map[string]string{"TenantSendRate": "1000"}, nil)
+		before := heapInUse()
+		batch := make([]st.SendInput, 10)
+		for i := 0; i < n; i += 10 {
+			for j := range batch {
+				g := "one"
+				if tenants {
+					g = "tenant-" + strconv.Itoa(i+j)
+				}
+				batch[j] = st.SendInput{Body: "x", GroupID: g}
+			}
+			if _, _, err := br.SendBatch(ctx, "bench", batch); err != nil {
+				b.Fatal(err)
+			}
+			if drain {
+				ms, _ := br.Receive(ctx, "bench", st.ReceiveInput{MaxMessages: 10})
+				hs := make([]string, len(ms))
+				for k, m := range ms {
+					hs[k] = m.ReceiptHandle
+				}
+				if _, err := br.DeleteBatch(ctx, "bench", hs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		// Let the send buckets refill so idle tenants can be forgotten,
+		// and a few operations sweep them.
+		if drain { // the once-a-second maintenance forgets 250,000 idle tenants a pass
+			time.Sleep(time.Duration(n/250_000+2) * time.Second)
+		}
+		return float64(heapInUse()) - float64(before)
+	}
+	idle := run(true, true)
+	active := run(true, false)
+	single := run(false, false)
+	b.ReportMetric(idle, "heap-B-after-1M-tenants-came-and-went")
+	b.ReportMetric(active/float64(n), "heap-B/msg-1-per-tenant")
+	b.ReportMetric(single/float64(n), "heap-B/msg-one-tenant")
+	b.ReportMetric((active-single)/float64(n), "heap-B/active-tenant")
 }

@@ -309,7 +309,9 @@ func (b *broker) maintain() {
 			qs.mu.Unlock()
 			continue
 		}
-		qs.q.Advance(b.clock.Now())
+		now := b.clock.Now()
+		qs.q.Advance(now)
+		qs.q.Sched().Sweep(now.UnixMilli(), 250_000)
 		b.afterAdvanceLocked(qs)
 	}
 }

@@ -511,8 +511,13 @@ func (s *Sched) maybeIdle(t *tenant) {
 }
 
 // sweep forgets a few idle tenants whose buckets have refilled.
-func (s *Sched) sweep(now int64) {
-	for i := 0; i < 4 && len(s.idle) > 0; i++ {
+func (s *Sched) sweep(now int64) { s.Sweep(now, 4) }
+
+// Sweep looks at up to budget idle tenants and forgets those whose token
+// buckets have refilled (the owner calls it periodically with a larger
+// budget, so that idle tenants go even when nothing is sent).
+func (s *Sched) Sweep(now int64, budget int) {
+	for i := 0; i < budget && len(s.idle) > 0; i++ {
 		t := s.idle[0]
 		s.idle[0] = nil
 		s.idle = s.idle[1:]
