@@ -243,8 +243,15 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration) error {
 		name  string
 		fair  string
 		noisy bool
-	}{{"baseline (no spike)", "true", false}, {"spike, FairDelivery=true", "true", true}, {"spike, FairDelivery=false", "false", true}} {
-		q, err := s.queue(ctx, "scn-noisy", map[string]string{"FairDelivery": run.fair, "VisibilityTimeout": "60"})
+		rate  bool
+	}{{"baseline (no spike)", "true", false, false}, {"spike, FairDelivery=true", "true", true, false},
+		{"spike, FairDelivery=false", "false", true, false}, {"spike, fair + TenantSendRate", "true", true, true}} {
+		attrs := map[string]string{"FairDelivery": run.fair, "VisibilityTimeout": "60"}
+		if run.rate { // the noisy tenant's excess refused at the door, before it costs a write
+			attrs["TenantSendRate"] = strconv.Itoa(s.capacity)
+			attrs["TenantSendBurst"] = strconv.Itoa(s.capacity)
+		}
+		q, err := s.queue(ctx, "scn-noisy", attrs)
 		if err != nil {
 			return err
 		}
@@ -300,8 +307,8 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration) error {
 			r.name, r.p50, r.p99, r.received, sentQuiet.Load(), r.noisyReceived, sendLat.pct(0.5), sendLat.pct(0.99))
 	}
 	base := results[0].p99
-	fmt.Fprintf(w, "  quiet p99 during the spike / baseline: FairDelivery=true %.2fx, FairDelivery=false %.2fx (target: within 2x with fair delivery)\n",
-		results[1].p99/base, results[2].p99/base)
+	fmt.Fprintf(w, "  quiet p99 during the spike / baseline: FairDelivery=true %.2fx, FairDelivery=false %.2fx, fair + TenantSendRate %.2fx (target: within 2x with fair delivery)\n",
+		results[1].p99/base, results[2].p99/base, results[3].p99/base)
 	return nil
 }
 
