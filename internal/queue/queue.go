@@ -460,7 +460,7 @@ func (q *Queue) Advance(now time.Time) {
 		if m.expired {
 			m.State = Pending // unlinked already
 			if m.aged {
-				q.ageOut(m)
+				q.ageOut(m, t)
 			} else {
 				q.remove(m)
 			}
@@ -505,7 +505,7 @@ func (q *Queue) expire(now int64) {
 			// not committed yet: leave it (its send is in progress)
 		default:
 			if byAge && q.cfg.AgeToDLQ && m.DLQSource == "" {
-				q.ageOut(m)
+				q.ageOut(m, now)
 				continue
 			}
 			if byAge {
@@ -519,7 +519,8 @@ func (q *Queue) expire(now int64) {
 }
 
 // ageOut takes a message past MaxAge out for the dead-letter queue.
-func (q *Queue) ageOut(m *Msg) {
+func (q *Queue) ageOut(m *Msg, now int64) {
+	m.Failed(now, "MaxMessageAge", "")
 	m.moving = true
 	q.remove(m)
 	m.moving = false
@@ -734,6 +735,7 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 
 func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount) >= q.cfg.MaxReceiveCount {
+		m.Failed(ms(now), "MaxReceiveCount", "")
 		m.moving = true // its storage goes to the dead-letter queue with it
 		q.remove(m)
 		m.moving = false
