@@ -186,7 +186,7 @@ func encodeMsg(e *enc, m *queue.Msg) {
 }
 
 func encodePayload(e *enc, p *payload) {
-	for _, s := range []string{p.ID, p.Body, p.Trace, p.Sender, p.Dedup, p.SeqNum} {
+	for _, s := range []string{p.ID, p.Body, p.Trace, p.Sender, p.Dedup, p.SeqNum, p.TraceParent} {
 		e.str(s)
 	}
 	e.u(uint64(len(p.Attrs)))
@@ -302,6 +302,9 @@ func decodePayload(d *dec) *payload {
 	p := &payload{}
 	for _, f := range []*string{&p.ID, &p.Body, &p.Trace, &p.Sender, &p.Dedup, &p.SeqNum} {
 		*f = d.str()
+	}
+	if d.v >= 2 {
+		p.TraceParent = d.str()
 	}
 	n := d.u()
 	if n > 10 {

@@ -812,7 +812,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 			continue
 		}
 		m := &queue.Msg{Group: e.GroupID, Tenant: tenant, Seq: b.seq.Add(1)}
-		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, Sender: e.SenderID, Dedup: e.DedupID}
+		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, TraceParent: e.TraceParent, Sender: e.SenderID, Dedup: e.DedupID}
 		delay := cfg.Delay
 		if cfg.FIFO {
 			if p.Dedup == "" {
@@ -925,7 +925,7 @@ func invalidHandle(h string) error {
 
 func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 	out := st.Message{
-		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, SenderID: p.Sender,
+		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, TraceParent: p.TraceParent, SenderID: p.Sender,
 		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), GroupID: m.Group, SequenceNumber: p.SeqNum,
 		DeadLetterSourceArn: m.DLQSource,
 	}

@@ -34,6 +34,7 @@ const (
 // back on receive from the send record's location.
 type payload struct {
 	ID, Body, Trace, Sender, Dedup, SeqNum string
+	TraceParent                            string // W3C traceparent of the send request
 	Attrs                                  map[string]st.AttributeValue
 }
 

@@ -53,12 +53,14 @@ type Message struct {
 // TraceHeader returns the AWSTraceHeader system attribute, or "".
 func (m *Message) TraceHeader() string { return m.Attributes["AWSTraceHeader"] }
 
-// TraceParent returns the W3C traceparent message attribute, or "".
+// TraceParent returns the W3C traceparent: the message attribute of that
+// name, else the traceparent header its send carried (Sluice), or "".
 func (m *Message) TraceParent() string {
 	if v, ok := m.MessageAttributes["traceparent"]; ok && v.StringValue != nil {
 		return *v.StringValue
 	}
-	return ""
+	return m.Attributes["SluiceTraceParent"] // the send request's traceparent header
+
 }
 
 type traceKey struct{}

@@ -31,6 +31,9 @@ type SendInput struct {
 	Attributes map[string]AttributeValue
 	// TraceHeader is the AWSTraceHeader system attribute; "" when absent.
 	TraceHeader string
+	// TraceParent is the W3C traceparent of the send request (its HTTP
+	// header), returned as the SluiceTraceParent system attribute.
+	TraceParent string
 	// GroupID is MessageGroupId: required on FIFO queues, the tenant key on
 	// standard queues (as SQS fair queues do).
 	GroupID string
@@ -70,6 +73,7 @@ type Message struct {
 	Body          string
 	Attributes    map[string]AttributeValue
 	TraceHeader   string
+	TraceParent   string
 	SenderID      string
 	// SentTimestamp and FirstReceiveTimestamp have millisecond precision.
 	SentTimestamp         time.Time

@@ -299,6 +299,9 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 		return in, emptyID("MessageDeduplicationId")
 	}
 	in.SenderID = req.principal.senderID()
+	if tp := req.r.Header.Get("traceparent"); len(tp) <= 256 {
+		in.TraceParent = tp
+	}
 	return in, nil
 }
 
@@ -547,6 +550,7 @@ func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
 	put("MessageDeduplicationId", m.DedupID)
 	put("SequenceNumber", m.SequenceNumber)
 	put("AWSTraceHeader", m.TraceHeader)
+	put("SluiceTraceParent", m.TraceParent)
 	put("DeadLetterQueueSourceArn", m.DeadLetterSourceArn)
 	// Sluice's failure attributes, with All or by name.
 	if m.RetryLevel > 0 {

@@ -133,6 +133,11 @@ type request struct {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &request{id: uuid.NewString(), r: r}
 	w.Header().Set("x-amzn-RequestId", req.id)
+	start := time.Now()
+	defer func() {
+		// One line per request, at debug level, with the id the client saw.
+		s.log.Debug("request", "request_id", req.id, "action", req.action, "queue", req.pathQueue, "duration", time.Since(start))
+	}()
 	defer func() {
 		if v := recover(); v != nil {
 			s.log.Error("panic serving request", "request_id", req.id, "action", req.action, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))

@@ -93,3 +93,19 @@ func header(k, v string) func(*awssqs.Options) {
 		o.APIOptions = append(o.APIOptions, smithyhttp.AddHeaderValue(k, v))
 	}
 }
+
+// TestTraceParentTravels: a send's W3C traceparent header comes back as
+// the SluiceTraceParent system attribute, beside AWSTraceHeader.
+func TestTraceParentTravels(t *testing.T) {
+	e := start(t, nil, "")
+	c := e.client
+	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("traced")}))
+	tp := "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("x"),
+		MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793")}}},
+		header("traceparent", tp)))
+	out := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}}))
+	if len(out.Messages) != 1 || out.Messages[0].Attributes["SluiceTraceParent"] != tp || out.Messages[0].Attributes["AWSTraceHeader"] == "" {
+		t.Fatalf("attributes %v", out.Messages[0].Attributes)
+	}
+}
