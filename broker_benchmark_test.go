@@ -8,11 +8,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"strconv"
 	"time"
 
 	"github.com/sluicemq/sluice"
