@@ -101,6 +101,7 @@ func (b *broker) compactSegment(seg uint32, budget int) int {
 			if relocated {
 				b.acquire(locs[0])
 				b.release([]queue.Loc{old})
+				b.relocated.Add(1)
 			}
 		})
 		_ = wait(w) // a failed copy leaves the message where it was

@@ -227,6 +227,7 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 			qs.mu.Unlock()
 			return moved, err
 		}
+		qs.ctr.redriven.Add(1)
 		moved++
 	}
 	return moved, nil

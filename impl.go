@@ -134,6 +134,8 @@ type broker struct {
 	closed  atomic.Bool
 
 	tasks *moveTasks
+
+	relocated atomic.Int64 // messages compaction copied forward
 }
 
 func open(cfg Config) (*Broker, error) {

@@ -174,6 +174,7 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 			return
 		}
 		moved++
+		sq.ctr.redriven.Add(1)
 		t.mu.Lock()
 		mt.info.ApproximateNumberOfMessagesMoved = moved
 		t.mu.Unlock()

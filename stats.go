@@ -14,6 +14,7 @@ var FirstAttemptBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 
 // counters are one queue's event counts since the broker opened.
 type counters struct {
 	sent, throttled, received, emptyReceives, deleted, deadLettered atomic.Int64
+	redriven, droppedExhausted, droppedRejected                     atomic.Int64
 	firstAttempt                                                    [18]atomic.Int64 // by FirstAttemptBounds, then above
 	firstAttemptMillis                                              atomic.Int64
 }
@@ -41,7 +42,14 @@ type QueueStats struct {
 	// Counters since the broker opened.
 	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered int64
 	Sidelined, Spilled                                              uint64
-	Dropped                                                         map[string]uint64 // by reason: retention, max_age, watermark
+	// Redriven counts messages moved out of this queue by redrives and
+	// move tasks; Retried, Deferred, Rejected the consumers' verdicts
+	// (and visibility timeouts that climbed the retry ladder).
+	Redriven                    int64
+	Retried, Deferred, Rejected uint64
+	// Dropped counts by reason: retention, max_age, watermark, and
+	// exhausted / rejected (off the retry ladder with no dead-letter queue).
+	Dropped map[string]uint64
 	// FirstAttempt counts first deliveries by how long they waited since
 	// their send, per FirstAttemptBounds (the last bucket: above them all).
 	FirstAttempt    []int64
@@ -55,6 +63,7 @@ type QueueStats struct {
 	// QuietOldestAge is the age of the oldest message among tenants that
 	// are not noisy (see ApproximateAgeOfOldestMessageInQuietGroups).
 	QuietOldestAge time.Duration
+	NoisyOldestAge time.Duration
 	NoisyTenants   int
 }
 
@@ -74,6 +83,11 @@ type StoreStats struct {
 	FsyncSeconds    float64
 	BytesWritten    int64
 	FailedWrites    int64
+	// DeadRecords counts records in segments that no longer hold a live
+	// message (what compaction and segment deletion reclaim); Relocated
+	// the messages compaction copied forward.
+	DeadRecords int64
+	Relocated   int64
 }
 
 // Stats returns every queue's figures (for metrics and the dashboard).
@@ -90,10 +104,12 @@ func (b *Broker) StoreStats() StoreStats {
 	bi := b.impl
 	var s StoreStats
 	bi.segMu.Lock()
-	for _, n := range bi.live {
+	for seg, n := range bi.live {
 		s.LiveMessages += n
+		s.DeadRecords += max(0, bi.written[seg]-n)
 	}
 	bi.segMu.Unlock()
+	s.Relocated = bi.relocated.Load()
 	if bi.store == nil {
 		return s
 	}
@@ -115,7 +131,9 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 	b.afterAdvanceLocked(qs)
 	s := QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
 		Sidelined: qst.Sidelined, Spilled: qst.Spilled, Lanes: map[string]int{},
-		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark}}
+		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: qs.ctr.redriven.Load(),
+		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
+			"exhausted": uint64(qs.ctr.droppedExhausted.Load()), "rejected": uint64(qs.ctr.droppedRejected.Load())}}
 	if dlq := dlqOf(meta); dlq != "" {
 		s.DLQ, _ = b.queueNameFromARN(dlq)
 	}
@@ -135,7 +153,7 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 		total += t.Ready
 	}
 	s.Others = TenantInfo{Name: "", Lanes: map[string]int{}}
-	var quietOldest int64
+	var quietOldest, noisyOldest int64
 	for i, t := range ts {
 		info := tenantInfo(t, now, meta.Tenants)
 		for l, n := range info.Lanes {
@@ -143,6 +161,9 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 		}
 		if isNoisy(t, total, len(ts)) {
 			s.NoisyTenants++
+			if t.Oldest > 0 && (noisyOldest == 0 || t.Oldest < noisyOldest) {
+				noisyOldest = t.Oldest
+			}
 		} else if t.Oldest > 0 && (quietOldest == 0 || t.Oldest < quietOldest) {
 			quietOldest = t.Oldest
 		}
@@ -159,6 +180,9 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 	}
 	if quietOldest > 0 {
 		s.QuietOldestAge = max(0, now.Sub(time.UnixMilli(quietOldest)))
+	}
+	if noisyOldest > 0 {
+		s.NoisyOldestAge = max(0, now.Sub(time.UnixMilli(noisyOldest)))
 	}
 	return s
 }

@@ -355,6 +355,12 @@ func (b *broker) finishLocked(qs *queueState, recs []*record) error {
 	for _, m := range append(aged, failed...) {
 		if dlqArn == "" {
 			b.release([]queue.Loc{m.Loc})
+			switch {
+			case m.Fail != nil && m.Fail.Reason == "Reject":
+				qs.ctr.droppedRejected.Add(1)
+			case m.Fail != nil && m.Fail.Reason != "MaxMessageAge":
+				qs.ctr.droppedExhausted.Add(1)
+			}
 			continue
 		}
 		qs.ctr.deadLettered.Add(1)

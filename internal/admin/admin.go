@@ -168,6 +168,9 @@ type queueJSON struct {
 	Delayed       int                 `json:"delayed"`
 	OldestAge     float64             `json:"oldest_age_seconds"`
 	QuietOldest   float64             `json:"quiet_oldest_age_seconds"`
+	NoisyOldest   float64             `json:"noisy_oldest_age_seconds"`
+	Retried       uint64              `json:"retried"`
+	Redriven      int64               `json:"redriven"`
 	NoisyTenants  int                 `json:"noisy_tenants"`
 	Sent          int64               `json:"sent"`
 	Throttled     int64               `json:"throttled"`
@@ -183,7 +186,8 @@ type queueJSON struct {
 
 func toJSON(q sluice.QueueStats) queueJSON {
 	return queueJSON{Name: q.Name, FIFO: q.FIFO, DLQ: q.DLQ, Visible: q.Visible, InFlight: q.InFlight, Delayed: q.Delayed,
-		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
+		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyOldest: q.NoisyOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
+		Retried: q.Retried, Redriven: q.Redriven,
 		Sent: q.Sent, Throttled: q.Throttled, Received: q.Received, EmptyReceives: q.EmptyReceives, Deleted: q.Deleted,
 		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Dropped: q.Dropped, Lanes: q.Lanes}
 }

@@ -11,7 +11,8 @@ import (
 type collector struct {
 	b *sluice.Broker
 
-	messages, oldest, quietOldest, noisy, lane                    *prometheus.Desc
+	messages, oldest, quietOldest, noisyOldest, noisy, lane       *prometheus.Desc
+	redriven, retried, deferred, rejected, dead, relocated        *prometheus.Desc
 	sent, throttled, received, empty, deleted, deadLettered       *prometheus.Desc
 	sidelined, spilled, dropped, firstAttempt                     *prometheus.Desc
 	tenantMessages, tenantOldest                                  *prometheus.Desc
@@ -28,6 +29,13 @@ func newCollector(b *sluice.Broker) *collector {
 		messages:       d("queue_messages", "Messages in the queue by state (visible, inflight, delayed).", "queue", "state"),
 		oldest:         d("queue_oldest_message_age_seconds", "Age of the oldest message in the queue.", q...),
 		quietOldest:    d("queue_quiet_oldest_message_age_seconds", "Age of the oldest message among tenants that are not noisy.", q...),
+		noisyOldest:    d("queue_noisy_oldest_message_age_seconds", "Age of the oldest message among noisy tenants.", q...),
+		redriven:       d("queue_redriven_total", "Messages moved out of the queue by redrives and message move tasks.", q...),
+		retried:        d("queue_retried_total", "Failures that climbed the retry ladder (visibility timeouts and RetryMessage).", q...),
+		deferred:       d("queue_deferred_total", "Messages put off with DeferMessage.", q...),
+		rejected:       d("queue_rejected_total", "Messages failed for good with RejectMessage.", q...),
+		dead:           d("store_dead_records", "Records in the log that no longer hold a live message (reclaimed by compaction and segment deletion)."),
+		relocated:      d("store_compaction_relocated_total", "Messages compaction copied out of mostly dead segments."),
 		noisy:          d("queue_noisy_tenants", "Tenants over their receive rate, at their in-flight cap, or holding more than twice an even share of the backlog.", q...),
 		lane:           d("queue_lane_messages", "Ready messages by lane (live, retry-N, backlog).", "queue", "lane"),
 		sent:           d("queue_sent_total", "Messages sent.", q...),
@@ -69,6 +77,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		g(c.messages, float64(s.Delayed), q, "delayed")
 		g(c.oldest, s.OldestAge.Seconds(), q)
 		g(c.quietOldest, s.QuietOldestAge.Seconds(), q)
+		g(c.noisyOldest, s.NoisyOldestAge.Seconds(), q)
+		ctr(c.redriven, float64(s.Redriven), q)
+		ctr(c.retried, float64(s.Retried), q)
+		ctr(c.deferred, float64(s.Deferred), q)
+		ctr(c.rejected, float64(s.Rejected), q)
 		g(c.noisy, float64(s.NoisyTenants), q)
 		for _, l := range []string{"live", "backlog"} {
 			g(c.lane, float64(s.Lanes[l]), q, l)
@@ -86,7 +99,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.deadLettered, float64(s.DeadLettered), q)
 		ctr(c.sidelined, float64(s.Sidelined), q)
 		ctr(c.spilled, float64(s.Spilled), q)
-		for _, r := range []string{"retention", "max_age", "watermark"} {
+		for _, r := range []string{"retention", "max_age", "watermark", "exhausted", "rejected"} {
 			ctr(c.dropped, float64(s.Dropped[r]), q, r)
 		}
 		buckets := map[float64]uint64{}
@@ -108,6 +121,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	st := c.b.StoreStats()
 	g(c.live, float64(st.LiveMessages))
+	g(c.dead, float64(st.DeadRecords))
+	ctr(c.relocated, float64(st.Relocated))
 	g(c.segments, float64(st.Segments))
 	g(c.logBytes, float64(st.LogBytes))
 	g(c.ckpBytes, float64(st.CheckpointBytes))

@@ -65,8 +65,9 @@ async function queuePage(name) {
     card('visible', q.visible) + card('in flight', q.in_flight) + card('delayed', q.delayed) +
     card('oldest', age(q.oldest_age_seconds), ageClass(q.oldest_age_seconds)) +
     card('oldest among quiet tenants', age(q.quiet_oldest_age_seconds), ageClass(q.quiet_oldest_age_seconds)) +
+    card('oldest among noisy tenants', age(q.noisy_oldest_age_seconds), ageClass(q.noisy_oldest_age_seconds)) +
     card('noisy tenants', q.noisy_tenants) + card('throttled', q.throttled) + card('sidelined', q.sidelined) +
-    card('dead-lettered', q.dead_lettered) + card('dropped', Object.values(q.dropped || {}).reduce((a, b) => a + b, 0)) +
+    card('retried', q.retried) + card('dead-lettered', q.dead_lettered) + card('redriven', q.redriven) + card('dropped', Object.values(q.dropped || {}).reduce((a, b) => a + b, 0)) +
     '</div>';
   html += '<div class="charts"><div class="chart"><h3>Depth, last hour</h3>' + spark(h.map(p => p.visible + p.in_flight + p.delayed), 360, 80) +
     '</div><div class="chart"><h3>Age of oldest, last hour</h3>' + spark(h.map(p => p.oldest_age_seconds), 360, 80, '#b35c00') + '</div></div>';
@@ -75,12 +76,13 @@ async function queuePage(name) {
     (lanes.map(([l, n]) => '<tr><td>' + esc(l) + '</td><td class="num">' + n + '</td></tr>').join('') || '<tr><td colspan="2" class="note">Nothing ready.</td></tr>') +
     '</tbody></table>';
   const tenants = q.tenants || [];
-  html += '<h3>Tenants (largest backlogs)</h3><table id="tenants"><thead><tr><th>Tenant</th><th>Ready</th><th>In flight</th><th>Oldest</th><th>Backlog (1h)</th><th>State</th><th>Partitions</th></tr></thead><tbody>' +
+  html += '<h3>Tenants (largest backlogs)</h3><table id="tenants"><thead><tr><th>Tenant</th><th>Ready</th><th>In flight</th><th>Oldest</th><th>Backlog (1h)</th><th>Oldest age (1h)</th><th>State</th><th>Partitions</th></tr></thead><tbody>' +
     (tenants.map(t => '<tr><td>' + esc(t.name || '(none)') + '</td><td class="num">' + t.ready + '</td><td class="num">' + t.in_flight +
       '</td><td class="num ' + ageClass(t.oldest_age_ns / 1e9) + '">' + age(t.oldest_age_ns / 1e9) + '</td><td>' +
       spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].ready : 0))) + '</td><td>' +
+      spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].oldest_age_seconds : 0)), 120, 28, '#b35c00') + '</td><td>' +
       [t.spilled ? 'over receive rate' : '', t.capped ? 'at in-flight cap' : ''].filter(Boolean).join(', ') + '</td><td>' +
-      esc((t.partitions || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="7" class="note">No tenant holds messages.</td></tr>') +
+      esc((t.partitions || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="8" class="note">No tenant holds messages.</td></tr>') +
     '</tbody></table>';
   const msgs = peek.messages || [];
   html += '<h3>Messages <span class="note">(peeked: they stay in the queue)</span></h3>' +
