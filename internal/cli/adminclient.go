@@ -119,12 +119,15 @@ type peeked struct {
 	LastError    string    `json:"last_error,omitempty"`
 }
 
-func (k *clientCmd) adminPeek(ctx context.Context, queue string, f filter, max int) error {
+func (k *clientCmd) adminPeek(ctx context.Context, queue string, f filter, max int, after string) error {
 	q, err := f.query(time.Now())
 	if err != nil {
 		return err
 	}
 	q.Set("max", strconv.Itoa(max))
+	if after != "" {
+		q.Set("after", after)
+	}
 	var out struct {
 		Messages []peeked
 		Next     string

@@ -7,11 +7,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -145,5 +147,105 @@ func TestBench(t *testing.T) {
 		if res.Sent == 0 || res.Received != res.Sent || res.Errors != 0 || res.SendLatencyMS["p99"] <= 0 {
 			t.Fatalf("bench %s: %+v", client, res)
 		}
+	}
+}
+
+// startWithAdmin runs the SQS server and the admin API over one broker.
+func startWithAdmin(t *testing.T) (sqsURL, adminURL string, b *sluice.Broker) {
+	t.Helper()
+	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	adm := httptest.NewServer(admin.New(b, admin.Options{}))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		adm.Close()
+		srv.Shutdown(ctx)
+		b.Close()
+	})
+	return "http://" + ln.Addr().String(), adm.URL, b
+}
+
+// TestDeadLetterAndTenantCommands: dlq peek/purge/redrive with and
+// without filters, tenants and their limits, and the watermark, through
+// the CLI against a real server and admin API.
+func TestDeadLetterAndTenantCommands(t *testing.T) {
+	ep, adm, b := startWithAdmin(t)
+	run := func(args ...string) string {
+		t.Helper()
+		out, code := sluiceCmd(t, ep, append(args, "--admin", adm)...)
+		if code != 0 {
+			t.Fatalf("sluice %v: %s", args, out)
+		}
+		return out
+	}
+	ctx := context.Background()
+	dlq, _ := b.CreateQueue(ctx, "dlq", nil, nil)
+	b.CreateQueue(ctx, "src", map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"` + dlq.ARN + `","maxReceiveCount":1}`}, nil)
+	for i, tenant := range []string{"acme", "acme", "acme", "zeta", "zeta"} {
+		run("send", "src", tenant+"-order-"+string(rune('0'+i)), "--group", tenant)
+	}
+	for i := 0; i < 2; i++ {
+		run("receive", "src", "--max", "10", "--visibility", "0")
+	}
+	// Peek: unfiltered and paged, then filtered; nothing is received.
+	out := run("dlq", "peek", "dlq", "--max", "2")
+	if strings.Count(out, "order-") != 2 || !strings.Contains(out, "more: --after") {
+		t.Fatalf("peek page 1:\n%s", out)
+	}
+	token := strings.TrimSpace(out[strings.Index(out, "--after")+len("--after"):])
+	if out := run("dlq", "peek", "dlq", "--max", "10", "--after", token); strings.Count(out, "order-") != 3 {
+		t.Fatalf("peek page 2:\n%s", out)
+	}
+	out = run("dlq", "peek", "dlq", "--max", "10", "--tenant", "zeta", "--since", "1h")
+	if strings.Count(out, "zeta-order") != 2 || strings.Contains(out, "acme") || !strings.Contains(out, "MaxReceiveCount") {
+		t.Fatalf("filtered peek:\n%s", out)
+	}
+	var msgs struct{ Messages []map[string]any }
+	json.Unmarshal([]byte(run("dlq", "peek", "dlq", "--max", "10", "--json")), &msgs)
+	if len(msgs.Messages) != 5 || msgs.Messages[0]["receive_count"].(float64) != 1 {
+		t.Fatalf("peek --json: %+v", msgs)
+	}
+	if out := run("dlq", "redrive", "dlq", "--tenant", "zeta"); !strings.Contains(out, "redrove 2") {
+		t.Fatalf("filtered redrive: %s", out)
+	}
+	if out := run("dlq", "purge", "dlq", "--contains", "order-0"); !strings.Contains(out, "purged 1") {
+		t.Fatalf("filtered purge: %s", out)
+	}
+	if out := run("dlq", "redrive", "dlq"); !strings.Contains(out, "redrive started") {
+		t.Fatalf("redrive all: %s", out)
+	}
+	// Tenants and their limits.
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(run("tenants", "src"), "acme") {
+		if time.Now().After(deadline) {
+			t.Fatal("acme's messages never came back to src")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	out = run("tenants", "set", "src", "acme", "--weight", "3", "--max-in-flight", "5")
+	if !strings.Contains(out, `"weight":3`) || !strings.Contains(out, `"max_in_flight":5`) {
+		t.Fatalf("tenants set:\n%s", out)
+	}
+	if out, code := sluiceCmd(t, ep, "tenants", "set", "src", "acme", "--weight", "-2", "--admin", adm); code == 0 || !strings.Contains(out, "InvalidParameterValue") {
+		t.Fatalf("negative weight: %d %s", code, out)
+	}
+	// The watermark.
+	if out := run("queues", "drop-before", "src", "--before", "0s", "--tenant", "acme"); !strings.Contains(out, "dropped 2") {
+		t.Fatalf("drop-before: %s", out)
+	}
+	if out := run("tenants", "src"); strings.Contains(out, "acme") || !strings.Contains(out, "zeta") {
+		t.Fatalf("tenants after the watermark:\n%s", out)
+	}
+	if out, code := sluiceCmd(t, ep, "queues", "drop-before", "src", "--admin", adm); code == 0 || !strings.Contains(out, "--before is required") {
+		t.Fatalf("drop-before without --before: %d %s", code, out)
 	}
 }

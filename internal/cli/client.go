@@ -98,6 +98,7 @@ func client(ctx context.Context, args []string, env Env) error {
 	fs.StringVar(&f.until, "until", "", "only messages sent before (RFC 3339, or a duration ago)")
 	fs.StringVar(&f.contains, "contains", "", "only messages whose body contains this")
 	before := fs.String("before", "", "drop-before: the watermark time (RFC 3339, or a duration ago like 1h)")
+	after := fs.String("after", "", "dlq peek: continue after this token (printed as \"more: --after N\")")
 	var lim struct {
 		weight, sendRate, sendBurst, recvRate, recvBurst float64
 		maxInFlight, backlog                             int
@@ -261,7 +262,7 @@ func client(ctx context.Context, args []string, env Env) error {
 		if err := need(1, "DLQ"); err != nil {
 			return err
 		}
-		if err := k.adminPeek(ctx, pos[0], f, *max); err != nil {
+		if err := k.adminPeek(ctx, pos[0], f, *max, *after); err != nil {
 			if !f.empty() || !strings.Contains(err.Error(), "admin API at") {
 				return err
 			}
