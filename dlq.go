@@ -232,3 +232,45 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 	}
 	return moved, nil
 }
+
+// StartRedrive starts a message move task over the messages of a queue
+// that match the filter (index fields only: tenant, source, reason, time
+// range; not Contains), to dest (a queue name; "" sends each back to the
+// queue it was dead-lettered from), at most rate messages a second (0:
+// unlimited). Its progress shows in ListMoveTasks; CancelMoveTask stops
+// it.
+func (b *Broker) StartRedrive(ctx context.Context, queueName string, f PeekFilter, dest string, rate int) (string, error) {
+	if rate < 0 || rate > 500 {
+		return "", st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter rate is invalid. Reason: Must be between 1 and 500.", rate)
+	}
+	if f.Contains != "" {
+		return "", st.Errorf(st.CodeInvalidParameterValue, "A redrive task cannot filter by body; redrive without a rate to move the matches at once.")
+	}
+	bi := b.impl
+	qs, err := bi.lookup(queueName)
+	if err != nil {
+		return "", err
+	}
+	dst := ""
+	if dest != "" {
+		if _, err := bi.lookup(dest); err != nil {
+			return "", err
+		}
+		dst = bi.arn(dest)
+	}
+	srcArn := ""
+	if f.Source != "" && !strings.HasPrefix(f.Source, "arn:") {
+		srcArn = bi.arn(f.Source)
+	}
+	seqs := bi.readySeqs(qs, func(m *queue.Msg) bool { return f.matchIndex(m, srcArn) })
+	t := bi.tasks
+	src := bi.arn(queueName)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, mt := range t.tasks[src] {
+		if mt.info.Status == "RUNNING" || mt.info.Status == "CANCELLING" {
+			return "", st.Errorf(st.CodeUnsupportedOperation, "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
+		}
+	}
+	return t.startLocked(qs, src, dst, rate, seqs)
+}

@@ -145,3 +145,52 @@ func TestRejectAndDefer(t *testing.T) {
 		}
 	})
 }
+
+// TestPacedFilteredRedrive: a redrive of one tenant's dead letters runs as
+// a move task at its rate, with progress, and leaves the others.
+func TestPacedFilteredRedrive(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		dlq, _ := b.CreateQueue(ctx, "dlq", nil, nil)
+		b.CreateQueue(ctx, "src", map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":1}`, dlq.ARN)}, nil)
+		for i := 0; i < 3; i++ {
+			b.Send(ctx, "src", st.SendInput{Body: "a", GroupID: "a"})
+			b.Send(ctx, "src", st.SendInput{Body: "b", GroupID: "b"})
+		}
+		for i := 0; i < 2; i++ {
+			b.Receive(ctx, "src", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: ptr(0)})
+		}
+		h, err := b.StartRedrive(ctx, "dlq", sluice.PeekFilter{Tenant: "a"}, "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.StartRedrive(ctx, "dlq", sluice.PeekFilter{Tenant: "b"}, "", 1); code(err) != st.CodeUnsupportedOperation {
+			t.Fatalf("a second task: %v", err)
+		}
+		task := func() sluice.MoveTask {
+			ts, err := b.ListMoveTasks(dlq.ARN, 1)
+			if err != nil || len(ts) != 1 {
+				t.Fatalf("tasks %+v %v", ts, err)
+			}
+			return ts[0]
+		}
+		if tk := task(); tk.ApproximateNumberOfMessagesToMove != 3 || tk.TaskHandle != h {
+			t.Fatalf("task %+v", tk)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for task().Status != "COMPLETED" {
+			if time.Now().After(deadline) {
+				t.Fatalf("task did not complete: %+v", task())
+			}
+			clk.Advance(time.Second)
+			time.Sleep(time.Millisecond)
+		}
+		if tk := task(); tk.ApproximateNumberOfMessagesMoved != 3 {
+			t.Fatalf("moved %+v", tk)
+		}
+		peek, _, _ := b.Peek("dlq", sluice.PeekFilter{})
+		if len(peek) != 3 || peek[0].Tenant != "b" {
+			t.Fatalf("left in the DLQ: %+v", peek)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"sort"
 	"sync"
 	"time"
 
@@ -29,6 +30,9 @@ type moveTask struct {
 	handle string
 	info   MoveTask
 	cancel chan struct{}
+	// seqs are the messages to move, oldest first, chosen when the task
+	// started (a message gone or in flight by its turn is skipped).
+	seqs []uint64
 }
 
 func newMoveTasks(b *broker) *moveTasks {
@@ -86,9 +90,28 @@ func (b *broker) startMoveTask(ctx context.Context, src, dst string, rate int) (
 			return "", st.Errorf(st.CodeUnsupportedOperation, "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
 		}
 	}
-	sq.mu.Lock()
-	toMove := int64(sq.q.Counts(b.clock.Now()).Visible)
-	sq.mu.Unlock()
+	return t.startLocked(sq, src, dst, rate, b.readySeqs(sq, nil))
+}
+
+// readySeqs lists the ready messages of a queue that match the filter
+// (nil: all), oldest first.
+func (b *broker) readySeqs(qs *queueState, match func(m *queue.Msg) bool) []uint64 {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	qs.q.Advance(b.clock.Now())
+	var seqs []uint64
+	qs.q.Messages(func(m *queue.Msg) {
+		if m.State == queue.Ready && (match == nil || match(m)) {
+			seqs = append(seqs, m.Seq)
+		}
+	})
+	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
+	return seqs
+}
+
+func (t *moveTasks) startLocked(sq *queueState, src, dst string, rate int, seqs []uint64) (string, error) {
+	b := t.b
+	toMove := int64(len(seqs))
 	id := uuid.NewString()
 	raw, _ := json.Marshal(map[string]string{"taskId": id, "sourceArn": src})
 	mt := &moveTask{id: id, handle: base64.StdEncoding.EncodeToString(raw), cancel: make(chan struct{}), info: MoveTask{
@@ -96,6 +119,7 @@ func (b *broker) startMoveTask(ctx context.Context, src, dst string, rate int) (
 		ApproximateNumberOfMessagesToMove: toMove, StartedTimestamp: b.clock.Now(),
 	}}
 	mt.info.TaskHandle = mt.handle
+	mt.seqs = seqs
 	t.tasks[src] = append(t.tasks[src], mt)
 	t.byID[mt.handle] = mt
 	t.wg.Add(1)
@@ -139,7 +163,18 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 			finish("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
 			return
 		}
-		m := b.takeReady(sq)
+		sq.q.Advance(b.clock.Now())
+		var m *queue.Msg
+		for m == nil && len(mt.seqs) > 0 {
+			seq := mt.seqs[0]
+			mt.seqs = mt.seqs[1:]
+			if x, ok := sq.q.Lookup(seq); ok && x.State == queue.Ready {
+				if taken, ok := sq.q.TakeForMove(seq); ok {
+					cp := *taken
+					m = &cp
+				}
+			}
+		}
 		srcID := sq.meta.ID
 		sq.mu.Unlock()
 		if m == nil {
@@ -190,25 +225,6 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 			}
 		}
 	}
-}
-
-// takeReady removes and returns one ready message of the queue, oldest
-// first, or nil. Caller holds qs.mu.
-func (b *broker) takeReady(qs *queueState) *queue.Msg {
-	now := b.clock.Now()
-	qs.q.Advance(now)
-	var best *queue.Msg
-	qs.q.Messages(func(m *queue.Msg) {
-		if m.State == queue.Ready && (best == nil || m.Seq < best.Seq) {
-			best = m
-		}
-	})
-	if best == nil {
-		return nil
-	}
-	m, _ := qs.q.TakeForMove(best.Seq)
-	cp := *m
-	return &cp
 }
 
 func (b *broker) listMoveTasks(src string, max int) ([]MoveTask, error) {

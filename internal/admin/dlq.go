@@ -131,6 +131,15 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusAccepted, map[string]string{"task_handle": h, "source_arn": info.ARN})
 		return
 	}
+	if in.Rate > 0 { // paced: a task with progress under /api/movetasks
+		h, err := s.b.StartRedrive(r.Context(), name, in.filterJSON.filter(), in.To, in.Rate)
+		if err != nil {
+			apiError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"task_handle": h})
+		return
+	}
 	n, err := s.b.RedriveFiltered(r.Context(), name, in.filterJSON.filter(), in.To)
 	if err != nil {
 		apiError(w, err)

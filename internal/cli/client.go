@@ -304,6 +304,14 @@ func client(ctx context.Context, args []string, env Env) error {
 			if *to != "" {
 				body["to"] = *to
 			}
+			if *rate > 0 {
+				body["rate"] = *rate
+				var task map[string]string
+				if err := k.admin.do(ctx, "POST", "/api/queues/"+url.PathEscape(pos[0])+"/redrive", body, &task); err != nil {
+					return err
+				}
+				return k.print(task, "redrive started: "+task["task_handle"])
+			}
 			var out map[string]int
 			if err := k.admin.do(ctx, "POST", "/api/queues/"+url.PathEscape(pos[0])+"/redrive", body, &out); err != nil {
 				return err
