@@ -989,7 +989,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 	}
 	deadline := b.clock.Now().Add(waitFor)
 	for {
-		msgs, notify, next, err := b.receiveOnce(qs, max, in.VisibilityTimeout, in.AttemptID, part)
+		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part)
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -1020,7 +1020,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 
 // receiveOnce delivers what is ready now. It also returns the channel that
 // is closed on the next change and the next timer of the queue.
-func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptID string, part int) ([]st.Message, <-chan struct{}, time.Time, error) {
+func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int) ([]st.Message, <-chan struct{}, time.Time, error) {
 	qs.mu.Lock()
 	if qs.deleted {
 		qs.mu.Unlock()
@@ -1104,7 +1104,7 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 		}
 		if err != nil {
 			// Never serve what cannot be read back intact.
-			b.log.Error("message record unreadable; dropping the message", "queue", srcArn, "seq", got[i].Seq, "err", err)
+			b.logFor(ctx).Error("message record unreadable; dropping the message", "queue", srcArn, "seq", got[i].Seq, "err", err)
 			lost = append(lost, got[i].Seq)
 			continue
 		}
@@ -1134,6 +1134,15 @@ func (b *broker) receiveOnce(qs *queueState, max int, visOverride *int, attemptI
 		qs.mu.Unlock()
 	}
 	return out, notify, next, nil
+}
+
+// logFor is the logger for work done on behalf of ctx's request: its
+// lines carry the request id the client saw (x-amzn-RequestId).
+func (b *broker) logFor(ctx context.Context) *slog.Logger {
+	if id := st.RequestID(ctx); id != "" {
+		return b.log.With("request_id", id)
+	}
+	return b.log
 }
 
 // deadLetter moves a message that exceeded maxReceiveCount (already taken

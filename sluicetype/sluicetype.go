@@ -6,6 +6,7 @@
 package sluicetype
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -163,4 +164,18 @@ func CodeOf(err error) Code {
 		return e.Code
 	}
 	return CodeInternal
+}
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying the id of the request it serves, so
+// that log lines written on its behalf can name it.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID returns the request id ctx carries, or "".
+func RequestID(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
 }

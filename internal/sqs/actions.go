@@ -61,7 +61,7 @@ func (s *Server) dispatch(req *request) (obj, bool, error) {
 // ctx is the context of broker calls: it ends when the client goes away or
 // the server shuts down.
 func (req *request) ctx(s *Server) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(req.r.Context())
+	ctx, cancel := context.WithCancel(st.WithRequestID(req.r.Context(), req.id))
 	stop := context.AfterFunc(s.base, cancel)
 	return ctx, func() { stop(); cancel() }
 }

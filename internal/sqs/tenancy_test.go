@@ -2,12 +2,21 @@ package sqs_test
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sqs"
 )
 
 // TestAntiBacklogAttributesThroughSDK: the Sluice attributes are set and
@@ -107,5 +116,72 @@ func TestTraceParentTravels(t *testing.T) {
 	out := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}}))
 	if len(out.Messages) != 1 || out.Messages[0].Attributes["SluiceTraceParent"] != tp || out.Messages[0].Attributes["AWSTraceHeader"] == "" {
 		t.Fatalf("attributes %v", out.Messages[0].Attributes)
+	}
+}
+
+// TestRequestIDInLogs: the id a response carries is on the request's log
+// lines.
+func TestRequestIDInLogs(t *testing.T) {
+	b, err := sluice.Open(sluice.Config{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	var logs strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return logs.Write(p) })
+	srv := httptest.NewServer(sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))}, b))
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/", "application/x-www-form-urlencoded", strings.NewReader("Action=GetQueueUrl&QueueName=nope"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	id := resp.Header.Get("x-amzn-RequestId")
+	mu.Lock()
+	defer mu.Unlock()
+	if id == "" || strings.Count(logs.String(), "request_id="+id) < 2 {
+		t.Fatalf("request id %q not on the request's log lines:\n%s", id, logs.String())
+	}
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// TestExtensionsOverQuery: RetryMessage, DeferMessage and RejectMessage
+// answer in the Query protocol too.
+func TestExtensionsOverQuery(t *testing.T) {
+	e := start(t, nil, "")
+	c := e.client
+	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("ext")}))
+	must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("x")}))
+	post := func(form url.Values) (int, string) {
+		resp, err := http.PostForm(e.url+"/", form)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(raw)
+	}
+	for _, action := range []string{"DeferMessage", "RetryMessage", "RejectMessage"} {
+		m := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 1}))
+		if len(m.Messages) != 1 {
+			t.Fatalf("%s: nothing to receive", action)
+		}
+		code, body := post(url.Values{"Action": {action}, "QueueUrl": {*q.QueueUrl}, "ReceiptHandle": {*m.Messages[0].ReceiptHandle},
+			"DelaySeconds": {"0"}, "Reason": {"test"}})
+		if code != 200 || !strings.Contains(body, "<"+action+"Response") {
+			t.Fatalf("%s: %d %s", action, code, body)
+		}
+	}
+	// Rejected without a dead-letter queue: gone.
+	if a := must(c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: q.QueueUrl, AttributeNames: []types.QueueAttributeName{"All"}})); a.Attributes["ApproximateNumberOfMessages"] != "0" || a.Attributes["ApproximateNumberOfMessagesNotVisible"] != "0" {
+		t.Fatalf("after reject: %v", a.Attributes)
+	}
+	code, body := post(url.Values{"Action": {"RetryMessage"}, "QueueUrl": {*q.QueueUrl}})
+	if code != 400 || !strings.Contains(body, "MissingParameter") {
+		t.Fatalf("no handle: %d %s", code, body)
 	}
 }
