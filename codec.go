@@ -162,7 +162,7 @@ func (r *record) encode() []byte {
 func encodeMsg(e *enc, m *queue.Msg) {
 	e.u(m.Seq)
 	e.str(m.Group)
-	e.str(m.DLQSource)
+	e.str(m.DLQSource())
 	for _, v := range []int64{m.Sent, m.FirstRecv, m.VisibleAt, m.Delivered} {
 		e.i(v)
 	}
@@ -170,18 +170,19 @@ func encodeMsg(e *enc, m *queue.Msg) {
 		e.u(uint64(v))
 	}
 	e.b = append(e.b, byte(m.State))
-	if m.Tenant == m.Group {
+	if t := m.Tenant(); t == m.Group {
 		e.str("")
 	} else {
-		e.str(m.Tenant)
+		e.str(t)
 	}
 	e.b = append(e.b, m.Level)
-	e.flag(m.Fail != nil)
-	if m.Fail != nil {
-		e.str(m.Fail.Reason)
-		e.str(m.Fail.LastError)
-		e.i(m.Fail.First)
-		e.u(uint64(uint32(m.Fail.Failures)))
+	f := m.Fail()
+	e.flag(f != nil)
+	if f != nil {
+		e.str(f.Reason)
+		e.str(f.LastError)
+		e.i(f.First)
+		e.u(uint64(uint32(f.Failures)))
 	}
 }
 
@@ -253,7 +254,8 @@ func decodeRecord(b []byte) (*record, error) {
 }
 
 func decodeMsg(d *dec) *queue.Msg {
-	m := &queue.Msg{Seq: d.u(), Group: d.str(), DLQSource: d.str()}
+	m := &queue.Msg{Seq: d.u(), Group: d.str()}
+	m.SetDLQSource(d.str())
 	for _, p := range []*int64{&m.Sent, &m.FirstRecv, &m.VisibleAt, &m.Delivered} {
 		*p = d.i()
 	}
@@ -278,10 +280,9 @@ func decodeMsg(d *dec) *queue.Msg {
 		m.State = queue.State(d.b[0])
 		d.b = d.b[1:]
 	}
-	m.Tenant = m.Group
 	if d.v >= 2 {
 		if t := d.str(); t != "" {
-			m.Tenant = t
+			m.SetTenant(t)
 		}
 		if d.err == nil {
 			if len(d.b) == 0 {
@@ -292,7 +293,7 @@ func decodeMsg(d *dec) *queue.Msg {
 			d.b = d.b[1:]
 		}
 		if d.flag() {
-			m.Fail = &queue.FailInfo{Reason: d.str(), LastError: d.str(), First: d.i(), Failures: int32(min(d.u(), math.MaxInt32))}
+			m.SetFail(&queue.FailInfo{Reason: d.str(), LastError: d.str(), First: d.i(), Failures: int32(min(d.u(), math.MaxInt32))})
 		}
 	}
 	return m

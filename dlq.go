@@ -43,13 +43,13 @@ type PeekedMessage struct {
 }
 
 func (f PeekFilter) matchIndex(m *queue.Msg, srcArn string) bool {
-	if f.Tenant != "" && m.Tenant != f.Tenant {
+	if f.Tenant != "" && m.Tenant() != f.Tenant {
 		return false
 	}
-	if f.Source != "" && m.DLQSource != f.Source && m.DLQSource != srcArn {
+	if f.Source != "" && m.DLQSource() != f.Source && m.DLQSource() != srcArn {
 		return false
 	}
-	if f.Reason != "" && (m.Fail == nil || m.Fail.Reason != f.Reason) {
+	if f.Reason != "" && (m.Fail() == nil || m.Fail().Reason != f.Reason) {
 		return false
 	}
 	if !f.Since.IsZero() && m.Sent < f.Since.UnixMilli() {
@@ -131,7 +131,7 @@ func (b *Broker) Peek(queueName string, f PeekFilter) ([]PeekedMessage, string, 
 	out := make([]PeekedMessage, len(ms))
 	for i := range ms {
 		m, p := &ms[i], ps[i]
-		pm := PeekedMessage{MessageID: p.ID, Body: p.Body, GroupID: m.Group, Tenant: m.Tenant, Source: m.DLQSource,
+		pm := PeekedMessage{MessageID: p.ID, Body: p.Body, GroupID: m.Group, Tenant: m.Tenant(), Source: m.DLQSource(),
 			Sent: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), RetryLevel: int(m.Level), State: "visible"}
 		switch {
 		case m.State == queue.InFlight && m.VisibleAt > now:
@@ -139,9 +139,9 @@ func (b *Broker) Peek(queueName string, f PeekFilter) ([]PeekedMessage, string, 
 		case m.State == queue.Waiting && m.VisibleAt > now:
 			pm.State = "delayed"
 		}
-		if m.Fail != nil {
-			pm.Reason, pm.LastError = m.Fail.Reason, m.Fail.LastError
-			pm.FirstFailure = time.UnixMilli(m.Fail.First)
+		if f := m.Fail(); f != nil {
+			pm.Reason, pm.LastError = f.Reason, f.LastError
+			pm.FirstFailure = time.UnixMilli(f.First)
 		}
 		out[i] = pm
 	}
@@ -203,7 +203,7 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 	for _, c := range ms {
 		target := to
 		if target == nil {
-			name, err := b.impl.queueNameFromARN(c.DLQSource)
+			name, err := b.impl.queueNameFromARN(c.DLQSource())
 			if err != nil {
 				continue // not a dead-lettered message: nowhere to go back to
 			}
@@ -219,7 +219,8 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 			continue
 		}
 		cp := *m
-		cp.RecvCount, cp.FirstRecv, cp.Level, cp.Fail = 0, 0, 0, nil
+		cp.RecvCount, cp.FirstRecv, cp.Level = 0, 0, 0
+		cp.SetFail(nil)
 		if err := b.impl.moveMessage(srcID, target, &cp, ""); err != nil {
 			qs.mu.Lock()
 			m.State = queue.Pending

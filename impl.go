@@ -813,7 +813,8 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", tenant, after)}
 			continue
 		}
-		m := &queue.Msg{Group: e.GroupID, Tenant: tenant, Seq: b.seq.Add(1)}
+		m := &queue.Msg{Group: e.GroupID, Seq: b.seq.Add(1)}
+		m.SetTenant(tenant)
 		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, TraceParent: e.TraceParent, Sender: e.SenderID, Dedup: e.DedupID}
 		delay := cfg.Delay
 		if cfg.FIFO {
@@ -929,7 +930,7 @@ func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 	out := st.Message{
 		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, TraceParent: p.TraceParent, SenderID: p.Sender,
 		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), GroupID: m.Group, SequenceNumber: p.SeqNum,
-		DeadLetterSourceArn: m.DLQSource,
+		DeadLetterSourceArn: m.DLQSource(),
 	}
 	if p.SeqNum != "" {
 		out.DedupID = p.Dedup
@@ -938,7 +939,7 @@ func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv)
 	}
 	out.RetryLevel = int(m.Level)
-	if f := m.Fail; f != nil {
+	if f := m.Fail(); f != nil {
 		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
 	}
 	if m.Fence > 0 {
@@ -1168,7 +1169,7 @@ func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string
 func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSource string) error {
 	moved := *m
 	moved.Seq = b.seq.Add(1)
-	moved.DLQSource = dlqSource
+	moved.SetDLQSource(dlqSource)
 	moved.State = queue.Pending
 	moved.VisibleAt = 0
 	moved.Fence = 0

@@ -183,7 +183,7 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 		}
 		target := dst
 		if target == "" {
-			target = m.DLQSource
+			target = m.DLQSource()
 		}
 		var to *queueState
 		if name, err := b.queueNameFromARN(target); err == nil {

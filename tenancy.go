@@ -356,9 +356,9 @@ func (b *broker) finishLocked(qs *queueState, recs []*record) error {
 		if dlqArn == "" {
 			b.release([]queue.Loc{m.Loc})
 			switch {
-			case m.Fail != nil && m.Fail.Reason == "Reject":
+			case m.Fail() != nil && m.Fail().Reason == "Reject":
 				qs.ctr.droppedRejected.Add(1)
-			case m.Fail != nil && m.Fail.Reason != "MaxMessageAge":
+			case m.Fail() != nil && m.Fail().Reason != "MaxMessageAge":
 				qs.ctr.droppedExhausted.Add(1)
 			}
 			continue

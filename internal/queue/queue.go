@@ -37,8 +37,6 @@ type Msg struct {
 
 	Seq       uint64
 	Group     string // MessageGroupId (FIFO order)
-	Tenant    string // the tenant key (often the same string as Group)
-	DLQSource string // set on messages moved to a dead-letter queue
 	Sent      int64  // unix ms
 	FirstRecv int64  // unix ms
 	VisibleAt int64  // unix ms
@@ -50,13 +48,90 @@ type Msg struct {
 	State     State
 	// Level is the retry level (0: first attempts), the lane it waits in.
 	Level uint8
-	// Fail is set once the message has failed (nil for most messages).
-	Fail *FailInfo
+	// x holds what few messages have (a tenant other than the group, a
+	// dead-letter source, failures): one pointer instead of 40 bytes in
+	// every entry. Entries are copied (into records, into other queues),
+	// so x is never modified in place: setters replace it.
+	x *extra
 	// expired: retention passed while in flight, dropped when it returns
 	// (aged: to the dead-letter queue); moving: leaving for another queue
 	// with its storage; prepared: sent, its record not yet durable (never
 	// delivered).
 	expired, aged, moving, prepared bool
+}
+
+type extra struct {
+	tenant    string
+	hasTenant bool // tenant differs from the group
+	dlqSource string
+	fail      *FailInfo
+}
+
+func (m *Msg) withExtra(f func(x *extra)) {
+	var x extra
+	if m.x != nil {
+		x = *m.x
+	}
+	f(&x)
+	if x == (extra{}) {
+		m.x = nil
+		return
+	}
+	m.x = &x
+}
+
+// Tenant is the message's tenant key.
+func (m *Msg) Tenant() string {
+	if m.x != nil && m.x.hasTenant {
+		return m.x.tenant
+	}
+	return m.Group
+}
+
+// SetTenant sets the tenant key (free when it is the group).
+func (m *Msg) SetTenant(t string) {
+	if t == m.Group && (m.x == nil || !m.x.hasTenant) {
+		return
+	}
+	m.withExtra(func(x *extra) {
+		x.tenant, x.hasTenant = t, true
+		if t == m.Group {
+			x.tenant, x.hasTenant = "", false
+		}
+	})
+}
+
+// DLQSource is the ARN of the queue a dead-lettered message came from.
+func (m *Msg) DLQSource() string {
+	if m.x == nil {
+		return ""
+	}
+	return m.x.dlqSource
+}
+
+// SetDLQSource sets the dead-letter source ("" clears it).
+func (m *Msg) SetDLQSource(s string) {
+	if s == m.DLQSource() {
+		return
+	}
+	m.withExtra(func(x *extra) { x.dlqSource = s })
+}
+
+// Fail is the message's failure record, nil if it never failed. Do not
+// modify it: SetFail replaces it.
+func (m *Msg) Fail() *FailInfo {
+	if m.x == nil {
+		return nil
+	}
+	return m.x.fail
+}
+
+// SetFail replaces the failure record (nil clears it).
+func (m *Msg) SetFail(f *FailInfo) {
+	if f == m.Fail() {
+		return
+	}
+	m.withExtra(func(x *extra) { x.fail = f })
 }
 
 // FailInfo is what a message's failures left behind.
@@ -69,17 +144,16 @@ type FailInfo struct {
 
 // Failed records one failure of a message at now.
 func (m *Msg) Failed(now int64, reason, lastError string) {
-	if m.Fail == nil {
-		m.Fail = &FailInfo{First: now}
-	} else {
-		f := *m.Fail // entries are copied into records: do not share
-		m.Fail = &f
+	f := FailInfo{First: now}
+	if old := m.Fail(); old != nil {
+		f = *old // entries are copied into records: never modify a shared one
 	}
-	m.Fail.Reason = reason
+	f.Reason = reason
 	if lastError != "" {
-		m.Fail.LastError = lastError
+		f.LastError = lastError
 	}
-	m.Fail.Failures++
+	f.Failures++
+	m.SetFail(&f)
 }
 
 // Loc is where the message's full record is stored; opaque to the queue.
@@ -392,7 +466,7 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 		if q.cfg.FIFO {
 			q.group(m.Group).inFlight++
 		} else {
-			q.s.Acquire(&m.Entry, m.Tenant)
+			q.s.Acquire(&m.Entry, m.Tenant())
 		}
 		heap.Push(&q.timers, m)
 		return
@@ -426,7 +500,7 @@ func (q *Queue) makeReady(now int64, m *Msg) {
 		q.queueGroup(q.group(m.Group))
 		return
 	}
-	q.s.Push(now, m.Seq, &m.Entry, m.Tenant, int(m.Level))
+	q.s.Push(now, m.Seq, &m.Entry, m.Tenant(), int(m.Level))
 }
 
 func (q *Queue) queueGroup(g *group) {
@@ -500,11 +574,11 @@ func (q *Queue) expire(now int64) {
 		switch m.State {
 		case InFlight:
 			m.expired = true
-			m.aged = byAge && q.cfg.AgeToDLQ && m.DLQSource == ""
+			m.aged = byAge && q.cfg.AgeToDLQ && m.DLQSource() == ""
 		case Pending:
 			// not committed yet: leave it (its send is in progress)
 		default:
-			if byAge && q.cfg.AgeToDLQ && m.DLQSource == "" {
+			if byAge && q.cfg.AgeToDLQ && m.DLQSource() == "" {
 				q.ageOut(m, now)
 				continue
 			}
@@ -646,7 +720,8 @@ func (q *Queue) ApplyUpdate(now time.Time, u *Msg) {
 		return
 	}
 	q.unlink(m)
-	m.Level, m.Fail, m.RecvCount, m.VisibleAt = u.Level, u.Fail, u.RecvCount, u.VisibleAt
+	m.Level, m.RecvCount, m.VisibleAt = u.Level, u.RecvCount, u.VisibleAt
+	m.SetFail(u.Fail())
 	q.schedule(now, m)
 }
 
@@ -803,7 +878,7 @@ func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, deliver
 	if q.cfg.FIFO {
 		q.group(m.Group).inFlight++
 	} else {
-		q.s.Acquire(&m.Entry, m.Tenant)
+		q.s.Acquire(&m.Entry, m.Tenant())
 	}
 	heap.Push(&q.timers, m)
 	q.Advance(now)
@@ -837,7 +912,7 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 func (q *Queue) DropBefore(before int64, tenant string, anyTenant bool) []uint64 {
 	var seqs []uint64
 	for s, m := range q.msgs {
-		if m.prepared || m.Sent >= before || (!anyTenant && m.Tenant != tenant) {
+		if m.prepared || m.Sent >= before || (!anyTenant && m.Tenant() != tenant) {
 			continue
 		}
 		seqs = append(seqs, s)

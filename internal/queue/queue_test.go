@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // refMsg is the naive model's message: plain fields, linear scans.
@@ -246,5 +247,38 @@ func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
 	second := q.Receive(now, 10, time.Minute)
 	if len(second) != 1 || second[0].Msg.Group != "small" {
 		t.Fatalf("the small group waited behind the big one: first %d, second %v", len(first), second)
+	}
+}
+
+// TestExtraCopyOnWrite: entries are copied (into records, into other
+// queues); changing a copy's rare fields never changes the original.
+func TestExtraCopyOnWrite(t *testing.T) {
+	m := &Msg{Group: "g"}
+	if m.Tenant() != "g" || m.x != nil {
+		t.Fatalf("default tenant %q, extra %v", m.Tenant(), m.x)
+	}
+	m.SetTenant("g")
+	if m.x != nil {
+		t.Fatal("a tenant equal to the group allocated")
+	}
+	m.SetTenant("acme")
+	m.Failed(1, "Retry", "boom")
+	cp := *m
+	cp.SetDLQSource("arn:src")
+	cp.Failed(2, "Reject", "")
+	cp.SetTenant("g")
+	if m.DLQSource() != "" || m.Fail().Reason != "Retry" || m.Fail().Failures != 1 || m.Tenant() != "acme" {
+		t.Fatalf("original changed: %q %+v %q", m.DLQSource(), m.Fail(), m.Tenant())
+	}
+	if cp.DLQSource() != "arn:src" || cp.Fail().Reason != "Reject" || cp.Fail().Failures != 2 || cp.Fail().LastError != "boom" || cp.Tenant() != "g" {
+		t.Fatalf("copy: %q %+v %q", cp.DLQSource(), cp.Fail(), cp.Tenant())
+	}
+	cp.SetDLQSource("")
+	cp.SetFail(nil)
+	if cp.x != nil {
+		t.Fatalf("cleared extra still allocated: %+v", cp.x)
+	}
+	if unsafe.Sizeof(Msg{}) > 128 {
+		t.Errorf("Msg is %d bytes; it was 128 (the size class every waiting message pays)", unsafe.Sizeof(Msg{}))
 	}
 }
