@@ -133,10 +133,18 @@ func (r *ring) popFront() *ptenant  { return r.head().pop() }
 func (r *ring) push(pt *ptenant)    { r.old.ts = append(r.old.ts, pt) }
 func (r *ring) pushNew(pt *ptenant) { r.fresh.ts = append(r.fresh.ts, pt) }
 
-type slot struct {
-	seq uint64
-	gen uint32
+// slot is one entry of a lane's deque: a message's sequence (48 bits)
+// and the generation of its entry when queued (16 bits, enough to tell a
+// stale slot, which is skipped, from the live one).
+type slot uint64
+
+const seqBits = 48
+
+func mkSlot(seq uint64, gen uint32) slot {
+	return slot(seq&(1<<seqBits-1) | uint64(uint16(gen))<<seqBits)
 }
+func (s slot) seq() uint64        { return uint64(s) & (1<<seqBits - 1) }
+func (s slot) live(e *Entry) bool { return uint16(e.gen) == uint16(uint64(s)>>seqBits) }
 
 type deque struct {
 	s []slot
@@ -147,7 +155,7 @@ func (d *deque) push(s slot) { d.s = append(d.s, s) }
 func (d *deque) empty() bool { return d.h >= len(d.s) }
 func (d *deque) front() slot { return d.s[d.h] }
 func (d *deque) pop() {
-	d.s[d.h] = slot{}
+	d.s[d.h] = 0
 	d.h++
 	if d.h >= len(d.s) {
 		d.s, d.h = d.s[:0], 0
@@ -269,10 +277,10 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 			}
 			for d := range pt.dq {
 				for _, sl := range pt.dq[d].s[pt.dq[d].h:] {
-					e, _, ok := s.lookup(sl.seq)
-					if ok && e.pt == pt && e.gen == sl.gen && e.state == stQueued {
+					e, _, ok := s.lookup(sl.seq())
+					if ok && e.pt == pt && sl.live(e) && e.state == stQueued {
 						e.state, e.pt = stNone, nil
-						all = append(all, q{sl.seq, t.name, d})
+						all = append(all, q{sl.seq(), t.name, d})
 					}
 				}
 			}
@@ -414,7 +422,7 @@ func (s *Sched) Push(now int64, seq uint64, e *Entry, tenant string, lane int) {
 	pt := s.ptenant(t, best)
 	e.pt, e.lane, e.state = pt, uint8(lane), stQueued
 	e.gen++
-	pt.dq[lane].push(slot{seq: seq, gen: e.gen})
+	pt.dq[lane].push(mkSlot(seq, e.gen))
 	pt.n[lane]++
 	pt.total++
 	pt.p.count++
@@ -699,8 +707,8 @@ func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
 	for !q.empty() {
 		sl := q.front()
 		q.pop()
-		e, _, ok := s.lookup(sl.seq)
-		if !ok || e.pt != pt || e.gen != sl.gen || e.state != stQueued {
+		e, _, ok := s.lookup(sl.seq())
+		if !ok || e.pt != pt || !sl.live(e) || e.state != stQueued {
 			continue
 		}
 		pt.n[d]--
@@ -708,7 +716,7 @@ func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
 		pt.p.count--
 		pt.t.ready--
 		s.ready--
-		return sl.seq, e, true
+		return sl.seq(), e, true
 	}
 	lost := pt.n[d]
 	pt.n[d] = 0
@@ -726,8 +734,8 @@ func (s *Sched) sideline(now int64, pt *ptenant) {
 	b := s.dqLanes() - 1
 	for !q.empty() {
 		sl := q.front()
-		e, sent, ok := s.lookup(sl.seq)
-		if !ok || e.pt != pt || e.gen != sl.gen || e.state != stQueued {
+		e, sent, ok := s.lookup(sl.seq())
+		if !ok || e.pt != pt || !sl.live(e) || e.state != stQueued {
 			q.pop()
 			continue
 		}
@@ -863,8 +871,8 @@ func (s *Sched) Stats() []TenantStats {
 				ts.Lanes[d] += pt.n[d]
 				q := &pt.dq[d]
 				for i := q.h; i < len(q.s); i++ {
-					e, sent, ok := s.lookup(q.s[i].seq)
-					if ok && e.pt == pt && e.gen == q.s[i].gen && e.state == stQueued {
+					e, sent, ok := s.lookup(q.s[i].seq())
+					if ok && e.pt == pt && q.s[i].live(e) && e.state == stQueued {
 						if ts.Oldest == 0 || sent < ts.Oldest {
 							ts.Oldest = sent
 						}
