@@ -243,9 +243,11 @@ func (c *Consumer) Shutdown(ctx context.Context) error {
 	c.waiting = nil
 	c.cond.Broadcast()
 	c.mu.Unlock()
-	for _, l := range waiting {
+	for _, l := range waiting { // back to the queue for other consumers
 		c.finish(l, Released, nil, 0)
-		c.visibility(context.Background(), l.m.ReceiptHandle, 0)
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.visibility(rctx, l.m.ReceiptHandle, 0)
+		cancel()
 	}
 	done := make(chan struct{})
 	go func() { c.hwg.Wait(); close(done) }()
@@ -265,7 +267,9 @@ func (c *Consumer) Shutdown(ctx context.Context) error {
 	c.cond.Broadcast()
 	c.mu.Unlock()
 	c.wg.Wait()
-	c.flush(context.Background())
+	fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.flush(fctx)
 	return err
 }
 
