@@ -405,7 +405,9 @@ func (c *Consumer) run(ctx context.Context, l *lease) {
 		full := len(c.deletes) >= 10
 		c.mu.Unlock()
 		if full {
-			c.flush(context.Background())
+			fctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			c.flush(fctx)
+			cancel()
 		}
 		c.finish(l, Deleted, nil, d)
 	default:
