@@ -229,3 +229,68 @@ func TestIdleTenantsForgotten(t *testing.T) {
 		t.Errorf("%d tenants still held after all went idle", n)
 	}
 }
+
+// TestSendRateGrowth: a tenant that uses its send limit steadily for a
+// minute gets a larger one (by the growth factor, up to the ceiling), and
+// one that stops using it shrinks back toward the base.
+func TestSendRateGrowth(t *testing.T) {
+	h := newHarness(Config{Fair: true, Limits: Limits{SendRate: 10, SendBurst: 1, SendRateGrowth: 0.5, SendRateCeiling: 20}})
+	sent := func(seconds int) int {
+		n := 0
+		for ms := 0; ms < seconds*1000; ms += 10 {
+			h.now += 10
+			if ok, _ := h.s.AllowSend(h.now, "t", 1); ok {
+				n++
+			}
+		}
+		return n
+	}
+	if n := sent(61); n < 600 || n > 620 {
+		t.Fatalf("first minute: %d sends at a 10/s limit", n)
+	}
+	if n := sent(10); n < 140 || n > 155 { // burst 1 in 10 ms steps: 14.3-15/s
+		t.Fatalf("after a minute at the limit: %d sends in 10 s, want about 150 (limit 15/s)", n)
+	}
+	sent(61)
+	if n := sent(10); n < 195 || n > 201 {
+		t.Fatalf("after another minute: %d sends in 10 s, want the ceiling, 20/s", n)
+	}
+	h.now += 61_000 // a quiet minute
+	h.s.AllowSend(h.now, "t", 1)
+	if n := sent(10); n > 140 {
+		t.Fatalf("after an idle minute: %d sends in 10 s, want the limit to shrink back", n)
+	}
+}
+
+// TestBacklogBackpressureFromDrainRate: with no send rate, a tenant over
+// its backlog target may send at its measured delivery rate scaled by
+// target/backlog.
+func TestBacklogBackpressureFromDrainRate(t *testing.T) {
+	h := newHarness(Config{Fair: true, Limits: Limits{BacklogTarget: 10}})
+	for i := 0; i < 40; i++ {
+		h.push("t", 0, 0)
+	}
+	// Consumers take 4 a second for 30 s.
+	for i := 0; i < 120; i++ {
+		h.now += 250
+		seq, ok := h.pop(-1)
+		if !ok {
+			t.Fatal("nothing to pop")
+		}
+		h.del(seq)
+		h.push("t", 0, 0) // the producer keeps the backlog at 40
+	}
+	// Backlog 40, target 10: a quarter of about 4/s, about 1 a second.
+	allowed := 0
+	for i := 0; i < 1000; i++ {
+		h.now += 10
+		if ok, wait := h.s.AllowSend(h.now, "t", 1); ok {
+			allowed++
+		} else if wait <= 0 {
+			t.Fatal("throttled without a retry hint")
+		}
+	}
+	if allowed < 5 || allowed > 20 {
+		t.Fatalf("%d sends allowed in 10 s, want about 10", allowed)
+	}
+}
