@@ -243,12 +243,12 @@ func New(cfg Config) *Queue {
 	return q
 }
 
-func (q *Queue) entry(seq uint64) (*sched.Entry, int64, bool) {
+func (q *Queue) entry(seq uint64) (*sched.Entry, int64, string, bool) {
 	m, ok := q.msgs[seq]
 	if !ok {
-		return nil, 0, false
+		return nil, 0, "", false
 	}
-	return &m.Entry, m.Sent, true
+	return &m.Entry, m.Sent, m.Tenant(), true
 }
 
 // SetConfig changes the configuration; it applies to later operations.

@@ -67,9 +67,9 @@ const (
 	stInFlight
 )
 
-// Lookup resolves a sequence to its entry and sent time (unix ms); ok is
-// false when the message is gone.
-type Lookup func(seq uint64) (e *Entry, sent int64, ok bool)
+// Lookup resolves a sequence to its entry, sent time (unix ms) and
+// tenant; ok is false when the message is gone.
+type Lookup func(seq uint64) (e *Entry, sent int64, tenant string, ok bool)
 
 // Sched is one queue's scheduler. Not safe for concurrent use.
 type Sched struct {
@@ -277,10 +277,10 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 			}
 			for d := range pt.dq {
 				for _, sl := range pt.dq[d].s[pt.dq[d].h:] {
-					e, _, ok := s.lookup(sl.seq())
+					e, _, tenant, ok := s.lookup(sl.seq())
 					if ok && e.pt == pt && sl.live(e) && e.state == stQueued {
 						e.state, e.pt = stNone, nil
-						all = append(all, q{sl.seq(), t.name, d})
+						all = append(all, q{sl.seq(), tenant, d})
 					}
 				}
 			}
@@ -293,7 +293,7 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 	s.parts = s.newParts()
 	s.ready = 0
 	for _, x := range all {
-		e, _, _ := s.lookup(x.seq)
+		e, _, _, _ := s.lookup(x.seq)
 		name := x.tenant
 		if !cfg.Fair {
 			name = ""
@@ -707,7 +707,7 @@ func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
 	for !q.empty() {
 		sl := q.front()
 		q.pop()
-		e, _, ok := s.lookup(sl.seq())
+		e, _, _, ok := s.lookup(sl.seq())
 		if !ok || e.pt != pt || !sl.live(e) || e.state != stQueued {
 			continue
 		}
@@ -734,7 +734,7 @@ func (s *Sched) sideline(now int64, pt *ptenant) {
 	b := s.dqLanes() - 1
 	for !q.empty() {
 		sl := q.front()
-		e, sent, ok := s.lookup(sl.seq())
+		e, sent, _, ok := s.lookup(sl.seq())
 		if !ok || e.pt != pt || !sl.live(e) || e.state != stQueued {
 			q.pop()
 			continue
@@ -871,7 +871,7 @@ func (s *Sched) Stats() []TenantStats {
 				ts.Lanes[d] += pt.n[d]
 				q := &pt.dq[d]
 				for i := q.h; i < len(q.s); i++ {
-					e, sent, ok := s.lookup(q.s[i].seq())
+					e, sent, _, ok := s.lookup(q.s[i].seq())
 					if ok && e.pt == pt && q.s[i].live(e) && e.state == stQueued {
 						if ts.Oldest == 0 || sent < ts.Oldest {
 							ts.Oldest = sent

@@ -34,12 +34,12 @@ type item struct {
 
 func newHarness(cfg Config) *harness {
 	h := &harness{now: 1_000_000, items: map[uint64]*item{}, order: map[uint64]int{}}
-	h.s = New(cfg, func(seq uint64) (*Entry, int64, bool) {
+	h.s = New(cfg, func(seq uint64) (*Entry, int64, string, bool) {
 		it, ok := h.items[seq]
 		if !ok {
-			return nil, 0, false
+			return nil, 0, "", false
 		}
-		return &it.Entry, it.sent, true
+		return &it.Entry, it.sent, it.tenant, true
 	})
 	return h
 }
@@ -150,6 +150,7 @@ func parseConfig(a args) Config {
 // run executes one command of the trace language and returns its output.
 //
 //	config k=v...            new scheduler (see parseConfig)
+//	set k=v...               change the running scheduler's configuration
 //	override t=T k=v...      per-tenant limits (w, cap, rrate, rburst, srate, backlog)
 //	push t=T [n=N] [lane=L] [age=D]
 //	pop [n=N] [part=P]       prints tenant:seq per message, or "none"
@@ -163,6 +164,11 @@ func (h *harness) run(cmd string, a args) string {
 	switch cmd {
 	case "config":
 		*h = *newHarness(parseConfig(a))
+		return ""
+	case "set":
+		cfg := parseConfig(a)
+		cfg.Overrides = h.s.Config().Overrides
+		h.s.SetConfig(h.now, cfg)
 		return ""
 	case "override":
 		cfg := h.s.Config()
