@@ -194,3 +194,35 @@ func TestPacedFilteredRedrive(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryLadderFIFO: on a FIFO queue a retried message keeps its place:
+// its group waits for it (strict order), other groups go on.
+func TestRetryLadderFIFO(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		if _, err := b.CreateQueue(ctx, "f.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true", "RetryDelays": "5s"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range []struct{ body, group string }{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}} {
+			if _, err := b.Send(ctx, "f.fifo", st.SendInput{Body: m.body, GroupID: m.group}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ms, _ := b.Receive(ctx, "f.fifo", st.ReceiveInput{MaxMessages: 1})
+		if len(ms) != 1 || ms[0].Body != "a1" {
+			t.Fatalf("first: %+v", ms)
+		}
+		if err := b.RetryMessage(ctx, "f.fifo", ms[0].ReceiptHandle, nil, "later"); err != nil {
+			t.Fatal(err)
+		}
+		ms, _ = b.Receive(ctx, "f.fifo", st.ReceiveInput{MaxMessages: 10})
+		if got := bodies(ms); len(got) != 1 || got[0] != "b1" {
+			t.Fatalf("while a1 waits its retry delay: %v (a2 must not overtake a1)", got)
+		}
+		clk.Advance(5 * time.Second)
+		ms, _ = b.Receive(ctx, "f.fifo", st.ReceiveInput{MaxMessages: 10})
+		if got := bodies(ms); len(got) != 2 || got[0] != "a1" || got[1] != "a2" || ms[0].RetryLevel != 1 {
+			t.Fatalf("after the delay: %v %+v", got, ms)
+		}
+	})
+}
