@@ -48,6 +48,9 @@ type queueState struct {
 	lastPurge time.Time
 	deleted   bool
 	ctr       counters
+	// dlqRP and dlqArn cache the dead-letter target of RedrivePolicy
+	// dlqRP (parsing JSON on every receive would be waste).
+	dlqRP, dlqArn string
 	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
 	// minutes, so a retried receive gets the same messages and handles.
 	attempts map[string]*attempt
@@ -1065,12 +1068,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 	next := qs.q.NextWake()
 	srcID := qs.meta.ID
 	srcArn := b.arn(qs.meta.Name)
-	dlqArn := ""
-	if rp := qs.meta.Attrs["RedrivePolicy"]; rp != "" {
-		if p, err := parseRedrivePolicy(rp); err == nil {
-			dlqArn = p.DeadLetterTargetArn
-		}
-	}
+	dlqArn := qs.dlqLocked()
 	b.afterAdvanceLocked(qs)
 	qs.ctr.deadLettered.Add(int64(len(dead)))
 	for i := range got {

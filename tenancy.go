@@ -337,7 +337,7 @@ func (b *broker) finishLocked(qs *queueState, recs []*record) error {
 		failed = append(failed, m)
 	}
 	aged := qs.q.TakeAged()
-	srcID, srcArn, dlqArn := qs.meta.ID, b.arn(qs.meta.Name), dlqOf(qs.meta)
+	srcID, srcArn, dlqArn := qs.meta.ID, b.arn(qs.meta.Name), qs.dlqLocked()
 	if dlqArn == "" {
 		// Off the ladder with nowhere to go: dropped, durably.
 		for _, m := range failed {
@@ -367,6 +367,14 @@ func (b *broker) finishLocked(qs *queueState, recs []*record) error {
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
 	return err
+}
+
+// dlqLocked is the queue's dead-letter target ARN ("" when none).
+func (qs *queueState) dlqLocked() string {
+	if rp := qs.meta.Attrs["RedrivePolicy"]; rp != qs.dlqRP {
+		qs.dlqRP, qs.dlqArn = rp, dlqOf(qs.meta)
+	}
+	return qs.dlqArn
 }
 
 func dlqOf(meta queueMeta) string {
