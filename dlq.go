@@ -61,10 +61,11 @@ func (f PeekFilter) matchIndex(m *queue.Msg, srcArn string) bool {
 	return true
 }
 
-// scan returns copies of the queue's messages that match the filter,
-// bodies read, in send order, after the token, up to max (0: no limit),
-// and the token to continue from.
-func (b *broker) scan(qs *queueState, f PeekFilter, max int) ([]queue.Msg, []*payload, string, error) {
+// scan returns copies of the queue's messages that match the filter, in
+// send order, after the token, up to max (0: no limit), and the token to
+// continue from. Bodies are read from disk only when bodies is set or the
+// filter needs them (ps is nil otherwise).
+func (b *broker) scan(qs *queueState, f PeekFilter, max int, bodies bool) ([]queue.Msg, []*payload, string, error) {
 	var after uint64
 	if f.After != "" {
 		n, err := strconv.ParseUint(f.After, 10, 64)
@@ -90,16 +91,22 @@ func (b *broker) scan(qs *queueState, f PeekFilter, max int) ([]queue.Msg, []*pa
 	var out []queue.Msg
 	var ps []*payload
 	next := ""
+	read := bodies || f.Contains != ""
 	for i := range cands {
-		p, err := b.readPayload(cands[i].Loc)
-		if err != nil {
-			continue // deleted or moved since: skip
-		}
-		if f.Contains != "" && !strings.Contains(p.Body, f.Contains) {
-			continue
+		var p *payload
+		if read {
+			var err error
+			if p, err = b.readPayload(cands[i].Loc); err != nil {
+				continue // deleted or moved since: skip
+			}
+			if f.Contains != "" && !strings.Contains(p.Body, f.Contains) {
+				continue
+			}
 		}
 		out = append(out, cands[i])
-		ps = append(ps, p)
+		if bodies {
+			ps = append(ps, p)
+		}
 		if max > 0 && len(out) == max {
 			if i < len(cands)-1 {
 				next = strconv.FormatUint(cands[i].Seq, 10)
@@ -124,7 +131,7 @@ func (b *Broker) Peek(queueName string, f PeekFilter) ([]PeekedMessage, string, 
 		return nil, "", err
 	}
 	now := b.impl.clock.Now().UnixMilli()
-	ms, ps, next, err := b.impl.scan(qs, f, f.Max)
+	ms, ps, next, err := b.impl.scan(qs, f, f.Max, true)
 	if err != nil {
 		return nil, "", err
 	}
@@ -157,7 +164,7 @@ func (b *Broker) PurgeFiltered(ctx context.Context, queueName string, f PeekFilt
 		return 0, err
 	}
 	f.After = ""
-	ms, _, _, err := b.impl.scan(qs, f, 0)
+	ms, _, _, err := b.impl.scan(qs, f, 0, false)
 	if err != nil {
 		return 0, err
 	}
@@ -195,7 +202,7 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 		}
 	}
 	f.After = ""
-	ms, _, _, err := b.impl.scan(qs, f, 0)
+	ms, _, _, err := b.impl.scan(qs, f, 0, false)
 	if err != nil {
 		return 0, err
 	}
