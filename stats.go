@@ -88,6 +88,10 @@ type StoreStats struct {
 	// the messages compaction copied forward.
 	DeadRecords int64
 	Relocated   int64
+	// DiskBytes is the size of the log segments on disk; LiveBytes the
+	// part of it estimated to hold live messages (each segment's size
+	// times its share of live records), DeadBytes the rest.
+	DiskBytes, LiveBytes, DeadBytes int64
 }
 
 // Stats returns every queue's figures (for metrics and the dashboard).
@@ -103,12 +107,23 @@ func (b *Broker) Stats() []QueueStats {
 func (b *Broker) StoreStats() StoreStats {
 	bi := b.impl
 	var s StoreStats
+	var sizes map[uint32]int64
+	if bi.store != nil {
+		sizes = bi.store.Stats().SegmentBytes
+	}
 	bi.segMu.Lock()
 	for seg, n := range bi.live {
 		s.LiveMessages += n
 		s.DeadRecords += max(0, bi.written[seg]-n)
+		if w := bi.written[seg]; w > 0 {
+			s.LiveBytes += sizes[seg] * min(n, w) / w
+		}
 	}
 	bi.segMu.Unlock()
+	for _, n := range sizes {
+		s.DiskBytes += n
+	}
+	s.DeadBytes = max(0, s.DiskBytes-s.LiveBytes)
 	s.Relocated = bi.relocated.Load()
 	if bi.store == nil {
 		return s

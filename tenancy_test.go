@@ -277,3 +277,38 @@ func TestSluiceAttributeValidation(t *testing.T) {
 		t.Fatalf("partition 4 of 4: %v", err)
 	}
 }
+
+// TestStoreBytes: the store's disk, live and dead bytes follow sends and
+// deletes.
+func TestStoreBytes(t *testing.T) {
+	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.CreateQueue(ctx, "q", nil, nil)
+	body := strings.Repeat("x", 1024)
+	for i := 0; i < 100; i++ {
+		if _, err := b.Send(ctx, "q", st.SendInput{Body: body}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := b.StoreStats()
+	if s.DiskBytes < 100*1024 || s.LiveBytes < s.DiskBytes*9/10 || s.LiveMessages != 100 {
+		t.Fatalf("after 100 sends: %+v", s)
+	}
+	ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10})
+	for len(ms) > 0 {
+		for _, m := range ms {
+			b.Delete(ctx, "q", m.ReceiptHandle)
+		}
+		if s := b.StoreStats(); s.LiveMessages <= 50 {
+			break
+		}
+		ms, _ = b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10})
+	}
+	s2 := b.StoreStats()
+	if s2.LiveMessages != 50 || s2.DeadBytes < s2.DiskBytes/3 || s2.LiveBytes > s2.DiskBytes*2/3 || s2.DeadRecords != 50 {
+		t.Fatalf("after deleting half: %+v", s2)
+	}
+}

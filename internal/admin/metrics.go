@@ -13,6 +13,7 @@ type collector struct {
 
 	messages, oldest, quietOldest, noisyOldest, noisy, lane       *prometheus.Desc
 	redriven, retried, deferred, rejected, dead, relocated        *prometheus.Desc
+	diskBytes, liveBytes, deadBytes                               *prometheus.Desc
 	sent, throttled, received, empty, deleted, deadLettered       *prometheus.Desc
 	sidelined, spilled, dropped, firstAttempt                     *prometheus.Desc
 	tenantMessages, tenantOldest                                  *prometheus.Desc
@@ -36,6 +37,9 @@ func newCollector(b *sluice.Broker) *collector {
 		rejected:       d("queue_rejected_total", "Messages failed for good with RejectMessage.", q...),
 		dead:           d("store_dead_records", "Records in the log that no longer hold a live message (reclaimed by compaction and segment deletion)."),
 		relocated:      d("store_compaction_relocated_total", "Messages compaction copied out of mostly dead segments."),
+		diskBytes:      d("store_disk_bytes", "Size of the log segments on disk."),
+		liveBytes:      d("store_live_bytes", "Bytes of the log estimated to hold live messages (per segment: size x live share of its records)."),
+		deadBytes:      d("store_dead_bytes", "Bytes of the log that hold no live message (disk minus live), reclaimed by compaction and segment deletion."),
 		noisy:          d("queue_noisy_tenants", "Tenants over their receive rate, at their in-flight cap, or holding more than twice an even share of the backlog.", q...),
 		lane:           d("queue_lane_messages", "Ready messages by lane (live, retry-N, backlog).", "queue", "lane"),
 		sent:           d("queue_sent_total", "Messages sent.", q...),
@@ -122,6 +126,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	st := c.b.StoreStats()
 	g(c.live, float64(st.LiveMessages))
 	g(c.dead, float64(st.DeadRecords))
+	g(c.diskBytes, float64(st.DiskBytes))
+	g(c.liveBytes, float64(st.LiveBytes))
+	g(c.deadBytes, float64(st.DeadBytes))
 	ctr(c.relocated, float64(st.Relocated))
 	g(c.segments, float64(st.Segments))
 	g(c.logBytes, float64(st.LogBytes))

@@ -124,6 +124,8 @@ type Stats struct {
 	FsyncBuckets [len(FsyncBounds) + 1]int64
 	FsyncSeconds float64 // total time in fsync
 	BytesWritten int64
+	// SegmentBytes is the size of every segment on disk.
+	SegmentBytes map[uint32]int64
 }
 
 // FsyncBounds are the upper bounds of the fsync latency buckets.
@@ -188,6 +190,7 @@ type Log struct {
 	closed  bool
 	stopped chan struct{}
 	stats   Stats
+	sizes   map[uint32]int64 // bytes per segment on disk (under mu)
 	// forceCkp asks the writer for a checkpoint after its next batch.
 	forceCkp bool
 	// ckpFrom is the first segment the newest checkpoint needs replayed;
@@ -291,6 +294,9 @@ func (l *Log) Recover(snapshot func(r io.Reader) error, record func(rec []byte, 
 	for _, s := range segs {
 		if s < from {
 			old = append(old, s)
+			if fi, err := l.fs.Stat(l.path(segName(s))); err == nil {
+				l.noteSize(uint32(s), fi.Size())
+			}
 			continue
 		}
 		live = append(live, s)
@@ -301,6 +307,7 @@ func (l *Log) Recover(snapshot func(r io.Reader) error, record func(rec []byte, 
 		if err != nil {
 			return err
 		}
+		l.noteSize(uint32(s), good)
 		if last {
 			l.seg = s
 			l.off = good
@@ -506,7 +513,22 @@ func (l *Log) SubmitFunc(recs [][]byte, applied func(locs []Loc)) *Pending {
 func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stats
+	st := l.stats
+	st.SegmentBytes = make(map[uint32]int64, len(l.sizes))
+	for s, n := range l.sizes {
+		st.SegmentBytes[s] = n
+	}
+	return st
+}
+
+// noteSize records a segment's size (for Stats).
+func (l *Log) noteSize(seg uint32, n int64) {
+	l.mu.Lock()
+	if l.sizes == nil {
+		l.sizes = map[uint32]int64{}
+	}
+	l.sizes[seg] = n
+	l.mu.Unlock()
 }
 
 func (l *Log) run() {
@@ -663,6 +685,7 @@ func (l *Log) writeAt(buf []byte) error {
 	}
 	l.off += int64(len(buf))
 	l.sinceCkp += int64(len(buf))
+	l.noteSize(uint32(l.seg), l.off)
 	if l.opts.Sync != SyncAlways {
 		l.unsynced = true
 		l.syncIfDue(false)
@@ -699,6 +722,7 @@ func (l *Log) roll() error {
 	}
 	l.f.Close()
 	l.f, l.seg, l.off, l.unsynced = f, next, 0, false
+	l.noteSize(uint32(next), 0)
 	l.mu.Lock()
 	l.stats.Segments++
 	l.mu.Unlock()
@@ -793,6 +817,9 @@ func (l *Log) remove(seg uint32) error {
 		delete(l.readers, seg)
 	}
 	l.rmu.Unlock()
+	l.mu.Lock()
+	delete(l.sizes, seg)
+	l.mu.Unlock()
 	return l.fs.Remove(l.path(segName(uint64(seg))))
 }
 
