@@ -106,13 +106,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range []string{"retention", "max_age", "watermark", "exhausted", "rejected"} {
 			ctr(c.dropped, float64(s.Dropped[r]), q, r)
 		}
-		buckets := map[float64]uint64{}
-		var count uint64
-		for i, b := range sluice.FirstAttemptBounds {
-			count += uint64(s.FirstAttempt[i])
-			buckets[b] = count
-		}
-		count += uint64(s.FirstAttempt[len(sluice.FirstAttemptBounds)])
+		count, buckets := cumulative(sluice.FirstAttemptBounds, s.FirstAttempt)
 		ch <- prometheus.MustNewConstHistogram(c.firstAttempt, count, s.FirstAttemptSum.Seconds(), buckets, q)
 		for _, t := range s.Tenants {
 			g(c.tenantMessages, float64(t.Ready), q, t.Name, "ready")
@@ -136,14 +130,27 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctr(c.ckps, float64(st.Checkpoints))
 	ctr(c.written, float64(st.BytesWritten))
 	ctr(c.failed, float64(st.FailedWrites))
-	buckets := map[float64]uint64{}
-	var count uint64
+	bounds := make([]float64, len(st.FsyncBounds))
 	for i, b := range st.FsyncBounds {
-		count += uint64(st.FsyncBuckets[i])
-		buckets[b.Seconds()] = count
+		bounds[i] = b.Seconds()
 	}
-	if len(st.FsyncBuckets) > 0 {
-		count += uint64(st.FsyncBuckets[len(st.FsyncBuckets)-1])
-	}
+	count, buckets := cumulative(bounds, st.FsyncBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.fs, count, st.FsyncSeconds, buckets)
+}
+
+// cumulative turns per-bucket counts (one per bound, then one above them
+// all) into Prometheus's cumulative buckets and the total count.
+func cumulative(bounds []float64, counts []int64) (uint64, map[float64]uint64) {
+	buckets := make(map[float64]uint64, len(bounds))
+	var n uint64
+	for i, b := range bounds {
+		if i < len(counts) {
+			n += uint64(counts[i])
+		}
+		buckets[b] = n
+	}
+	if len(counts) > len(bounds) {
+		n += uint64(counts[len(bounds)])
+	}
+	return n, buckets
 }

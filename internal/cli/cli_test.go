@@ -18,7 +18,15 @@ import (
 )
 
 func startServer(t *testing.T) string {
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	url, _ := serveBroker(t, sluice.Config{InMemory: true})
+	return url
+}
+
+// serveBroker runs the SQS server on a loopback port over a broker opened
+// with cfg, and returns its URL and the broker.
+func serveBroker(t *testing.T, cfg sluice.Config) (string, *sluice.Broker) {
+	t.Helper()
+	b, err := sluice.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +42,7 @@ func startServer(t *testing.T) string {
 		srv.Shutdown(ctx)
 		b.Close()
 	})
-	return "http://" + ln.Addr().String()
+	return "http://" + ln.Addr().String(), b
 }
 
 func sluiceCmd(t *testing.T, endpoint string, args ...string) (string, int) {
@@ -153,25 +161,10 @@ func TestBench(t *testing.T) {
 // startWithAdmin runs the SQS server and the admin API over one broker.
 func startWithAdmin(t *testing.T) (sqsURL, adminURL string, b *sluice.Broker) {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
+	sqsURL, b = serveBroker(t, sluice.Config{Dir: t.TempDir()})
 	adm := httptest.NewServer(admin.New(b, admin.Options{}))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		adm.Close()
-		srv.Shutdown(ctx)
-		b.Close()
-	})
-	return "http://" + ln.Addr().String(), adm.URL, b
+	t.Cleanup(adm.Close)
+	return sqsURL, adm.URL, b
 }
 
 // TestDeadLetterAndTenantCommands: dlq peek/purge/redrive with and

@@ -592,12 +592,18 @@ func (q *Queue) expire(now int64) {
 	}
 }
 
-// ageOut takes a message past MaxAge out for the dead-letter queue.
-func (q *Queue) ageOut(m *Msg, now int64) {
-	m.Failed(now, "MaxMessageAge", "")
+// takeOut removes a message that leaves with its storage (for another
+// queue): its location is not released.
+func (q *Queue) takeOut(m *Msg) {
 	m.moving = true
 	q.remove(m)
 	m.moving = false
+}
+
+// ageOut takes a message past MaxAge out for the dead-letter queue.
+func (q *Queue) ageOut(m *Msg, now int64) {
+	m.Failed(now, "MaxMessageAge", "")
+	q.takeOut(m)
 	q.aged = append(q.aged, m)
 }
 
@@ -633,9 +639,7 @@ func (q *Queue) climb(m *Msg, at int64, reason, text string, delay time.Duration
 }
 
 func (q *Queue) takeFailed(m *Msg) {
-	m.moving = true
-	q.remove(m)
-	m.moving = false
+	q.takeOut(m)
 	q.failed = append(q.failed, m)
 }
 
@@ -811,9 +815,7 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount) >= q.cfg.MaxReceiveCount {
 		m.Failed(ms(now), "MaxReceiveCount", "")
-		m.moving = true // its storage goes to the dead-letter queue with it
-		q.remove(m)
-		m.moving = false
+		q.takeOut(m) // its storage goes to the dead-letter queue with it
 		return Delivery{Msg: m, DeadLetter: true}
 	}
 	m.RecvCount++
@@ -995,9 +997,7 @@ func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
 	if !ok || m.prepared {
 		return nil, false
 	}
-	m.moving = true
-	q.remove(m)
-	m.moving = false
+	q.takeOut(m)
 	return m, true
 }
 
