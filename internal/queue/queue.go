@@ -48,16 +48,35 @@ type Msg struct {
 	State     State
 	// Level is the retry level (0: first attempts), the lane it waits in.
 	Level uint8
+	flags msgFlags
 	// x holds what few messages have (a tenant other than the group, a
 	// dead-letter source, failures): one pointer instead of 40 bytes in
 	// every entry. Entries are copied (into records, into other queues),
 	// so x is never modified in place: setters replace it.
 	x *extra
-	// expired: retention passed while in flight, dropped when it returns
-	// (aged: to the dead-letter queue); moving: leaving for another queue
-	// with its storage; prepared: sent, its record not yet durable (never
-	// delivered).
-	expired, aged, moving, prepared bool
+}
+
+// msgFlags: fExpired: retention passed while in flight, dropped when it
+// returns (fAged: to the dead-letter queue); fMoving: leaving for another
+// queue with its storage; fPrepared: sent, its record not yet durable
+// (never delivered). One byte, so that an entry fits 112 bytes.
+type msgFlags uint8
+
+const (
+	fExpired msgFlags = 1 << iota
+	fAged
+	fMoving
+	fPrepared
+)
+
+func (m *Msg) is(f msgFlags) bool { return m.flags&f != 0 }
+
+func (m *Msg) set(f msgFlags, on bool) {
+	if on {
+		m.flags |= f
+	} else {
+		m.flags &^= f
+	}
 }
 
 type extra struct {
@@ -356,7 +375,7 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) (seqNum stri
 		seqNum = formatSeqNum(n)
 	}
 	m.State = Pending
-	m.prepared = true
+	m.set(fPrepared, true)
 	q.pending++
 	q.msgs[m.Seq] = m
 	q.sent = append(q.sent, m)
@@ -418,10 +437,10 @@ func formatSeqNum(n uint64) string {
 // Commit makes a prepared message deliverable: its record is durable at loc.
 func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
 	m, ok := q.msgs[seq]
-	if !ok || !m.prepared {
+	if !ok || !m.is(fPrepared) {
 		return
 	}
-	m.prepared = false
+	m.set(fPrepared, false)
 	q.pending--
 	m.Loc = loc
 	q.schedule(now, m)
@@ -429,7 +448,7 @@ func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
 
 // Abort forgets a prepared message whose record failed to persist.
 func (q *Queue) Abort(seq uint64) {
-	if m, ok := q.msgs[seq]; ok && m.prepared {
+	if m, ok := q.msgs[seq]; ok && m.is(fPrepared) {
 		q.remove(m)
 	}
 }
@@ -444,7 +463,8 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 	}
 	// A restored message may be a copy of one held elsewhere: its links
 	// into that queue's structures mean nothing here.
-	m.Entry, m.heapIdx, m.expired, m.aged = sched.Entry{}, -1, false, false
+	m.Entry, m.heapIdx = sched.Entry{}, -1
+	m.set(fExpired|fAged, false)
 	q.msgs[m.Seq] = m
 	q.sent = append(q.sent, m)
 	if q.cfg.FIFO {
@@ -524,16 +544,16 @@ func (q *Queue) Advance(now time.Time) {
 			if q.cfg.FIFO {
 				q.group(m.Group).inFlight--
 			}
-			if !m.expired && len(q.cfg.RetryDelays) > 0 {
+			if !m.is(fExpired) && len(q.cfg.RetryDelays) > 0 {
 				// A visibility timeout is a failure: up the ladder.
 				m.State = Pending
 				q.climb(m, m.VisibleAt, "VisibilityTimeout", "", -1)
 				continue
 			}
 		}
-		if m.expired {
+		if m.is(fExpired) {
 			m.State = Pending // unlinked already
-			if m.aged {
+			if m.is(fAged) {
 				q.ageOut(m, t)
 			} else {
 				q.remove(m)
@@ -573,8 +593,8 @@ func (q *Queue) expire(now int64) {
 		byAge := m.Sent > retCut // past MaxAge, not retention
 		switch m.State {
 		case InFlight:
-			m.expired = true
-			m.aged = byAge && q.cfg.AgeToDLQ && m.DLQSource() == ""
+			m.set(fExpired, true)
+			m.set(fAged, byAge && q.cfg.AgeToDLQ && m.DLQSource() == "")
 		case Pending:
 			// not committed yet: leave it (its send is in progress)
 		default:
@@ -595,9 +615,9 @@ func (q *Queue) expire(now int64) {
 // takeOut removes a message that leaves with its storage (for another
 // queue): its location is not released.
 func (q *Queue) takeOut(m *Msg) {
-	m.moving = true
+	m.set(fMoving, true)
 	q.remove(m)
-	m.moving = false
+	m.set(fMoving, false)
 }
 
 // ageOut takes a message past MaxAge out for the dead-letter queue.
@@ -720,7 +740,7 @@ func (q *Queue) Reject(now time.Time, seq uint64, reason string) bool {
 // recorded level, failure info, receive count and visibility time.
 func (q *Queue) ApplyUpdate(now time.Time, u *Msg) {
 	m, ok := q.msgs[u.Seq]
-	if !ok || m.prepared {
+	if !ok || m.is(fPrepared) {
 		return
 	}
 	q.unlink(m)
@@ -837,7 +857,7 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 // Lookup returns a live message by sequence.
 func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 	m, ok := q.msgs[seq]
-	if !ok || m.prepared {
+	if !ok || m.is(fPrepared) {
 		return nil, false
 	}
 	return m, true
@@ -846,7 +866,7 @@ func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 // Delete removes a message. It reports whether it was live.
 func (q *Queue) Delete(seq uint64) bool {
 	m, ok := q.msgs[seq]
-	if !ok || m.prepared {
+	if !ok || m.is(fPrepared) {
 		return false
 	}
 	q.remove(m)
@@ -914,7 +934,7 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 func (q *Queue) DropBefore(before int64, tenant string, anyTenant bool) []uint64 {
 	var seqs []uint64
 	for s, m := range q.msgs {
-		if m.prepared || m.Sent >= before || (!anyTenant && m.Tenant() != tenant) {
+		if m.is(fPrepared) || m.Sent >= before || (!anyTenant && m.Tenant() != tenant) {
 			continue
 		}
 		seqs = append(seqs, s)
@@ -952,8 +972,8 @@ func (q *Queue) unlink(m *Msg) {
 }
 
 func (q *Queue) remove(m *Msg) {
-	if m.prepared {
-		m.prepared = false
+	if m.is(fPrepared) {
+		m.set(fPrepared, false)
 		q.pending--
 	}
 	q.unlink(m)
@@ -975,7 +995,7 @@ func (q *Queue) remove(m *Msg) {
 		}
 	}
 	m.State = 255
-	if m.Loc.Seg != 0 && !m.moving {
+	if m.Loc.Seg != 0 && !m.is(fMoving) {
 		q.dropped = append(q.dropped, m.Loc)
 	}
 }
@@ -994,7 +1014,7 @@ func (q *Queue) TakeReleased() []Loc {
 // with its storage (a redrive), and returns it.
 func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
 	m, ok := q.msgs[seq]
-	if !ok || m.prepared {
+	if !ok || m.is(fPrepared) {
 		return nil, false
 	}
 	q.takeOut(m)
