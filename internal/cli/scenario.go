@@ -157,6 +157,7 @@ func (s *scn) consume(ctx context.Context, q *leanBench, seen func(sent time.Tim
 	per := time.Duration(float64(time.Second) * float64(workers) / float64(s.capacity))
 	cctx, cancel := context.WithCancel(ctx)
 	c := &consumers{cancel: cancel}
+	acks := make(chan string, 1024)
 	for i := 0; i < workers; i++ {
 		c.wg.Add(1)
 		go func(i int) {
@@ -192,14 +193,44 @@ func (s *scn) consume(ctx context.Context, q *leanBench, seen func(sent time.Tim
 				} else {
 					next = time.Now()
 				}
-				handles := make([]string, len(msgs))
-				for i, m := range msgs {
-					handles[i] = m.handle
+				for _, m := range msgs {
+					select {
+					case acks <- m.handle:
+					case <-cctx.Done():
+					}
 				}
-				_ = q.deleteBatch(cctx, handles)
 			}
 		}(i)
 	}
+	// Deletes leave the workers' path, batched by ten or every 20 ms, as
+	// package consumer acknowledges: a worker takes its next message while
+	// the last one's delete is on its way.
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var hs []string
+		flush := func() {
+			if len(hs) > 0 {
+				_ = q.deleteBatch(context.Background(), hs)
+				hs = hs[:0]
+			}
+		}
+		for {
+			select {
+			case h := <-acks:
+				if hs = append(hs, h); len(hs) == 10 {
+					flush()
+				}
+			case <-tick.C:
+				flush()
+			case <-cctx.Done():
+				flush()
+				return
+			}
+		}
+	}()
 	return c
 }
 
