@@ -101,9 +101,50 @@ func BenchmarkSendReceiveDelete(b *testing.B) {
 	br := openBench(b, b.TempDir())
 	defer br.Close()
 	b.ResetTimer()
+	s0 := br.StoreStats()
+	t0 := time.Now()
 	opsPerSec, p99 := cycle(b, br, max(b.N, 3*64))
+	s1 := br.StoreStats()
 	b.ReportMetric(opsPerSec, "ops/s")
 	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	reportFsyncs(b, s0, s1, time.Since(t0), opsPerSec)
+}
+
+// reportFsyncs reports how the time went on fsyncs: their mean latency,
+// the share of the run spent in them and operations per fsync.
+func reportFsyncs(b *testing.B, s0, s1 sluice.StoreStats, elapsed time.Duration, opsPerSec float64) {
+	n := float64(s1.Fsyncs - s0.Fsyncs)
+	if n == 0 {
+		return
+	}
+	secs := s1.FsyncSeconds - s0.FsyncSeconds
+	b.ReportMetric(secs/n*1e6, "fsync-µs")
+	b.ReportMetric(secs/elapsed.Seconds(), "fsync-busy")
+	b.ReportMetric(opsPerSec*elapsed.Seconds()/n, "ops/fsync")
+}
+
+// BenchmarkPreallocate runs BenchmarkSendReceiveDelete's cycle with
+// segments prepared full of zeros and with plain appends, alternately in
+// the same process (-count for more rounds), and reports the ratio.
+func BenchmarkPreallocate(b *testing.B) {
+	var ops [2]float64
+	var p99 [2]time.Duration
+	for i, noPre := range []bool{false, true} {
+		br, err := sluice.Open(sluice.Config{Dir: b.TempDir(), Sync: sluice.SyncAlways, NoPreallocate: noPre})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := br.CreateQueue(context.Background(), "bench", map[string]string{"VisibilityTimeout": "60"}, nil); err != nil {
+			b.Fatal(err)
+		}
+		ops[i], p99[i] = cycle(b, br, max(b.N, 3*64))
+		br.Close()
+	}
+	b.ReportMetric(ops[0], "prealloc-ops/s")
+	b.ReportMetric(ops[1], "append-ops/s")
+	b.ReportMetric(ops[0]/ops[1], "ratio")
+	b.ReportMetric(float64(p99[0].Microseconds()), "prealloc-p99-µs")
+	b.ReportMetric(float64(p99[1].Microseconds()), "append-p99-µs")
 }
 
 func dirSize(dir string) int64 {

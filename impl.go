@@ -196,6 +196,7 @@ func open(cfg Config) (*Broker, error) {
 		lg, err := store.Open(fs, filepath.Clean(cfg.Dir), store.Options{
 			Sync: mode, SyncInterval: cfg.SyncInterval, Snapshot: b.snapshot, Retain: b.retain, Logger: cfg.Logger,
 			SegmentBytes: cfg.SegmentBytes, CheckpointBytes: cfg.CheckpointBytes,
+			Preallocate: cfg.FS == nil && !cfg.NoPreallocate, // real disks only
 		})
 		if err != nil {
 			return nil, err

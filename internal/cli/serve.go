@@ -31,6 +31,7 @@ type ServeConfig struct {
 	LogLevel    string // --log-level, SLUICE_LOG_LEVEL: debug|info|warn|error, default info
 	Insecure    bool   // --insecure, SLUICE_INSECURE: allow a non-loopback address without credentials
 	BaseURL     string // --base-url, SLUICE_BASE_URL: queue URL base instead of the request's Host
+	Preallocate bool   // --preallocate, SLUICE_PREALLOCATE: prepare log segments full of zeros, default true
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -53,6 +54,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.LogLevel, "log-level", def("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.BoolVar(&c.Insecure, "insecure", def("SLUICE_INSECURE", "") == "true" || def("SLUICE_INSECURE", "") == "1", "allow a non-loopback address without a credentials file")
 	fs.StringVar(&c.BaseURL, "base-url", def("SLUICE_BASE_URL", ""), "base of queue URLs (default: the request's scheme and Host)")
+	pre := def("SLUICE_PREALLOCATE", "true")
+	fs.BoolVar(&c.Preallocate, "preallocate", pre != "false" && pre != "0", "prepare each next log segment full of zeros (faster fsync on ext4/XFS; turn off on btrfs/ZFS)")
 	return fs, c
 }
 
@@ -92,7 +95,8 @@ func serve(ctx context.Context, args []string, env Env) error {
 	default:
 		return fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
 	}
-	b, err := sluice.Open(sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log})
+	b, err := sluice.Open(sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
+		NoPreallocate: !c.Preallocate})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
 )
@@ -408,5 +409,82 @@ func TestPowerLoss(t *testing.T) {
 			}
 		}
 		l.Close()
+	}
+}
+
+// TestPreallocatedSegments: the writer rolls into segments prepared full of
+// zeros; recovery reads the zeroed tail as the end of the log, and data
+// after the zeros as a torn tail.
+func TestPreallocatedSegments(t *testing.T) {
+	dir := t.TempDir()
+	o := &owner{}
+	const segBytes = 64 << 10
+	opts := Options{SegmentBytes: segBytes, CheckpointBytes: 1 << 30, Preallocate: true}
+	l := open(t, vfs.OS{}, dir, o, opts)
+	active := func() (string, int64) {
+		names, _ := os.ReadDir(dir)
+		last := ""
+		for _, n := range names {
+			if strings.HasPrefix(n.Name(), "log-") {
+				last = n.Name()
+			}
+		}
+		fi, err := os.Stat(filepath.Join(dir, last))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return last, fi.Size()
+	}
+	n := 0
+	for deadline := time.Now().Add(10 * time.Second); ; n++ {
+		if err := commit(l, o, fmt.Sprintf("r%04d-%s", n, strings.Repeat("p", 500))); err != nil {
+			t.Fatal(err)
+		}
+		if _, size := active(); size == segBytes && n > 200 {
+			break // rolled into a prepared segment
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("never rolled into a prepared segment")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	n++
+	l.Close()
+	name, _ := active()
+	// Every closed segment lost its zeros when the writer left it.
+	names, _ := os.ReadDir(dir)
+	for _, e := range names {
+		if strings.HasPrefix(e.Name(), "log-") && e.Name() != name {
+			fi, _ := e.Info()
+			data, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			if fi.Size() == segBytes || (len(data) >= 8 && bytes.Equal(data[len(data)-8:], make([]byte, 8))) {
+				t.Fatalf("%s kept a zeroed tail (%d bytes)", e.Name(), fi.Size())
+			}
+		}
+	}
+	seg := filepath.Join(dir, name)
+	data, _ := os.ReadFile(seg) // before recovery cuts the zeros
+	var clean bytes.Buffer
+	o2 := &owner{}
+	l2 := open(t, vfs.OS{}, dir, o2, Options{SegmentBytes: segBytes, Logger: slog.New(slog.NewTextHandler(&clean, nil))})
+	l2.Close()
+	if len(o2.recs) != n || strings.Contains(clean.String(), "torn") {
+		t.Fatalf("recovered %d records, want %d; log: %s", len(o2.recs), n, clean.String())
+	}
+	// Something other than zeros after the zeros is a torn tail: cut, not
+	// served.
+	end := len(data)
+	for end > 0 && data[end-1] == 0 {
+		end--
+	}
+	junk := appendFrame(nil, [][]byte{[]byte("never acknowledged")})
+	copy(data[end+4096:], junk)
+	os.WriteFile(seg, data, 0o644)
+	var logs bytes.Buffer
+	o3 := &owner{}
+	l3 := open(t, vfs.OS{}, dir, o3, Options{SegmentBytes: segBytes, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	l3.Close()
+	if len(o3.recs) != n || !strings.Contains(logs.String(), "data after the zeroed tail") {
+		t.Fatalf("recovered %d of %d records; log: %s", len(o3.recs), n, logs.String())
 	}
 }
