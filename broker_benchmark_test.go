@@ -179,6 +179,7 @@ func BenchmarkHistoryIndependence(b *testing.B) {
 	fresh := b.TempDir()
 	br := openBench(b, fresh)
 	freshOps, freshP99 := cycle(b, br, window)
+	freshHeap := heapInUse()
 	br.Close()
 	freshReopen := timeReopen(b, fresh)
 
@@ -193,6 +194,7 @@ func BenchmarkHistoryIndependence(b *testing.B) {
 	}
 	cycle(b, br, 3**benchHistory) // each message: a send, a receive, a delete
 	agedOps, agedP99 := cycle(b, br, window)
+	agedHeap := heapInUse() // the history must not stay in memory either
 	br.Close()
 	agedReopen := timeReopen(b, aged)
 	b.ReportMetric(freshOps, "fresh-ops/s")
@@ -202,6 +204,8 @@ func BenchmarkHistoryIndependence(b *testing.B) {
 	b.ReportMetric(float64(agedP99.Microseconds()), "aged-p99-µs")
 	b.ReportMetric(float64(dirSize(fresh)), "fresh-disk-B")
 	b.ReportMetric(float64(dirSize(aged)), "aged-disk-B")
+	b.ReportMetric(float64(freshHeap), "fresh-heap-B")
+	b.ReportMetric(float64(agedHeap), "aged-heap-B")
 	b.ReportMetric(float64(freshReopen.Microseconds()), "fresh-reopen-µs")
 	b.ReportMetric(float64(agedReopen.Microseconds()), "aged-reopen-µs")
 }

@@ -161,16 +161,16 @@ func (r *record) encode() []byte {
 
 func encodeMsg(e *enc, m *queue.Msg) {
 	e.u(m.Seq)
-	e.str(m.Group)
+	e.str(m.Group())
 	e.str(m.DLQSource())
-	for _, v := range []int64{m.Sent, m.FirstRecv, m.VisibleAt, m.Delivered} {
+	for _, v := range []int64{m.Sent, m.FirstRecv(), m.VisibleAt, m.Delivered()} {
 		e.i(v)
 	}
-	for _, v := range []uint32{uint32(m.RecvCount), m.Fence, m.Loc.Seg, m.Loc.Off, m.Loc.FLen, m.Loc.Idx} {
+	for _, v := range []uint32{uint32(m.RecvCount()), m.Fence(), m.Loc.Seg, m.Loc.Off, m.Loc.FLen, m.Loc.Idx} {
 		e.u(uint64(v))
 	}
 	e.b = append(e.b, byte(m.State))
-	if t := m.Tenant(); t == m.Group {
+	if t := m.Tenant(); t == m.Group() {
 		e.str("")
 	} else {
 		e.str(t)
@@ -254,9 +254,11 @@ func decodeRecord(b []byte) (*record, error) {
 }
 
 func decodeMsg(d *dec) *queue.Msg {
-	m := &queue.Msg{Seq: d.u(), Group: d.str()}
+	m := &queue.Msg{Seq: d.u()}
+	m.SetGroup(d.str())
 	m.SetDLQSource(d.str())
-	for _, p := range []*int64{&m.Sent, &m.FirstRecv, &m.VisibleAt, &m.Delivered} {
+	var first, delivered int64
+	for _, p := range []*int64{&m.Sent, &first, &m.VisibleAt, &delivered} {
 		*p = d.i()
 	}
 	var v [6]uint32
@@ -270,7 +272,7 @@ func decodeMsg(d *dec) *queue.Msg {
 	if v[0] > math.MaxInt32 {
 		d.err = errors.New("receive count out of range")
 	}
-	m.RecvCount, m.Fence = int32(v[0]), v[1]
+	m.SetDelivery(int32(v[0]), first, delivered, v[1])
 	m.Loc = queue.Loc{Seg: v[2], Off: v[3], FLen: v[4], Idx: v[5]}
 	if d.err == nil {
 		if len(d.b) == 0 {

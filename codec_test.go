@@ -14,15 +14,18 @@ func TestRecordRoundTrip(t *testing.T) {
 	recs := []*record{
 		{T: recHeader, NextQ: 7, NextSeq: 99},
 		{T: recQueue, Meta: &queueMeta{ID: 3, Name: "q.fifo", FIFO: true, Attrs: map[string]string{"VisibilityTimeout": "5"}, Tags: map[string]string{"a": "b"}, Created: 1, Modified: 2}},
-		{T: recSend, Q: 3, M: with(&queue.Msg{Seq: 42, Group: "g", Level: 2, Sent: 1700000000000, VisibleAt: 1700000005000, RecvCount: 2, Fence: 2, State: queue.InFlight,
+		{T: recSend, Q: 3, M: with(&queue.Msg{Seq: 42, Level: 2, Sent: 1700000000000, VisibleAt: 1700000005000, State: queue.InFlight,
 			Loc: queue.Loc{Seg: 3, Off: 4096, FLen: 2000, Idx: 7}}, func(m *queue.Msg) {
+			m.SetGroup("g")
+			m.SetDelivery(2, 1700000001000, 1700000002000, 2)
 			m.SetTenant("acme")
 			m.SetFail(&queue.FailInfo{Reason: "Retry", LastError: "boom", First: 1700000001000, Failures: 2})
 		}),
 			P: &payload{ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "00000000000000000001",
 				Attrs: map[string]st.AttributeValue{"s": {DataType: "String", StringValue: &s}, "b": {DataType: "Binary", BinaryValue: []byte{0, 1}}, "l": {DataType: "String", StringListValues: []string{"x", "y"}, BinaryListValues: [][]byte{{9}}}}}},
 		{T: recReceive, Q: 3, Seq: 42, RC: 3, First: 1, Dlv: 2, Vis: 3, Fence: 3, Lvl: 2},
-		{T: recUpdate, Q: 3, Seq: 42, M: with(&queue.Msg{Seq: 42, Level: 1, RecvCount: 1, VisibleAt: 5}, func(m *queue.Msg) {
+		{T: recUpdate, Q: 3, Seq: 42, M: with(&queue.Msg{Seq: 42, Level: 1, VisibleAt: 5}, func(m *queue.Msg) {
+			m.SetDelivery(1, 0, 0, 0)
 			m.SetFail(&queue.FailInfo{Reason: "VisibilityTimeout", First: 4, Failures: 1})
 		})},
 		{T: recMove, Q: 3, Seq: 42, To: 4, M: with(&queue.Msg{Seq: 43, Loc: queue.Loc{Seg: 1}}, func(m *queue.Msg) { m.SetDLQSource("arn") })},

@@ -138,8 +138,8 @@ func (b *Broker) Peek(queueName string, f PeekFilter) ([]PeekedMessage, string, 
 	out := make([]PeekedMessage, len(ms))
 	for i := range ms {
 		m, p := &ms[i], ps[i]
-		pm := PeekedMessage{MessageID: p.ID, Body: p.Body, GroupID: m.Group, Tenant: m.Tenant(), Source: m.DLQSource(),
-			Sent: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), RetryLevel: int(m.Level), State: "visible"}
+		pm := PeekedMessage{MessageID: p.ID, Body: p.Body, GroupID: m.Group(), Tenant: m.Tenant(), Source: m.DLQSource(),
+			Sent: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), RetryLevel: int(m.Level), State: "visible"}
 		switch {
 		case m.State == queue.InFlight && m.VisibleAt > now:
 			pm.State = "in_flight"
@@ -226,7 +226,8 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 			continue
 		}
 		cp := *m
-		cp.RecvCount, cp.FirstRecv, cp.Level = 0, 0, 0
+		cp.SetDelivery(0, 0, cp.Delivered(), cp.Fence())
+		cp.Level = 0
 		cp.SetFail(nil)
 		if err := b.impl.moveMessage(srcID, target, &cp, ""); err != nil {
 			qs.mu.Lock()

@@ -77,7 +77,7 @@ func (b *broker) retryAttemptLocked(qs *queueState, id string, now time.Time, vi
 	}
 	for i, seq := range a.seqs {
 		m, ok := qs.q.Lookup(seq)
-		if !ok || m.Fence != a.fences[i] || m.State != queue.InFlight {
+		if !ok || m.Fence() != a.fences[i] || m.State != queue.InFlight {
 			delete(qs.attempts, id)
 			return nil, nil, false
 		}
@@ -102,7 +102,7 @@ func (b *broker) rememberAttemptLocked(qs *queueState, id string, now time.Time,
 	a := &attempt{expires: now.Add(5 * time.Minute), msgs: msgs}
 	for _, m := range got {
 		a.seqs = append(a.seqs, m.Seq)
-		a.fences = append(a.fences, m.Fence)
+		a.fences = append(a.fences, m.Fence())
 	}
 	qs.attempts[id] = a
 }
@@ -817,7 +817,8 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", tenant, after)}
 			continue
 		}
-		m := &queue.Msg{Group: e.GroupID, Seq: b.seq.Add(1)}
+		m := &queue.Msg{Seq: b.seq.Add(1)}
+		m.SetGroup(e.GroupID)
 		m.SetTenant(tenant)
 		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, TraceParent: e.TraceParent, Sender: e.SenderID, Dedup: e.DedupID}
 		delay := cfg.Delay
@@ -825,7 +826,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 			if p.Dedup == "" {
 				p.Dedup = queue.ContentDedupID(e.Body)
 			}
-			if id, num, dup := qs.q.Dedup(now, m.Group, p.Dedup); dup {
+			if id, num, dup := qs.q.Dedup(now, m.Group(), p.Dedup); dup {
 				res[i] = st.SendResult{MessageID: id, SequenceNumber: num}
 				continue
 			}
@@ -834,7 +835,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		}
 		p.SeqNum = qs.q.Prepare(now, m, delay)
 		if cfg.FIFO {
-			qs.q.Remember(now, m.Group, p.Dedup, p.ID, p.SeqNum)
+			qs.q.Remember(now, m.Group(), p.Dedup, p.ID, p.SeqNum)
 		}
 		res[i] = st.SendResult{MessageID: p.ID, SequenceNumber: p.SeqNum}
 		cp := *m
@@ -933,21 +934,21 @@ func invalidHandle(h string) error {
 func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 	out := st.Message{
 		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, TraceParent: p.TraceParent, SenderID: p.Sender,
-		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount), GroupID: m.Group, SequenceNumber: p.SeqNum,
+		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), GroupID: m.Group(), SequenceNumber: p.SeqNum,
 		DeadLetterSourceArn: m.DLQSource(),
 	}
 	if p.SeqNum != "" {
 		out.DedupID = p.Dedup
 	}
-	if m.FirstRecv != 0 {
-		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv)
+	if m.FirstRecv() != 0 {
+		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv())
 	}
 	out.RetryLevel = int(m.Level)
 	if f := m.Fail(); f != nil {
 		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
 	}
-	if m.Fence > 0 {
-		out.ReceiptHandle = b.handle(qid, m.Seq, m.Fence)
+	if m.Fence() > 0 {
+		out.ReceiptHandle = b.handle(qid, m.Seq, m.Fence())
 	}
 	return out
 }
@@ -1061,7 +1062,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 			dead = append(dead, m)
 			continue
 		}
-		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount), First: m.FirstRecv, Dlv: m.Delivered, Vis: m.VisibleAt, Fence: m.Fence, Lvl: m.Level})
+		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount()), First: m.FirstRecv(), Dlv: m.Delivered(), Vis: m.VisibleAt, Fence: m.Fence(), Lvl: m.Level})
 		got = append(got, *m)
 	}
 	w := b.submit(recs...)
@@ -1073,8 +1074,8 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 	b.afterAdvanceLocked(qs)
 	qs.ctr.deadLettered.Add(int64(len(dead)))
 	for i := range got {
-		if got[i].RecvCount == 1 {
-			qs.ctr.observeFirstAttempt(time.Duration(got[i].Delivered-got[i].Sent) * time.Millisecond)
+		if got[i].RecvCount() == 1 {
+			qs.ctr.observeFirstAttempt(time.Duration(got[i].Delivered()-got[i].Sent) * time.Millisecond)
 		}
 	}
 	for _, m := range dead {
@@ -1167,17 +1168,19 @@ func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string
 // is on disk. The move is one record.
 func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSource string) error {
 	moved := *m
-	moved.Seq = b.seq.Add(1)
 	moved.SetDLQSource(dlqSource)
 	moved.State = queue.Pending
 	moved.VisibleAt = 0
-	moved.Fence = 0
+	moved.SetDelivery(moved.RecvCount(), moved.FirstRecv(), moved.Delivered(), 0)
 	moved.Level = 0 // a moved message starts its new queue's ladder at the bottom
 	to.mu.Lock()
 	if to.deleted {
 		to.mu.Unlock()
 		return noQueue()
 	}
+	// The sequence is taken under the queue's lock, as sends take theirs:
+	// a queue's entries arrive in sequence order.
+	moved.Seq = b.seq.Add(1)
 	now := b.clock.Now()
 	to.q.Restore(now, &moved)
 	cp := moved
@@ -1254,7 +1257,7 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 		if !live {
 			continue // already deleted: idempotent, as SQS
 		}
-		if m.Fence != fence {
+		if m.Fence() != fence {
 			// Fenced: the message was delivered again since this handle.
 			if qs.meta.FIFO {
 				errs[i] = expired(h)
@@ -1308,7 +1311,7 @@ func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []Vi
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", c.ReceiptHandle)
 			continue
 		}
-		if m.Fence != fence {
+		if m.Fence() != fence {
 			errs[i] = expired(c.ReceiptHandle)
 			continue
 		}
@@ -1318,7 +1321,7 @@ func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []Vi
 			}
 			continue // standard: an expired handle is answered 200, as SQS
 		}
-		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.Delivered)) > 12*time.Hour {
+		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.Delivered())) > 12*time.Hour {
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", c.Seconds)
 			continue
 		}

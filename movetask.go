@@ -201,8 +201,7 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 			finish("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
 			return
 		}
-		m.RecvCount = 0
-		m.FirstRecv = 0
+		m.SetDelivery(0, 0, m.Delivered(), m.Fence())
 		if err := b.moveMessage(srcID, to, m, ""); err != nil {
 			putBack()
 			finish("FAILED", string(st.CodeOf(err)))

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"sort"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/queue"
@@ -102,21 +101,17 @@ func (b *broker) snapshot(w io.Writer) error {
 				err = write(&record{T: recDedup, Q: meta.ID, First: e.Until, P: &payload{Dedup: e.Key, ID: e.ID, SeqNum: e.SeqNum}})
 			}
 		}
-		// In send order, so recovery rebuilds the queue's orders cheaply.
-		var msgs []*queue.Msg
-		qs.q.Messages(func(m *queue.Msg) { msgs = append(msgs, m) })
-		sort.Slice(msgs, func(i, j int) bool { return msgs[i].Seq < msgs[j].Seq })
-		for _, m := range msgs {
-			if err != nil {
-				break
-			}
-			if m.State == queue.Pending {
-				// Its send is being written; the send record (after this
-				// checkpoint) brings it back with its location.
-				continue
+		// In sequence order (as Messages goes), so recovery stores the
+		// entries in order: densely, with no lookups.
+		qs.q.Messages(func(m *queue.Msg) {
+			if err != nil || m.State == queue.Pending {
+				// A pending message's send is being written; the send
+				// record (after this checkpoint) brings it back with its
+				// location.
+				return
 			}
 			err = write(&record{T: recSend, Q: meta.ID, M: m})
-		}
+		})
 		qs.mu.Unlock()
 		if err != nil {
 			return err
@@ -207,7 +202,7 @@ func (b *broker) apply(r *record, loc queue.Loc) error {
 			// A send from the log: the body is in this very record.
 			r.M.Loc = loc
 			if qs.meta.FIFO && r.P.Dedup != "" {
-				qs.q.Remember(time.UnixMilli(r.M.Sent), r.M.Group, r.P.Dedup, r.P.ID, r.P.SeqNum)
+				qs.q.Remember(time.UnixMilli(r.M.Sent), r.M.Group(), r.P.Dedup, r.P.ID, r.P.SeqNum)
 			}
 		}
 		if _, dup := qs.q.Lookup(r.M.Seq); dup {

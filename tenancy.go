@@ -268,7 +268,7 @@ func (b *broker) outcome(name, h, reason string, f func(q *queue.Queue, now time
 		return invalidHandle(h)
 	}
 	m, live := qs.q.Lookup(seq)
-	if !live || m.Fence != fence {
+	if !live || m.Fence() != fence {
 		qs.mu.Unlock()
 		return st.Errorf(st.CodeReceiptHandleIsInvalid, "The receipt handle %q is not valid for this message: it was delivered again or deleted.", h)
 	}

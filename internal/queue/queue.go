@@ -29,37 +29,110 @@ const (
 )
 
 // Msg is the in-memory index entry of one live message: what scheduling
-// needs, and where the rest (body, attributes, ids) lives on disk. Fence
-// counts deliveries: a receipt handle carries the fence of its delivery, so
-// an older handle is recognisable.
+// needs, and where the rest (body, attributes, ids) lives on disk. A
+// queue stores its entries by value (see table): 88 bytes each.
 type Msg struct {
 	sched.Entry // where the scheduler keeps it (standard queues)
 
 	Seq       uint64
-	Group     string // MessageGroupId (FIFO order)
-	Sent      int64  // unix ms
-	FirstRecv int64  // unix ms
-	VisibleAt int64  // unix ms
-	Delivered int64  // unix ms of the last delivery
+	Sent      int64 // unix ms
+	VisibleAt int64 // unix ms
 	Loc       Loc
-	RecvCount int32
-	Fence     uint32
-	heapIdx   int32
-	State     State
+	g         *gname    // MessageGroupId (FIFO order), nil when none
+	dlv       *delivery // nil until the first receive
+	// x holds what few messages have (a tenant other than the group, a
+	// dead-letter source, failures): one pointer instead of 40 bytes in
+	// every entry. Entries are copied (into records, into other queues,
+	// to readers outside the lock), so x and dlv are never modified in
+	// place: setters replace them.
+	x       *extra
+	heapIdx int32
+	State   State
 	// Level is the retry level (0: first attempts), the lane it waits in.
 	Level uint8
 	flags msgFlags
-	// x holds what few messages have (a tenant other than the group, a
-	// dead-letter source, failures): one pointer instead of 40 bytes in
-	// every entry. Entries are copied (into records, into other queues),
-	// so x is never modified in place: setters replace it.
-	x *extra
+}
+
+// gname is a message group id, shared by a queue's messages of that group
+// (refs counts them).
+type gname struct {
+	s    string
+	refs int32
+}
+
+// delivery is what a message's receives left: receive count, first and
+// latest receive (unix ms) and the fence of the latest.
+type delivery struct {
+	first, last int64
+	count       int32
+	fence       uint32
+}
+
+// Group is the message group id ("" if none).
+func (m *Msg) Group() string {
+	if m.g == nil {
+		return ""
+	}
+	return m.g.s
+}
+
+// SetGroup sets the message group id; a queue shares one copy of the
+// name among its messages once the entry is stored.
+func (m *Msg) SetGroup(g string) {
+	if g == "" {
+		m.g = nil
+		return
+	}
+	m.g = &gname{s: g}
+}
+
+// RecvCount is how many times the message was received.
+func (m *Msg) RecvCount() int32 {
+	if m.dlv == nil {
+		return 0
+	}
+	return m.dlv.count
+}
+
+// FirstRecv is the unix ms of the first receive, 0 if none.
+func (m *Msg) FirstRecv() int64 {
+	if m.dlv == nil {
+		return 0
+	}
+	return m.dlv.first
+}
+
+// Delivered is the unix ms of the latest receive, 0 if none.
+func (m *Msg) Delivered() int64 {
+	if m.dlv == nil {
+		return 0
+	}
+	return m.dlv.last
+}
+
+// Fence counts deliveries: a receipt handle carries the fence of its
+// delivery, so an older handle is recognisable.
+func (m *Msg) Fence() uint32 {
+	if m.dlv == nil {
+		return 0
+	}
+	return m.dlv.fence
+}
+
+// SetDelivery sets the receive count, first and latest receive times and
+// fence.
+func (m *Msg) SetDelivery(count int32, first, last int64, fence uint32) {
+	if count == 0 && first == 0 && last == 0 && fence == 0 {
+		m.dlv = nil
+		return
+	}
+	m.dlv = &delivery{first: first, last: last, count: count, fence: fence}
 }
 
 // msgFlags: fExpired: retention passed while in flight, dropped when it
 // returns (fAged: to the dead-letter queue); fMoving: leaving for another
 // queue with its storage; fPrepared: sent, its record not yet durable
-// (never delivered). One byte, so that an entry fits 112 bytes.
+// (never delivered); fGone: left the queue (see table).
 type msgFlags uint8
 
 const (
@@ -104,17 +177,17 @@ func (m *Msg) Tenant() string {
 	if m.x != nil && m.x.hasTenant {
 		return m.x.tenant
 	}
-	return m.Group
+	return m.Group()
 }
 
 // SetTenant sets the tenant key (free when it is the group).
 func (m *Msg) SetTenant(t string) {
-	if t == m.Group && (m.x == nil || !m.x.hasTenant) {
+	if t == m.Group() && (m.x == nil || !m.x.hasTenant) {
 		return
 	}
 	m.withExtra(func(x *extra) {
 		x.tenant, x.hasTenant = t, true
-		if t == m.Group {
+		if t == m.Group() {
 			x.tenant, x.hasTenant = "", false
 		}
 	})
@@ -231,12 +304,14 @@ type group struct {
 
 // Queue is one queue's state. Not safe for concurrent use.
 type Queue struct {
-	cfg  Config
-	msgs map[uint64]*Msg
-	s    *sched.Sched // standard queues: the ready messages
-	// sent holds live messages in send order (deleted ones are skipped
-	// lazily), so retention expiry looks only at the oldest.
-	sent     []*Msg
+	cfg   Config
+	t     table             // the messages
+	names map[string]*gname // their group ids
+	s     *sched.Sched      // standard queues: the ready messages
+	// oddScan is when expiry last looked at the messages that arrived out
+	// of sequence order (unix ms).
+	oddScan  int64
+	expSeq   uint64 // expiry has looked at every entry below it
 	timers   timerHeap
 	groups   map[string]*group
 	gready   []*group // FIFO: groups that may have a deliverable head
@@ -257,13 +332,13 @@ type Queue struct {
 
 // New returns an empty queue.
 func New(cfg Config) *Queue {
-	q := &Queue{cfg: cfg, msgs: map[uint64]*Msg{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
+	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
 	q.s = sched.New(cfg.Sched, q.entry)
 	return q
 }
 
 func (q *Queue) entry(seq uint64) (*sched.Entry, int64, string, bool) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok {
 		return nil, 0, "", false
 	}
@@ -304,11 +379,13 @@ type Counts struct {
 func (q *Queue) Counts(now time.Time) Counts {
 	q.Advance(now)
 	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
-	c.Visible = len(q.msgs) - q.inFlight - q.delayed - q.pending
-	for _, m := range q.sent { // expire left the oldest live message first
-		if live, ok := q.msgs[m.Seq]; ok && live == m {
+	c.Visible = q.t.n - q.inFlight - q.delayed - q.pending
+	if m := q.t.oldest(); m != nil {
+		c.OldestSent = m.Sent
+	}
+	for _, m := range q.t.odd {
+		if c.OldestSent == 0 || m.Sent < c.OldestSent {
 			c.OldestSent = m.Sent
-			break
 		}
 	}
 	return c
@@ -377,13 +454,27 @@ func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) (seqNum stri
 	m.State = Pending
 	m.set(fPrepared, true)
 	q.pending++
-	q.msgs[m.Seq] = m
-	q.sent = append(q.sent, m)
+	p := q.insert(m)
 	if q.cfg.FIFO {
-		g := q.group(m.Group)
-		g.msgs = append(g.msgs, m)
+		g := q.group(p.Group())
+		g.msgs = append(g.msgs, p)
 	}
 	return seqNum
+}
+
+// insert stores a copy of m, sharing its group name with the queue's
+// other messages of that group, and returns the stored entry.
+func (q *Queue) insert(m *Msg) *Msg {
+	if m.g != nil {
+		n := q.names[m.g.s]
+		if n == nil {
+			n = &gname{s: m.g.s}
+			q.names[n.s] = n
+		}
+		n.refs++
+		m.g = n
+	}
+	return q.t.add(m)
 }
 
 // Remember records a FIFO deduplication id for the window after sent, with
@@ -436,7 +527,7 @@ func formatSeqNum(n uint64) string {
 
 // Commit makes a prepared message deliverable: its record is durable at loc.
 func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || !m.is(fPrepared) {
 		return
 	}
@@ -448,27 +539,28 @@ func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
 
 // Abort forgets a prepared message whose record failed to persist.
 func (q *Queue) Abort(seq uint64) {
-	if m, ok := q.msgs[seq]; ok && m.is(fPrepared) {
+	if m, ok := q.t.get(seq); ok && m.is(fPrepared) {
 		q.remove(m)
 	}
 }
 
 // Restore inserts a recovered (or moved-in) message in its recorded state.
-func (q *Queue) Restore(now time.Time, m *Msg) {
-	if _, ok := q.msgs[m.Seq]; ok {
+// It stores a copy: in is not the queue's entry.
+func (q *Queue) Restore(now time.Time, in *Msg) {
+	if _, ok := q.t.get(in.Seq); ok {
 		return
 	}
-	if m.Seq >= q.nextSeq {
-		q.nextSeq = m.Seq + 1
+	if in.Seq >= q.nextSeq {
+		q.nextSeq = in.Seq + 1
 	}
 	// A restored message may be a copy of one held elsewhere: its links
 	// into that queue's structures mean nothing here.
-	m.Entry, m.heapIdx = sched.Entry{}, -1
-	m.set(fExpired|fAged, false)
-	q.msgs[m.Seq] = m
-	q.sent = append(q.sent, m)
+	c := *in
+	c.Entry, c.heapIdx = sched.Entry{}, -1
+	c.set(fExpired|fAged|fGone|fPrepared|fMoving, false)
+	m := q.insert(&c)
 	if q.cfg.FIFO {
-		g := q.group(m.Group)
+		g := q.group(m.Group())
 		// keep group order by sequence
 		i := len(g.msgs)
 		for i > 0 && g.msgs[i-1].Seq > m.Seq {
@@ -484,7 +576,7 @@ func (q *Queue) Restore(now time.Time, m *Msg) {
 		m.State = InFlight
 		q.inFlight++
 		if q.cfg.FIFO {
-			q.group(m.Group).inFlight++
+			q.group(m.Group()).inFlight++
 		} else {
 			q.s.Acquire(&m.Entry, m.Tenant())
 		}
@@ -517,7 +609,7 @@ func (q *Queue) schedule(now time.Time, m *Msg) {
 func (q *Queue) makeReady(now int64, m *Msg) {
 	m.State = Ready
 	if q.cfg.FIFO {
-		q.queueGroup(q.group(m.Group))
+		q.queueGroup(q.group(m.Group()))
 		return
 	}
 	q.s.Push(now, m.Seq, &m.Entry, m.Tenant(), int(m.Level))
@@ -542,7 +634,7 @@ func (q *Queue) Advance(now time.Time) {
 		case InFlight:
 			q.inFlight--
 			if q.cfg.FIFO {
-				q.group(m.Group).inFlight--
+				q.group(m.Group()).inFlight--
 			}
 			if !m.is(fExpired) && len(q.cfg.RetryDelays) > 0 {
 				// A visibility timeout is a failure: up the ladder.
@@ -580,36 +672,60 @@ func (q *Queue) expire(now int64) {
 	if cut == -1<<62 {
 		return
 	}
-	for len(q.sent) > 0 {
-		m := q.sent[0]
-		if live, ok := q.msgs[m.Seq]; ok && live == m && m.Sent > cut {
-			return
+	// Sends arrive in time order: walk from the oldest entry not looked
+	// at yet (those in flight or being sent stay behind the cursor), and
+	// look at the few that arrived out of order once a second.
+	for {
+		m := q.t.oldest()
+		if m == nil || m.Seq < q.expSeq {
+			m = q.t.from(q.expSeq)
 		}
-		q.sent[0] = nil
-		q.sent = q.sent[1:]
-		if live, ok := q.msgs[m.Seq]; !ok || live != m {
-			continue // deleted or moved
+		if m == nil {
+			break
 		}
-		byAge := m.Sent > retCut // past MaxAge, not retention
-		switch m.State {
-		case InFlight:
-			m.set(fExpired, true)
-			m.set(fAged, byAge && q.cfg.AgeToDLQ && m.DLQSource() == "")
-		case Pending:
-			// not committed yet: leave it (its send is in progress)
-		default:
-			if byAge && q.cfg.AgeToDLQ && m.DLQSource() == "" {
-				q.ageOut(m, now)
-				continue
+		q.expSeq = m.Seq
+		if m.Sent > cut {
+			break
+		}
+		q.expSeq = m.Seq + 1
+		q.expireOne(m, now, retCut)
+	}
+	if len(q.t.odd) > 0 && now-q.oddScan >= 1000 {
+		q.oddScan = now
+		var old []*Msg
+		for _, m := range q.t.odd {
+			if m.Sent <= cut {
+				old = append(old, m)
 			}
-			if byAge {
-				q.stats.DroppedMaxAge++
-			} else {
-				q.stats.DroppedRetention++
-			}
-			q.remove(m)
+		}
+		for _, m := range old {
+			q.expireOne(m, now, retCut)
 		}
 	}
+}
+
+// expireOne drops (or dead-letters) m, past its retention or MaxAge; one
+// in flight is marked, and dealt with when its visibility ends.
+func (q *Queue) expireOne(m *Msg, now, retCut int64) {
+	byAge := m.Sent > retCut // past MaxAge, not retention
+	switch m.State {
+	case InFlight:
+		m.set(fExpired, true)
+		m.set(fAged, byAge && q.cfg.AgeToDLQ && m.DLQSource() == "")
+		return
+	case Pending:
+		return // not committed yet: leave it (its send is in progress)
+	}
+	if byAge && q.cfg.AgeToDLQ && m.DLQSource() == "" {
+		q.ageOut(m, now)
+		return
+	}
+	if byAge {
+		q.stats.DroppedMaxAge++
+	} else {
+		q.stats.DroppedRetention++
+	}
+	q.remove(m)
 }
 
 // takeOut removes a message that leaves with its storage (for another
@@ -685,7 +801,7 @@ func (q *Queue) TakeUpdated() []*Msg {
 // reports false when the message is not in flight.
 func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason string) bool {
 	q.Advance(now)
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.State != InFlight {
 		return false
 	}
@@ -707,13 +823,13 @@ func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason str
 // failure (its receive does not count toward maxReceiveCount).
 func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) bool {
 	q.Advance(now)
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.State != InFlight {
 		return false
 	}
 	q.unlink(m)
-	if m.RecvCount > 0 {
-		m.RecvCount--
+	if rc := m.RecvCount(); rc > 0 {
+		m.SetDelivery(rc-1, m.FirstRecv(), m.Delivered(), m.Fence())
 	}
 	m.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
 	q.stats.Deferred++
@@ -726,7 +842,7 @@ func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) bool {
 // dead-letter queue (TakeFailed).
 func (q *Queue) Reject(now time.Time, seq uint64, reason string) bool {
 	q.Advance(now)
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.State != InFlight {
 		return false
 	}
@@ -739,12 +855,13 @@ func (q *Queue) Reject(now time.Time, seq uint64, reason string) bool {
 // ApplyUpdate replays a persisted ladder change: the message takes the
 // recorded level, failure info, receive count and visibility time.
 func (q *Queue) ApplyUpdate(now time.Time, u *Msg) {
-	m, ok := q.msgs[u.Seq]
+	m, ok := q.t.get(u.Seq)
 	if !ok || m.is(fPrepared) {
 		return
 	}
 	q.unlink(m)
-	m.Level, m.RecvCount, m.VisibleAt = u.Level, u.RecvCount, u.VisibleAt
+	m.Level, m.VisibleAt = u.Level, u.VisibleAt
+	m.SetDelivery(u.RecvCount(), m.FirstRecv(), m.Delivered(), m.Fence())
 	m.SetFail(u.Fail())
 	q.schedule(now, m)
 }
@@ -785,7 +902,10 @@ func (q *Queue) ReceivePartition(now time.Time, max int, vis time.Duration, part
 		if !ok {
 			break
 		}
-		m := q.msgs[seq]
+		m, ok := q.t.get(seq)
+		if !ok {
+			continue
+		}
 		if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
 			q.stats.DroppedRetention++
 			q.remove(m)
@@ -833,22 +953,21 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 }
 
 func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
-	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount) >= q.cfg.MaxReceiveCount {
+	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount()) >= q.cfg.MaxReceiveCount {
 		m.Failed(ms(now), "MaxReceiveCount", "")
 		q.takeOut(m) // its storage goes to the dead-letter queue with it
 		return Delivery{Msg: m, DeadLetter: true}
 	}
-	m.RecvCount++
-	if m.FirstRecv == 0 {
-		m.FirstRecv = ms(now)
+	first := m.FirstRecv()
+	if first == 0 {
+		first = ms(now)
 	}
-	m.Fence++
-	m.Delivered = ms(now)
+	m.SetDelivery(m.RecvCount()+1, first, ms(now), m.Fence()+1)
 	m.VisibleAt = ms(now.Add(vis))
 	m.State = InFlight
 	q.inFlight++
 	if q.cfg.FIFO {
-		q.group(m.Group).inFlight++
+		q.group(m.Group()).inFlight++
 	}
 	heap.Push(&q.timers, m)
 	return Delivery{Msg: m}
@@ -856,7 +975,7 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 
 // Lookup returns a live message by sequence.
 func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.is(fPrepared) {
 		return nil, false
 	}
@@ -865,7 +984,7 @@ func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 
 // Delete removes a message. It reports whether it was live.
 func (q *Queue) Delete(seq uint64) bool {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.is(fPrepared) {
 		return false
 	}
@@ -877,7 +996,7 @@ func (q *Queue) Delete(seq uint64) bool {
 // false when the message is not in flight.
 func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
 	q.Advance(now)
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.State != InFlight {
 		return false
 	}
@@ -889,16 +1008,17 @@ func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
 
 // ApplyReceive sets a message's delivery state as a replayed record says.
 func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, delivered, visibleAt int64, fence uint32, level uint8) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok {
 		return
 	}
 	q.unlink(m)
-	m.RecvCount, m.FirstRecv, m.Delivered, m.VisibleAt, m.Fence, m.Level = rc, first, delivered, visibleAt, fence, level
+	m.SetDelivery(rc, first, delivered, fence)
+	m.VisibleAt, m.Level = visibleAt, level
 	m.State = InFlight
 	q.inFlight++
 	if q.cfg.FIFO {
-		q.group(m.Group).inFlight++
+		q.group(m.Group()).inFlight++
 	} else {
 		q.s.Acquire(&m.Entry, m.Tenant())
 	}
@@ -908,7 +1028,7 @@ func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, deliver
 
 // ApplyVisibility sets VisibleAt of an in-flight message (replay).
 func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.State != InFlight {
 		return
 	}
@@ -920,12 +1040,13 @@ func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
 // Purge removes every message with a sequence below upTo (0: all).
 func (q *Queue) Purge(upTo uint64) []uint64 {
 	var seqs []uint64
-	for s, m := range q.msgs {
-		if upTo == 0 || s < upTo {
-			seqs = append(seqs, s)
+	q.t.each(func(m *Msg) bool {
+		if upTo == 0 || m.Seq < upTo {
+			seqs = append(seqs, m.Seq)
 			q.remove(m)
 		}
-	}
+		return true
+	})
 	return seqs
 }
 
@@ -933,22 +1054,22 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 // unless anyTenant: the watermark. It returns the sequences removed.
 func (q *Queue) DropBefore(before int64, tenant string, anyTenant bool) []uint64 {
 	var seqs []uint64
-	for s, m := range q.msgs {
+	q.t.each(func(m *Msg) bool {
 		if m.is(fPrepared) || m.Sent >= before || (!anyTenant && m.Tenant() != tenant) {
-			continue
+			return true
 		}
-		seqs = append(seqs, s)
+		seqs = append(seqs, m.Seq)
 		q.remove(m)
-	}
+		return true
+	})
 	q.stats.DroppedWatermark += uint64(len(seqs))
 	return seqs
 }
 
-// Messages calls f for every live message (for snapshots and peeking).
+// Messages calls f for every live message, in sequence order (for
+// snapshots and peeking).
 func (q *Queue) Messages(f func(*Msg)) {
-	for _, m := range q.msgs {
-		f(m)
-	}
+	q.t.each(func(m *Msg) bool { f(m); return true })
 }
 
 // unlink takes a message out of whatever structure holds its state,
@@ -961,7 +1082,7 @@ func (q *Queue) unlink(m *Msg) {
 	case InFlight:
 		q.inFlight--
 		if q.cfg.FIFO {
-			q.group(m.Group).inFlight--
+			q.group(m.Group()).inFlight--
 		}
 		heap.Remove(&q.timers, int(m.heapIdx))
 	}
@@ -977,9 +1098,16 @@ func (q *Queue) remove(m *Msg) {
 		q.pending--
 	}
 	q.unlink(m)
-	delete(q.msgs, m.Seq)
+	q.t.del(m)
+	if m.g != nil {
+		if n := q.names[m.g.s]; n == m.g {
+			if n.refs--; n.refs <= 0 {
+				delete(q.names, n.s)
+			}
+		}
+	}
 	if q.cfg.FIFO {
-		g := q.groups[m.Group]
+		g := q.groups[m.Group()]
 		if g != nil {
 			for i, x := range g.msgs {
 				if x == m {
@@ -988,7 +1116,7 @@ func (q *Queue) remove(m *Msg) {
 				}
 			}
 			if len(g.msgs) == 0 && g.inFlight == 0 && !g.queued {
-				delete(q.groups, m.Group)
+				delete(q.groups, m.Group())
 			} else if len(g.msgs) > 0 && g.inFlight == 0 && g.msgs[0].State == Ready {
 				q.queueGroup(g)
 			}
@@ -1013,7 +1141,7 @@ func (q *Queue) TakeReleased() []Loc {
 // TakeForMove removes a live message that leaves for another queue along
 // with its storage (a redrive), and returns it.
 func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
-	m, ok := q.msgs[seq]
+	m, ok := q.t.get(seq)
 	if !ok || m.is(fPrepared) {
 		return nil, false
 	}

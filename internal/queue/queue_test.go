@@ -125,7 +125,7 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				delay = time.Duration(rng.Intn(20)) * time.Second
 			}
 			g := groups[rng.Intn(len(groups))]
-			m := &Msg{Seq: seq, Group: g, Loc: Loc{Seg: 1, Off: uint32(seq)}}
+			m := withGroup(&Msg{Seq: seq, Loc: Loc{Seg: 1, Off: uint32(seq)}}, g)
 			q.Prepare(now, m, delay)
 			q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 			ref.msgs = append(ref.msgs, &refMsg{seq: seq, group: g, visibleAt: now.Add(delay), sent: now})
@@ -173,8 +173,8 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				}
 				got++
 				rm.rc++
-				if int(d.Msg.RecvCount) != rm.rc {
-					t.Fatalf("step %d: receive count %d, model %d", step, d.Msg.RecvCount, rm.rc)
+				if int(d.Msg.RecvCount()) != rm.rc {
+					t.Fatalf("step %d: receive count %d, model %d", step, d.Msg.RecvCount(), rm.rc)
 				}
 				rm.inFlight = true
 				rm.visibleAt = now.Add(vis)
@@ -237,15 +237,15 @@ func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
 	var seq uint64
 	for i := 0; i < 50000; i++ { // a huge backlog in one group
 		seq++
-		q.Prepare(now, &Msg{Seq: seq, Group: "big"}, 0)
+		q.Prepare(now, withGroup(&Msg{Seq: seq}, "big"), 0)
 		q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 	}
 	seq++
-	q.Prepare(now, &Msg{Seq: seq, Group: "small"}, 0)
+	q.Prepare(now, withGroup(&Msg{Seq: seq}, "small"), 0)
 	q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
 	first := q.Receive(now, 10, time.Minute)
 	second := q.Receive(now, 10, time.Minute)
-	if len(second) != 1 || second[0].Msg.Group != "small" {
+	if len(second) != 1 || second[0].Msg.Group() != "small" {
 		t.Fatalf("the small group waited behind the big one: first %d, second %v", len(first), second)
 	}
 }
@@ -253,7 +253,7 @@ func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
 // TestExtraCopyOnWrite: entries are copied (into records, into other
 // queues); changing a copy's rare fields never changes the original.
 func TestExtraCopyOnWrite(t *testing.T) {
-	m := &Msg{Group: "g"}
+	m := withGroup(&Msg{}, "g")
 	if m.Tenant() != "g" || m.x != nil {
 		t.Fatalf("default tenant %q, extra %v", m.Tenant(), m.x)
 	}
@@ -282,3 +282,5 @@ func TestExtraCopyOnWrite(t *testing.T) {
 		t.Errorf("Msg is %d bytes; it was 112 (the size class every waiting message pays)", unsafe.Sizeof(Msg{}))
 	}
 }
+
+func withGroup(m *Msg, g string) *Msg { m.SetGroup(g); return m }
