@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -86,8 +85,7 @@ func (b *broker) scan(qs *queueState, f PeekFilter, max int, bodies bool) ([]que
 			cands = append(cands, *m)
 		}
 	})
-	qs.mu.Unlock()
-	sort.Slice(cands, func(i, j int) bool { return cands[i].Seq < cands[j].Seq })
+	qs.mu.Unlock() // cands are in sequence order, as Messages goes
 	var out []queue.Msg
 	var ps []*payload
 	next := ""

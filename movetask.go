@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"sort"
 	"sync"
 	"time"
 
@@ -105,8 +104,7 @@ func (b *broker) readySeqs(qs *queueState, match func(m *queue.Msg) bool) []uint
 			seqs = append(seqs, m.Seq)
 		}
 	})
-	sort.Slice(seqs, func(i, j int) bool { return seqs[i] < seqs[j] })
-	return seqs
+	return seqs // in sequence order, as Messages goes
 }
 
 func (t *moveTasks) startLocked(sq *queueState, src, dst string, rate int, seqs []uint64) (string, error) {

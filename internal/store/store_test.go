@@ -478,7 +478,10 @@ func TestPreallocatedSegments(t *testing.T) {
 		end--
 	}
 	junk := appendFrame(nil, [][]byte{[]byte("never acknowledged")})
-	copy(data[end+4096:], junk)
+	if len(data)-end < len(junk)+16 {
+		t.Fatalf("the active segment has %d bytes of zeros left, too few to test", len(data)-end)
+	}
+	copy(data[end+(len(data)-end-len(junk))/2:], junk) // well inside the zeros
 	os.WriteFile(seg, data, 0o644)
 	var logs bytes.Buffer
 	o3 := &owner{}
