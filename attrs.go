@@ -57,6 +57,7 @@ var attrSpecs = map[string]attrSpec{
 	"Partitions":            {isInt: true, min: 1, max: 256},
 	"PartitionsPerTenant":   {isInt: true, min: 1, max: 256},
 	"LowerLaneShare":        {check: checkFloat(0.01, 0.5)},
+	"TenantHeadroom":        {isInt: true, min: 0, max: 1000},
 	"RetryDelays":           {check: checkRetryDelays},
 }
 
@@ -353,6 +354,7 @@ func queueConfig(meta queueMeta) queue.Config {
 		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
 		RetryLevels:         len(c.RetryDelays),
 		LowerLaneShare:      effFloat(set, "LowerLaneShare"),
+		Headroom:            effInt(set, "TenantHeadroom"),
 		Limits: sched.Limits{
 			MaxInFlight:     effInt(set, "TenantMaxInFlight"),
 			SendRate:        effFloat(set, "TenantSendRate"),

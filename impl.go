@@ -48,6 +48,9 @@ type queueState struct {
 	lastPurge time.Time
 	deleted   bool
 	ctr       counters
+	// parked counts the long polls waiting on the queue: the scheduler
+	// keeps TenantHeadroom of them for tenants below their fair share.
+	parked int
 	// dlqRP and dlqArn cache the dead-letter target of RedrivePolicy
 	// dlqRP (parsing JSON on every receive would be waste).
 	dlqRP, dlqArn string
@@ -994,8 +997,11 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 		}
 	}
 	deadline := b.clock.Now().Add(waitFor)
+	unpark := func() { qs.mu.Lock(); qs.parked--; qs.mu.Unlock() }
+	parked := false // counted in qs.parked; receiveOnce takes it off
 	for {
-		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part)
+		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part, parked)
+		parked = false
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -1008,6 +1014,10 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 		if !next.IsZero() && next.Before(wakeAt) {
 			wakeAt = next
 		}
+		qs.mu.Lock()
+		qs.parked++
+		qs.mu.Unlock()
+		parked = true
 		timer := make(chan struct{})
 		t := b.clock.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
 		select {
@@ -1015,9 +1025,11 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 		case <-timer:
 		case <-ctx.Done():
 			t.Stop()
+			unpark()
 			return nil, nil
 		case <-b.closing:
 			t.Stop()
+			unpark()
 			return nil, nil
 		}
 		t.Stop()
@@ -1025,9 +1037,14 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 }
 
 // receiveOnce delivers what is ready now. It also returns the channel that
-// is closed on the next change and the next timer of the queue.
-func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int) ([]st.Message, <-chan struct{}, time.Time, error) {
+// is closed on the next change and the next timer of the queue. parked
+// says the caller was counted among the waiting long polls: it is not any
+// more.
+func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int, parked bool) ([]st.Message, <-chan struct{}, time.Time, error) {
 	qs.mu.Lock()
+	if parked {
+		qs.parked--
+	}
 	if qs.deleted {
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, noQueue()
@@ -1048,7 +1065,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 			return msgs, notify, time.Time{}, wait(w)
 		}
 	}
-	ds := qs.q.ReceivePartition(now, max, vis, part)
+	ds := qs.q.ReceivePartition(now, max, vis, part, qs.parked)
 	if len(ds) == 0 && !qs.meta.FIFO && qs.q.InFlight() >= queue.MaxInFlight {
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)

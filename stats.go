@@ -42,6 +42,11 @@ type QueueStats struct {
 	// Counters since the broker opened.
 	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered int64
 	Sidelined, Spilled                                              uint64
+	// HeldBack counts receives that passed over a tenant above its share
+	// to keep TenantHeadroom receivers waiting.
+	HeldBack uint64
+	// WaitingReceives is the number of long polls waiting on the queue.
+	WaitingReceives int
 	// Redriven counts messages moved out of this queue by redrives and
 	// move tasks; Retried, Deferred, Rejected the consumers' verdicts
 	// (and visibility timeouts that climbed the retry ladder).
@@ -143,9 +148,10 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 	ts := qs.q.Sched().Stats()
 	qst := qs.q.Stats()
 	meta := qs.meta
+	waiting := qs.parked
 	b.afterAdvanceLocked(qs)
 	s := QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
-		Sidelined: qst.Sidelined, Spilled: qst.Spilled, Lanes: map[string]int{},
+		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: waiting, Lanes: map[string]int{},
 		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: qs.ctr.redriven.Load(),
 		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
 			"exhausted": uint64(qs.ctr.droppedExhausted.Load()), "rejected": uint64(qs.ctr.droppedRejected.Load())}}

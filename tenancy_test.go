@@ -251,7 +251,7 @@ func TestSluiceAttributeValidation(t *testing.T) {
 	for attr, v := range map[string]string{
 		"TenantKey": "Nope", "FairDelivery": "yes", "TenantMaxInFlight": "-1", "TenantSendRate": "fast",
 		"Partitions": "0", "LowerLaneShare": "0.9", "ExpiredMessageAction": "Keep", "SidelineAgeSeconds": "x",
-		"TenantSendRateGrowth": "NaN",
+		"TenantSendRateGrowth": "NaN", "TenantHeadroom": "1001",
 	} {
 		_, err := b.CreateQueue(ctx, "q", map[string]string{attr: v}, nil)
 		if code(err) != st.CodeInvalidAttributeValue || !strings.Contains(err.Error(), attr) {
@@ -311,4 +311,62 @@ func TestStoreBytes(t *testing.T) {
 	if s2.LiveMessages != 50 || s2.DeadBytes < s2.DiskBytes/3 || s2.LiveBytes > s2.DiskBytes*2/3 || s2.DeadRecords != 50 {
 		t.Fatalf("after deleting half: %+v", s2)
 	}
+}
+
+// TestTenantHeadroom: with TenantHeadroom=1, a tenant above its share of
+// the messages in flight is served only while another receiver waits, so
+// that a quiet tenant's next message finds that receiver; alone, the heavy
+// tenant is always served.
+func TestTenantHeadroom(t *testing.T) {
+	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
+		b := open()
+		if _, err := b.CreateQueue(ctx, "q", map[string]string{"TenantHeadroom": "1"}, nil); err != nil {
+			t.Fatal(err)
+		}
+		sendAs(t, b, "q", "a", 4)
+		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 2}); groups(ms) != "a a" {
+			t.Fatalf("tenant a alone: %q, want a a", groups(ms))
+		}
+		sendAs(t, b, "q", "b", 1)
+		// b is within its share; a (2 of 2 in flight, 2 busy tenants) is not.
+		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10}); groups(ms) != "b" {
+			t.Fatalf("with no receiver waiting: %q, want b", groups(ms))
+		}
+		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10}); len(ms) != 0 {
+			t.Fatalf("tenant a above its share got %q with no receiver to spare", groups(ms))
+		}
+		// A long poll waits (the fake clock does not move): it is the
+		// headroom, and the next receive may serve a.
+		got := make(chan []st.Message)
+		go func() {
+			ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptr(20)})
+			got <- ms
+		}()
+		for waited := 0; waiting(b, "q") != 1; waited++ {
+			if waited > 500 {
+				t.Fatal("the long poll never waited")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1}); groups(ms) != "a" {
+			t.Fatalf("with a receiver waiting: %q, want a", groups(ms))
+		}
+		// b's next message goes to the waiting receiver at once.
+		sendAs(t, b, "q", "b", 1)
+		if ms := <-got; groups(ms) != "b" {
+			t.Fatalf("the waiting receiver got %q, want b", groups(ms))
+		}
+		if waiting(b, "q") != 0 {
+			t.Fatalf("waiting receives %d after the long poll returned", waiting(b, "q"))
+		}
+	})
+}
+
+func waiting(b *sluice.Broker, queue string) int {
+	for _, s := range b.Stats() {
+		if s.Name == queue {
+			return s.WaitingReceives
+		}
+	}
+	return -1
 }

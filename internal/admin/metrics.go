@@ -15,7 +15,7 @@ type collector struct {
 	redriven, retried, deferred, rejected, dead, relocated        *prometheus.Desc
 	diskBytes, liveBytes, deadBytes                               *prometheus.Desc
 	sent, throttled, received, empty, deleted, deadLettered       *prometheus.Desc
-	sidelined, spilled, dropped, firstAttempt                     *prometheus.Desc
+	sidelined, spilled, heldBack, waiting, dropped, firstAttempt  *prometheus.Desc
 	tenantMessages, tenantOldest                                  *prometheus.Desc
 	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
 }
@@ -50,6 +50,8 @@ func newCollector(b *sluice.Broker) *collector {
 		deadLettered:   d("queue_dead_lettered_total", "Messages moved to the dead-letter queue (receive limit or age).", q...),
 		sidelined:      d("queue_sidelined_total", "Messages moved to the backlog lane for being older than SidelineAgeSeconds.", q...),
 		spilled:        d("queue_spilled_total", "Times a tenant over its receive rate moved to the spillover lane.", q...),
+		heldBack:       d("queue_held_back_total", "Receives that passed over a tenant above its share to keep TenantHeadroom receivers waiting.", q...),
+		waiting:        d("queue_waiting_receives", "Long polls waiting on the queue for a message.", q...),
 		dropped:        d("queue_dropped_total", "Messages dropped, by reason (retention, max_age, watermark).", "queue", "reason"),
 		firstAttempt:   d("queue_first_attempt_age_seconds", "Time from send to first delivery, first deliveries only: the early warning of a backlog.", q...),
 		tenantMessages: d("tenant_messages", "Messages of a tenant by state (ready, inflight); the largest backlogs by name, the rest as _others.", "queue", "tenant", "state"),
@@ -103,6 +105,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.deadLettered, float64(s.DeadLettered), q)
 		ctr(c.sidelined, float64(s.Sidelined), q)
 		ctr(c.spilled, float64(s.Spilled), q)
+		ctr(c.heldBack, float64(s.HeldBack), q)
+		g(c.waiting, float64(s.WaitingReceives), q)
 		for _, r := range []string{"retention", "max_age", "watermark", "exhausted", "rejected"} {
 			ctr(c.dropped, float64(s.Dropped[r]), q, r)
 		}

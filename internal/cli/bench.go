@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +74,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 	tenants := fs.Int("tenants", 1, "distinct MessageGroupId values (tenants)")
 	rate := fs.Int("rate", 0, "total send rate in messages/s (0: as fast as possible)")
 	asJSON := fs.Bool("json", false, "print JSON")
+	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (to see what the client itself costs)")
 	useSDK := fs.Bool("sdk", false, "drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
@@ -81,6 +84,17 @@ func bench(ctx context.Context, args []string, env Env) error {
 	}
 	if *duration > time.Hour {
 		return fmt.Errorf("--duration is capped at one hour")
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *producers + *consumers + 4}}
 	c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,

@@ -9,6 +9,7 @@ import (
 	"container/heap"
 	"crypto/sha256"
 	"encoding/hex"
+	"math"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/sched"
@@ -279,7 +280,7 @@ type Config struct {
 // Stats are counters since the queue was loaded.
 type Stats struct {
 	DroppedRetention, DroppedMaxAge, DroppedWatermark uint64
-	Sidelined, Spilled                                uint64
+	Sidelined, Spilled, HeldBack                      uint64
 	Retried, Deferred, Rejected, Exhausted            uint64
 }
 
@@ -357,7 +358,7 @@ func (q *Queue) Sched() *sched.Sched { return q.s }
 // Stats returns the queue's counters.
 func (q *Queue) Stats() Stats {
 	st := q.stats
-	st.Sidelined, st.Spilled = q.s.Sidelined, q.s.Spilled
+	st.Sidelined, st.Spilled, st.HeldBack = q.s.Sidelined, q.s.Spilled, q.s.HeldBack
 	return st
 }
 
@@ -886,19 +887,20 @@ type Delivery struct {
 // Messages over the receive limit come back with DeadLetter set and are
 // already removed from this queue.
 func (q *Queue) Receive(now time.Time, max int, vis time.Duration) []Delivery {
-	return q.ReceivePartition(now, max, vis, -1)
+	return q.ReceivePartition(now, max, vis, -1, math.MaxInt)
 }
 
 // ReceivePartition is Receive from one partition of a standard queue
-// (-1: any, served in turn).
-func (q *Queue) ReceivePartition(now time.Time, max int, vis time.Duration, part int) []Delivery {
+// (-1: any, served in turn). spare is the number of other receivers
+// waiting on the queue, for the scheduler's headroom.
+func (q *Queue) ReceivePartition(now time.Time, max int, vis time.Duration, part, spare int) []Delivery {
 	q.Advance(now)
 	var out []Delivery
 	if q.cfg.FIFO {
 		return q.receiveFIFO(now, max, vis)
 	}
 	for len(out) < max && q.inFlight < MaxInFlight {
-		seq, ok := q.s.Pop(ms(now), part)
+		seq, ok := q.s.Pop(ms(now), part, spare)
 		if !ok {
 			break
 		}

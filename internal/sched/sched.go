@@ -25,6 +25,15 @@ type Config struct {
 	// LowerLaneShare is the minimum share of picks each passed-over lower
 	// lane gets. Default 0.1.
 	LowerLaneShare float64
+	// Headroom is the number of waiting receivers kept back for tenants
+	// below their fair share of the messages in flight: while fewer than
+	// Headroom other receivers wait, a tenant above its share (more in
+	// flight than the in-flight total divided by the busy tenants) is not
+	// served, so a quiet tenant's next message finds a receiver waiting
+	// instead of the next one to finish. It costs the heavy tenant that
+	// many receivers' worth of throughput while other tenants are busy;
+	// a tenant alone is always served. 0: off (fully work-conserving).
+	Headroom int
 	// Limits are the per-tenant defaults; Overrides replace them for named
 	// tenants.
 	Limits    Limits
@@ -80,8 +89,17 @@ type Sched struct {
 	idle    []*tenant // tenants with nothing queued, swept once refilled
 	next    int       // partition round robin
 	ready   int
-	// Counters since New.
-	Sidelined, Spilled uint64
+	// busy counts tenants with messages ready or in flight (not idle),
+	// inflight the messages in flight: a tenant's fair share of the
+	// messages in flight is inflight/busy.
+	busy, inflight int
+	// failed marks the lanes whose pick failed during one popPart with
+	// tenants still in them (all held back for headroom); a tenant moved
+	// between lanes clears it.
+	failed uint64
+	// Counters since New. HeldBack counts picks that passed over a tenant
+	// above its share to keep Headroom receivers waiting.
+	Sidelined, Spilled, HeldBack uint64
 }
 
 type partition struct {
@@ -214,6 +232,8 @@ func normalize(c Config) Config {
 	if c.LowerLaneShare <= 0 {
 		c.LowerLaneShare = 0.1
 	}
+	c.RetryLevels = min(max(c.RetryLevels, 0), 60) // lanes fit a 64-bit mask
+	c.Headroom = max(c.Headroom, 0)
 	return c
 }
 
@@ -345,6 +365,7 @@ func (s *Sched) tenant(name string) *tenant {
 		return t
 	}
 	t := &tenant{name: name, lim: s.limits(name)}
+	s.busy++ // a new tenant is not idle until maybeIdle says so
 	t.parts = shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
 	t.pts = make([]*ptenant, len(t.parts))
 	s.tenants[name] = t
@@ -411,7 +432,7 @@ func (s *Sched) Push(now int64, seq uint64, e *Entry, tenant string, lane int) {
 	}
 	lane = min(max(lane, 0), s.dqLanes()-1)
 	t := s.tenant(tenant)
-	t.idle = false
+	s.wake(t)
 	// The least loaded of the tenant's partitions.
 	best := 0
 	for i := 1; i < len(t.parts); i++ {
@@ -465,8 +486,9 @@ func (s *Sched) Acquire(e *Entry, tenant string) {
 		tenant = ""
 	}
 	t := s.tenant(tenant)
-	t.idle = false
+	s.wake(t)
 	t.inflight++
+	s.inflight++
 	e.pt, e.state = s.ptenant(t, 0), stInFlight
 	e.gen++
 	if s.cfg.Fair && t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight {
@@ -496,6 +518,7 @@ func (s *Sched) Remove(e *Entry) {
 // Settle is Remove for an in-flight message that will be pushed again.
 func (s *Sched) settle(t *tenant) {
 	t.inflight--
+	s.inflight--
 	s.uncap(t)
 	s.maybeIdle(t)
 }
@@ -514,8 +537,24 @@ func (s *Sched) uncap(t *tenant) {
 func (s *Sched) maybeIdle(t *tenant) {
 	if t.ready == 0 && t.inflight == 0 && !t.idle {
 		t.idle = true
+		s.busy--
 		s.idle = append(s.idle, t)
 	}
+}
+
+// wake marks a tenant busy: it is about to have a message ready or in
+// flight.
+func (s *Sched) wake(t *tenant) {
+	if t.idle {
+		t.idle = false
+		s.busy++
+	}
+}
+
+// overShare reports whether one more message in flight would put t above
+// its fair share of the messages in flight.
+func (s *Sched) overShare(t *tenant) bool {
+	return s.busy > 1 && (t.inflight+1)*s.busy > s.inflight+1
 }
 
 // sweep forgets a few idle tenants whose buckets have refilled.
@@ -541,13 +580,16 @@ func (s *Sched) Sweep(now int64, budget int) {
 }
 
 // Pop picks the next message to deliver from partition part (-1: any)
-// and marks it in flight. ok is false when nothing is eligible.
-func (s *Sched) Pop(now int64, part int) (seq uint64, ok bool) {
+// and marks it in flight. spare is the number of other receivers waiting
+// (for Headroom; pass a large number when unknown). ok is false when
+// nothing is eligible.
+func (s *Sched) Pop(now int64, part, spare int) (seq uint64, ok bool) {
+	hold := s.cfg.Fair && spare < s.cfg.Headroom && s.busy > 1
 	if part >= 0 {
 		if part >= len(s.parts) {
 			return 0, false
 		}
-		return s.popPart(now, s.parts[part])
+		return s.popPart(now, s.parts[part], hold)
 	}
 	for range s.parts {
 		p := s.parts[s.next]
@@ -555,22 +597,25 @@ func (s *Sched) Pop(now int64, part int) (seq uint64, ok bool) {
 		if p.count == 0 {
 			continue
 		}
-		if seq, ok := s.popPart(now, p); ok {
+		if seq, ok := s.popPart(now, p, hold); ok {
 			return seq, true
 		}
 	}
 	return 0, false
 }
 
-func (s *Sched) popPart(now int64, p *partition) (uint64, bool) {
+func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 	L := s.lanes()
+	s.failed = 0
 	for {
 		// The highest lane with work, unless a passed-over lower lane has
 		// earned its share. A lane whose pick fails is empty afterwards
-		// (its tenants moved to other lanes or are capped), so this ends.
+		// (its tenants moved to other lanes or are capped) or holds only
+		// tenants held back for headroom; it is not tried again, so this
+		// ends.
 		top := -1
 		for l := 0; l < L; l++ {
-			if p.rings[l].len() > 0 {
+			if p.rings[l].len() > 0 && s.failed&(1<<l) == 0 {
 				top = l
 				break
 			}
@@ -580,7 +625,7 @@ func (s *Sched) popPart(now int64, p *partition) (uint64, bool) {
 		}
 		lane := top
 		for l := top + 1; l < L; l++ {
-			if p.rings[l].len() == 0 {
+			if p.rings[l].len() == 0 || s.failed&(1<<l) != 0 {
 				continue
 			}
 			p.credit[l] = min(p.credit[l]+s.cfg.LowerLaneShare, 2)
@@ -588,20 +633,24 @@ func (s *Sched) popPart(now int64, p *partition) (uint64, bool) {
 				lane = l
 			}
 		}
-		if seq, ok := s.popLane(now, p, lane); ok {
+		if seq, ok := s.popLane(now, p, lane, hold); ok {
 			if lane != top {
 				p.credit[lane]--
 			}
 			return seq, true
 		}
+		if p.rings[lane].len() > 0 {
+			s.failed |= 1 << lane
+		}
 	}
 }
 
 // popLane serves one lane of a partition by deficit round robin.
-func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
+func (s *Sched) popLane(now int64, p *partition, l int, hold bool) (uint64, bool) {
 	r := &p.rings[l]
 	spill := l == s.spillLane()
-	for r.len() > 0 {
+	held := 0 // tenants at the front passed over for headroom, sent to the back
+	for r.len() > held {
 		pt := r.front()
 		t := pt.t
 		if s.cfg.Fair && (t.capped || (t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight)) {
@@ -623,6 +672,7 @@ func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
 				r.popFront()
 				pt.inRing[l] = false
 				s.enlist(pt)
+				s.failed = 0
 				continue
 			}
 			if !throttled && spill {
@@ -630,6 +680,7 @@ func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
 				r.popFront()
 				pt.inRing[l] = false
 				s.enlist(pt)
+				s.failed = 0
 				continue
 			}
 		}
@@ -654,6 +705,15 @@ func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
 			r.popFront()
 			pt.inRing[l] = false
 			pt.deficit[l] = 0
+			continue
+		}
+		if hold && s.overShare(t) {
+			// Keep the waiting receivers for tenants below their share;
+			// this tenant keeps its credit and its place in the round.
+			r.popFront()
+			r.push(pt)
+			held++
+			s.HeldBack++
 			continue
 		}
 		// Deficit round robin: a tenant's turn starts with its weight in
@@ -681,6 +741,7 @@ func (s *Sched) popLane(now int64, p *partition, l int) (uint64, bool) {
 		}
 		e.state = stInFlight
 		t.inflight++
+		s.inflight++
 		t.recv.take(now, t.lim.ReceiveRate, t.lim.ReceiveBurst)
 		t.drain.add(now)
 		if s.cfg.Fair && t.lim.MaxInFlight > 0 && t.inflight >= t.lim.MaxInFlight {

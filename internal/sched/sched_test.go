@@ -27,6 +27,9 @@ func differential(t *testing.T, seed uint64) {
 		cfg.Limits.MaxInFlight = 1 + r.IntN(3)
 	}
 	if r.IntN(3) == 0 {
+		cfg.Headroom = 1 + r.IntN(3)
+	}
+	if r.IntN(3) == 0 {
 		cfg.Limits.ReceiveRate, cfg.Limits.ReceiveBurst = 1+float64(r.IntN(5)), float64(r.IntN(3))
 	}
 	h := newHarness(cfg)
@@ -42,6 +45,7 @@ func differential(t *testing.T, seed uint64) {
 			seq := h.push(tenants[r.IntN(len(tenants))], l, 0)
 			lane[seq] = l
 		case op < 7:
+			h.spare = r.IntN(4)
 			seq, ok := h.pop(-1)
 			checkPop(t, h, cfg, seq, ok)
 		case op < 9:
@@ -86,15 +90,32 @@ func checkPop(t *testing.T, h *harness, cfg Config, seq uint64, ok bool) {
 	capped := func(tn string) bool {
 		return cfg.Fair && cfg.Limits.MaxInFlight > 0 && inflight[key(cfg, tn)] >= cfg.Limits.MaxInFlight
 	}
+	// Headroom: with fewer than cfg.Headroom receivers to spare, a tenant
+	// that one more message in flight would put above its share of the
+	// messages in flight (total / busy tenants) is passed over.
+	busy, total := map[string]bool{}, 0
+	for _, it := range h.items {
+		busy[key(cfg, it.tenant)] = true
+		if it.state == "inflight" {
+			total++
+		}
+	}
+	hold := cfg.Fair && h.spare < cfg.Headroom && len(busy) > 1
 	if !ok {
 		for s, it := range h.items {
-			if it.state == "ready" && !capped(it.tenant) {
-				t.Errorf("pop found nothing, but %d (%s) is ready and under its cap", s, it.tenant)
+			over := (inflight[key(cfg, it.tenant)]+1)*len(busy) > total+1
+			if it.state == "ready" && !capped(it.tenant) && !(hold && over) {
+				t.Errorf("pop found nothing, but %d (%s) is ready, under its cap and not held back", s, it.tenant)
 			}
 		}
 		return
 	}
 	it := h.items[seq]
+	// counts include the popped message
+	if hold && inflight[key(cfg, it.tenant)]*len(busy) > total {
+		t.Errorf("popped %d of %s above its share (%d of %d in flight, %d busy tenants) with %d receivers to spare, headroom %d",
+			seq, it.tenant, inflight[key(cfg, it.tenant)], total, len(busy), h.spare, cfg.Headroom)
+	}
 	// it is already marked in flight; its tenant's count includes it
 	if cfg.Fair && cfg.Limits.MaxInFlight > 0 && inflight[key(cfg, it.tenant)] > cfg.Limits.MaxInFlight {
 		t.Errorf("tenant %s has %d in flight, cap %d", it.tenant, inflight[key(cfg, it.tenant)], cfg.Limits.MaxInFlight)
@@ -133,6 +154,10 @@ func checkCounts(t *testing.T, h *harness, cfg Config) {
 	}
 	if h.s.Ready() != ready {
 		t.Errorf("Ready() = %d, model %d", h.s.Ready(), ready)
+	}
+	// The headroom rule's counts: busy tenants and messages in flight.
+	if h.s.busy != len(per) || h.s.inflight != inflight {
+		t.Errorf("busy tenants %d, in flight %d; model %d, %d", h.s.busy, h.s.inflight, len(per), inflight)
 	}
 	for _, ts := range h.s.Stats() {
 		if c := per[ts.Name]; c[0] != ts.Ready || c[1] != ts.InFlight {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -23,6 +24,7 @@ type harness struct {
 	items map[uint64]*item
 	order map[uint64]int // push order, for FIFO checks
 	n     int
+	spare int // receivers waiting besides the one popping (Headroom)
 }
 
 type item struct {
@@ -33,7 +35,7 @@ type item struct {
 }
 
 func newHarness(cfg Config) *harness {
-	h := &harness{now: 1_000_000, items: map[uint64]*item{}, order: map[uint64]int{}}
+	h := &harness{now: 1_000_000, items: map[uint64]*item{}, order: map[uint64]int{}, spare: math.MaxInt}
 	h.s = New(cfg, func(seq uint64) (*Entry, int64, string, bool) {
 		it, ok := h.items[seq]
 		if !ok {
@@ -55,7 +57,7 @@ func (h *harness) push(tenant string, lane int, age int64) uint64 {
 }
 
 func (h *harness) pop(part int) (uint64, bool) {
-	seq, ok := h.s.Pop(h.now, part)
+	seq, ok := h.s.Pop(h.now, part, h.spare)
 	if ok {
 		it := h.items[seq]
 		if it.state != "ready" {
@@ -134,6 +136,7 @@ func parseConfig(a args) Config {
 		RetryLevels:         a.int("retry", 0),
 		SidelineAge:         a.dur("sideline", 0).Milliseconds(),
 		LowerLaneShare:      a.float("share", 0),
+		Headroom:            a.int("headroom", 0),
 		Limits: Limits{
 			MaxInFlight:     a.int("cap", 0),
 			ReceiveRate:     a.float("rrate", 0),
@@ -158,6 +161,7 @@ func parseConfig(a args) Config {
 //	settle seq=S [lane=L]    an in-flight message becomes ready again
 //	delete seq=S | t=T       deletes one message, or every in-flight one of T
 //	advance D
+//	spare N                  receivers waiting besides the popping one (default: many)
 //	send t=T [n=N]           ok, or throttled with the retry hint
 //	stats
 func (h *harness) run(cmd string, a args) string {
@@ -242,6 +246,9 @@ func (h *harness) run(cmd string, a args) string {
 		}
 		h.now += d.Milliseconds()
 		return ""
+	case "spare":
+		h.spare = a.int("_", math.MaxInt)
+		return ""
 	case "send":
 		ok, wait := h.s.AllowSend(h.now, a.str("t", ""), a.int("n", 1))
 		if ok {
@@ -261,7 +268,11 @@ func (h *harness) run(cmd string, a args) string {
 			out = append(out, line)
 		}
 		sort.Strings(out)
-		out = append(out, fmt.Sprintf("tenants=%d ready=%d sidelined=%d", h.s.Tenants(), h.s.Ready(), h.s.Sidelined))
+		line := fmt.Sprintf("tenants=%d ready=%d sidelined=%d", h.s.Tenants(), h.s.Ready(), h.s.Sidelined)
+		if h.s.HeldBack > 0 {
+			line += fmt.Sprintf(" held-back=%d", h.s.HeldBack)
+		}
+		out = append(out, line)
 		return strings.Join(out, "\n")
 	}
 	panic("unknown command " + cmd)

@@ -38,6 +38,15 @@ func TestAntiBacklogAttributesThroughSDK(t *testing.T) {
 	if apiCode(err) != "InvalidAttributeValue" {
 		t.Fatalf("bad TenantMaxInFlight: %v", err)
 	}
+	hq := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("headroom"), Attributes: map[string]string{"TenantHeadroom": "2"}}))
+	ha := must(c.GetQueueAttributes(ctx, &awssqs.GetQueueAttributesInput{QueueUrl: hq.QueueUrl, AttributeNames: []types.QueueAttributeName{"All"}}))
+	if ha.Attributes["TenantHeadroom"] != "2" {
+		t.Fatalf("TenantHeadroom: %v", ha.Attributes)
+	}
+	_, err = c.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: hq.QueueUrl, Attributes: map[string]string{"TenantHeadroom": "1001"}})
+	if apiCode(err) != "InvalidAttributeValue" {
+		t.Fatalf("TenantHeadroom=1001: %v", err)
+	}
 
 	var entries []types.SendMessageBatchRequestEntry
 	for i := 0; i < 5; i++ {
