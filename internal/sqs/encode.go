@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"strconv"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // The response model: an ordered tree that renders as JSON (AWS JSON 1.0)
@@ -60,43 +62,68 @@ func empty(v any) bool {
 	return false
 }
 
-func toJSON(v any) any {
+// renderJSON renders the response as JSON, members in the model's order.
+func renderJSON(o obj) []byte { return appendJSON(make([]byte, 0, 512), o) }
+
+func appendJSON(b []byte, v any) []byte {
 	switch x := v.(type) {
 	case obj:
-		m := make(map[string]any, len(x))
+		b = append(b, '{')
+		n := 0
 		for _, f := range x {
-			if !empty(f.val) {
-				m[f.name] = toJSON(f.val)
+			if empty(f.val) {
+				continue
 			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = appendJSONString(b, f.name)
+			b = append(b, ':')
+			b = appendJSON(b, f.val)
 		}
-		return m
+		return append(b, '}')
 	case list:
-		out := make([]any, len(x.items))
+		b = append(b, '[')
 		for i, it := range x.items {
-			out[i] = toJSON(it)
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSON(b, it)
 		}
-		return out
+		return append(b, ']')
 	case mapv:
-		m := make(map[string]any, len(x.keys))
-		for _, k := range x.keys {
-			m[k] = toJSON(x.vals[k])
+		b = append(b, '{')
+		for i, k := range x.keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSON(b, x.vals[k])
 		}
-		return m
+		return append(b, '}')
+	case string:
+		return appendJSONString(b, x)
 	case num:
-		return int64(x)
+		return strconv.AppendInt(b, int64(x), 10)
 	case boolean:
-		return bool(x)
-	default:
-		return x
+		return strconv.AppendBool(b, bool(x))
+	case nil:
+		return append(b, "null"...)
 	}
+	raw, err := json.Marshal(v) // not part of the model; kept for safety
+	if err != nil {
+		return append(b, "null"...)
+	}
+	return append(b, raw...)
 }
 
-func renderJSON(o obj) []byte {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(toJSON(o))
-	return bytes.TrimRight(buf.Bytes(), "\n")
+// appendJSONString quotes s; invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func appendJSONString(b []byte, s string) []byte {
+	b, _ = jsontext.AppendQuote(b, s)
+	return b
 }
 
 func xmlText(buf *bytes.Buffer, s string) {

@@ -1,0 +1,94 @@
+package sqs
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+// stdDecode is the reference for decodeJSON: encoding/json with UseNumber,
+// and nothing but white space after the object.
+func stdDecode(body []byte) (map[string]any, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var p map[string]any
+	if err := dec.Decode(&p); err != nil {
+		return nil, false
+	}
+	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+		return nil, false
+	}
+	if p == nil {
+		p = map[string]any{}
+	}
+	return p, true
+}
+
+var jsonSeeds = []string{
+	`{"QueueUrl":"q","MessageBody":"x","MessageAttributes":{"a":{"DataType":"Binary","BinaryValue":"AAE="}}}`,
+	`{"Entries":[{"Id":"a","MessageBody":1,"DelaySeconds":"x"}]}`,
+	`{"a":1,"a":2,"b":[1,-0,1e5,2.5E-3,true,false,null,{},[]],"c":"\u00e9\ud83d\ude00\n\t\"\\\/"}`,
+	`{"bad":"\ud800","lone":"\udc00x","raw":"` + "\xff\xfe" + `"}`,
+	`null`, ` {} `, `{}{}`, `[1]`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `"x"`, `{"a":01}`, `{"a":1}x`,
+}
+
+// TestJSONDecodeMatchesEncodingJSON: decodeJSON accepts what encoding/json
+// accepts (a single object) and yields the same values.
+func TestJSONDecodeMatchesEncodingJSON(t *testing.T) {
+	for _, s := range jsonSeeds {
+		checkJSONDecode(t, []byte(s))
+	}
+}
+
+func FuzzJSONDecodeDifferential(f *testing.F) {
+	for _, s := range jsonSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) { checkJSONDecode(t, []byte(body)) })
+}
+
+func checkJSONDecode(t *testing.T, body []byte) {
+	t.Helper()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return // both: no parameters
+	}
+	got, err := decodeJSON(body)
+	want, ok := stdDecode(body)
+	if !ok {
+		if err == nil {
+			t.Errorf("%q: decoded %v, encoding/json refuses it", body, got)
+		}
+		return
+	}
+	if err != nil {
+		t.Errorf("%q: %v, encoding/json reads %v", body, err, want)
+		return
+	}
+	if !reflect.DeepEqual(map[string]any(got), want) {
+		t.Errorf("%q: decoded %#v, encoding/json %#v", body, got, want)
+	}
+}
+
+// TestRenderJSON: the response writer's output is JSON that encoding/json
+// reads back as the model says: empty members left out, lists, maps,
+// numbers, booleans, and strings with quotes, control characters and
+// invalid UTF-8.
+func TestRenderJSON(t *testing.T) {
+	o := obj{}.add("Id", "a\"b\\c\n\x01é😀").add("Empty", "").add("N", num(-42)).add("B", boolean(true)).
+		add("L", list{member: "m", items: []any{obj{}.add("X", "1"), obj{}}}).
+		add("EmptyList", list{member: "m"}).
+		add("M", mapv{entry: "e", key: "k", val: "v", keys: []string{"z", "a"}, vals: map[string]any{"z": "1", "a": obj{}.add("Y", num(2))}}).
+		add("Bad", "x\xffy")
+	var got map[string]any
+	raw := renderJSON(o)
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	want := map[string]any{"Id": "a\"b\\c\n\x01é😀", "N": -42.0, "B": true,
+		"L": []any{map[string]any{"X": "1"}, map[string]any{}},
+		"M": map[string]any{"z": "1", "a": map[string]any{"Y": 2.0}}, "Bad": "x\uFFFDy"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("rendered %s\nread back %#v\nwant %#v", raw, got, want)
+	}
+}
