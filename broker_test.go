@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"testing"
 	"time"
@@ -66,6 +68,11 @@ func TestSendReceiveDelete(t *testing.T) {
 		msgs, err := b.Receive(ctx, "q1", st.ReceiveInput{MaxMessages: 10})
 		if err != nil || len(msgs) != 3 {
 			t.Fatalf("receive: %v %d", err, len(msgs))
+		}
+		for _, m := range msgs {
+			if sum := md5.Sum([]byte(m.Body)); m.MD5OfBody != hex.EncodeToString(sum[:]) {
+				t.Fatalf("MD5OfBody %q of %q", m.MD5OfBody, m.Body)
+			}
 		}
 		again, _ := b.Receive(ctx, "q1", st.ReceiveInput{MaxMessages: 10})
 		if len(again) != 0 {

@@ -16,14 +16,19 @@ import (
 // Queue metadata, rare and nested, is embedded as JSON.
 
 // Version 2 adds the tenant key and retry level to message entries;
-// version 1 records are still read (tenant = group, level 0).
-const codecVersion = 2
+// version 3 the MD5 of the body to payloads (so receives need not hash
+// it). Versions 1 and 2 are still read (tenant = group, level 0, MD5
+// computed when needed).
+const codecVersion = 3
 
 var recTypes = []string{recQueue, recQueueDelete, recSend, recReceive, recVisibility, recDelete, recPurge, recMove, recHeader, recDedup, recRelocate, recUpdate}
 
 var errShortRecord = errors.New("record truncated")
 
-type enc struct{ b []byte }
+type enc struct {
+	b []byte
+	v byte // codec version written (older ones only in tests)
+}
 
 func (e *enc) u(v uint64)     { e.b = binary.AppendUvarint(e.b, v) }
 func (e *enc) i(v int64)      { e.b = binary.AppendVarint(e.b, v) }
@@ -120,9 +125,15 @@ func (d *dec) optStr() *string {
 	return &s
 }
 
-func (r *record) encode() []byte {
-	e := &enc{b: make([]byte, 0, 64)}
-	e.b = append(e.b, codecVersion)
+func (r *record) encode() []byte { return r.encodeVersion(codecVersion) }
+
+func (r *record) encodeVersion(v byte) []byte {
+	size := 64
+	if r.P != nil {
+		size += len(r.P.Body) + 128 // the body and the usual strings, in one allocation
+	}
+	e := &enc{b: make([]byte, 0, size), v: v}
+	e.b = append(e.b, v)
 	t := -1
 	for i, x := range recTypes {
 		if x == r.T {
@@ -190,6 +201,9 @@ func encodePayload(e *enc, p *payload) {
 	for _, s := range []string{p.ID, p.Body, p.Trace, p.Sender, p.Dedup, p.SeqNum, p.TraceParent} {
 		e.str(s)
 	}
+	if e.v >= 3 {
+		e.str(p.MD5)
+	}
 	e.u(uint64(len(p.Attrs)))
 	for name, a := range p.Attrs {
 		e.str(name)
@@ -214,7 +228,7 @@ func decodeRecord(b []byte) (*record, error) {
 	if len(b) < 2 {
 		return nil, errShortRecord
 	}
-	if b[0] != codecVersion && b[0] != 1 {
+	if b[0] < 1 || b[0] > codecVersion {
 		return nil, fmt.Errorf("record codec version %d is not supported by this build", b[0])
 	}
 	if int(b[1]) >= len(recTypes) {
@@ -308,6 +322,9 @@ func decodePayload(d *dec) *payload {
 	}
 	if d.v >= 2 {
 		p.TraceParent = d.str()
+	}
+	if d.v >= 3 {
+		p.MD5 = d.str()
 	}
 	n := d.u()
 	if n > 10 {

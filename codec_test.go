@@ -21,7 +21,7 @@ func TestRecordRoundTrip(t *testing.T) {
 			m.SetTenant("acme")
 			m.SetFail(&queue.FailInfo{Reason: "Retry", LastError: "boom", First: 1700000001000, Failures: 2})
 		}),
-			P: &payload{ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "00000000000000000001",
+			P: &payload{ID: "id", Body: "body\r\n✓", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "00000000000000000001", MD5: "0123456789abcdef",
 				Attrs: map[string]st.AttributeValue{"s": {DataType: "String", StringValue: &s}, "b": {DataType: "Binary", BinaryValue: []byte{0, 1}}, "l": {DataType: "String", StringListValues: []string{"x", "y"}, BinaryListValues: [][]byte{{9}}}}}},
 		{T: recReceive, Q: 3, Seq: 42, RC: 3, First: 1, Dlv: 2, Vis: 3, Fence: 3, Lvl: 2},
 		{T: recUpdate, Q: 3, Seq: 42, M: with(&queue.Msg{Seq: 42, Level: 1, VisibleAt: 5}, func(m *queue.Msg) {
@@ -40,6 +40,23 @@ func TestRecordRoundTrip(t *testing.T) {
 		if !reflect.DeepEqual(got, r) {
 			t.Fatalf("%s round trip:\n got %+v\nwant %+v", r.T, got, r)
 		}
+	}
+}
+
+// TestRecordVersion2: records written before the body's MD5 was kept
+// (codec version 2) still decode, with no MD5.
+func TestRecordVersion2(t *testing.T) {
+	r := &record{T: recSend, Q: 3, M: &queue.Msg{Seq: 9, Sent: 5}, P: &payload{ID: "id", Body: "body", TraceParent: "tp", MD5: "0123456789abcdef"}}
+	got, err := decodeRecord(r.encodeVersion(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.P.MD5 = ""
+	if !reflect.DeepEqual(got, r) {
+		t.Fatalf("version 2 record:\n got %+v\nwant %+v", got, r)
+	}
+	if _, err := decodeRecord(append([]byte{codecVersion + 1}, r.encode()[1:]...)); err == nil {
+		t.Fatal("a record from a newer codec version decoded")
 	}
 }
 

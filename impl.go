@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"crypto/md5"
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
@@ -796,6 +797,12 @@ func (b *broker) sendBatch(ctx context.Context, name string, in []st.SendInput) 
 }
 
 func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
+	// Hashed before the queue is locked: the MD5 is kept with the message
+	// and answered by sends and receives.
+	sums := make([][md5.Size]byte, len(in))
+	for i := range in {
+		sums[i] = md5.Sum([]byte(in[i].Body))
+	}
 	qs, now, err := b.locked(name)
 	if err != nil {
 		return nil, nil, err
@@ -823,14 +830,15 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		m := &queue.Msg{Seq: b.seq.Add(1)}
 		m.SetGroup(e.GroupID)
 		m.SetTenant(tenant)
-		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, TraceParent: e.TraceParent, Sender: e.SenderID, Dedup: e.DedupID}
+		p := &payload{ID: uuid.NewString(), Body: e.Body, Attrs: e.Attributes, Trace: e.TraceHeader, TraceParent: e.TraceParent, Sender: e.SenderID, Dedup: e.DedupID,
+			MD5: string(sums[i][:])}
 		delay := cfg.Delay
 		if cfg.FIFO {
 			if p.Dedup == "" {
 				p.Dedup = queue.ContentDedupID(e.Body)
 			}
 			if id, num, dup := qs.q.Dedup(now, m.Group(), p.Dedup); dup {
-				res[i] = st.SendResult{MessageID: id, SequenceNumber: num}
+				res[i] = st.SendResult{MessageID: id, SequenceNumber: num, MD5OfBody: hex.EncodeToString(sums[i][:])}
 				continue
 			}
 		} else if e.DelaySeconds != nil {
@@ -840,7 +848,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		if cfg.FIFO {
 			qs.q.Remember(now, m.Group(), p.Dedup, p.ID, p.SeqNum)
 		}
-		res[i] = st.SendResult{MessageID: p.ID, SequenceNumber: p.SeqNum}
+		res[i] = st.SendResult{MessageID: p.ID, SequenceNumber: p.SeqNum, MD5OfBody: hex.EncodeToString(sums[i][:])}
 		cp := *m
 		recs = append(recs, &record{T: recSend, Q: qs.meta.ID, M: &cp, P: p})
 		seqs = append(seqs, m.Seq)
@@ -939,6 +947,9 @@ func (b *broker) toMessage(qid uint64, m *queue.Msg, p *payload) st.Message {
 		MessageID: p.ID, Body: p.Body, Attributes: p.Attrs, TraceHeader: p.Trace, TraceParent: p.TraceParent, SenderID: p.Sender,
 		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), GroupID: m.Group(), SequenceNumber: p.SeqNum,
 		DeadLetterSourceArn: m.DLQSource(),
+	}
+	if p.MD5 != "" {
+		out.MD5OfBody = hex.EncodeToString([]byte(p.MD5))
 	}
 	if p.SeqNum != "" {
 		out.DedupID = p.Dedup

@@ -34,6 +34,7 @@ const (
 type payload struct {
 	ID, Body, Trace, Sender, Dedup, SeqNum string
 	TraceParent                            string // W3C traceparent of the send request
+	MD5                                    string // MD5 of Body, 16 raw bytes ("" in records before codec version 3)
 	Attrs                                  map[string]st.AttributeValue
 }
 

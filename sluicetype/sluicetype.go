@@ -49,6 +49,8 @@ type SendResult struct {
 	MessageID string
 	// SequenceNumber is set on FIFO queues only.
 	SequenceNumber string
+	// MD5OfBody is the hex MD5 of the body (MD5OfMessageBody).
+	MD5OfBody string
 }
 
 // ReceiveInput describes one receive call.
@@ -72,10 +74,13 @@ type Message struct {
 	MessageID     string
 	ReceiptHandle string
 	Body          string
-	Attributes    map[string]AttributeValue
-	TraceHeader   string
-	TraceParent   string
-	SenderID      string
+	// MD5OfBody is the hex MD5 of Body as stored at send time; "" for
+	// messages stored by versions that did not keep it.
+	MD5OfBody   string
+	Attributes  map[string]AttributeValue
+	TraceHeader string
+	TraceParent string
+	SenderID    string
 	// SentTimestamp and FirstReceiveTimestamp have millisecond precision.
 	SentTimestamp         time.Time
 	FirstReceiveTimestamp time.Time

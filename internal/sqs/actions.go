@@ -306,7 +306,7 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 }
 
 func sendResult(in st.SendInput, r st.SendResult) obj {
-	o := obj{}.add("MD5OfMessageBody", md5Body(in.Body)).
+	o := obj{}.add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
 		addStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
 	if in.TraceHeader != "" {
 		th := in.TraceHeader
@@ -431,7 +431,7 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 			continue
 		}
 		ok = append(ok, obj{}.add("Id", ids[i]).add("MessageId", results[i].MessageID).
-			add("MD5OfMessageBody", md5Body(ins[i].Body)).
+			add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
 			addStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
 			addStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
 			addStr("SequenceNumber", results[i].SequenceNumber))
@@ -525,7 +525,7 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 
 func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
 	o := obj{}.add("MessageId", m.MessageID).add("ReceiptHandle", m.ReceiptHandle).
-		add("MD5OfBody", md5Body(m.Body)).add("Body", m.Body)
+		add("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).add("Body", m.Body)
 	sys := map[string]string{}
 	all := false
 	want := map[string]bool{}

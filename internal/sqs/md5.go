@@ -15,6 +15,14 @@ func md5Body(body string) string {
 	return hex.EncodeToString(h[:])
 }
 
+// orMD5 is sum, the body's MD5 as the broker kept it, or else computed.
+func orMD5(sum, body string) string {
+	if sum != "" {
+		return sum
+	}
+	return md5Body(body)
+}
+
 // md5Attrs is MD5OfMessageAttributes (and MD5OfMessageSystemAttributes) as
 // AWS computes it; "" when there are no attributes.
 func md5Attrs(attrs map[string]st.AttributeValue) string {
