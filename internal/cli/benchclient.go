@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	json "github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // benchMsg is a received message as the bench needs it.
@@ -68,7 +69,8 @@ func (s *sdkBench) deleteBatch(ctx context.Context, handles []string) error {
 	return err
 }
 
-// leanBench speaks AWS JSON 1.0 directly.
+// leanBench speaks AWS JSON 1.0 directly (encoding/json/v2's semantics:
+// member names match exactly, as the server writes them).
 type leanBench struct {
 	hc       *http.Client
 	endpoint string
@@ -117,7 +119,7 @@ func (l *leanBench) sendBatch(ctx context.Context, bodies, groups []string) (int
 			in.Entries[i].MessageGroupID = groups[i]
 		}
 	}
-	var out struct{ Successful, Failed []json.RawMessage }
+	var out struct{ Successful, Failed []jsontext.Value }
 	if err := l.call(ctx, "SendMessageBatch", in, &out); err != nil {
 		return 0, 0, err
 	}
@@ -155,7 +157,7 @@ func (l *leanBench) deleteBatch(ctx context.Context, handles []string) error {
 	for i, h := range handles {
 		in.Entries[i] = entry{strconv.Itoa(i), h}
 	}
-	var out struct{ Failed []json.RawMessage }
+	var out struct{ Failed []jsontext.Value }
 	if err := l.call(ctx, "DeleteMessageBatch", in, &out); err != nil {
 		return err
 	}
