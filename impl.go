@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -1011,7 +1012,7 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 	unpark := func() { qs.mu.Lock(); qs.parked--; qs.mu.Unlock() }
 	parked := false // counted in qs.parked; receiveOnce takes it off
 	for {
-		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part, parked)
+		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part, parked, waitFor > 0)
 		parked = false
 		if err != nil || len(msgs) > 0 {
 			return msgs, err
@@ -1050,8 +1051,10 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 // receiveOnce delivers what is ready now. It also returns the channel that
 // is closed on the next change and the next timer of the queue. parked
 // says the caller was counted among the waiting long polls: it is not any
-// more.
-func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int, parked bool) ([]st.Message, <-chan struct{}, time.Time, error) {
+// more. canWait says the caller is a long poll: only a receive that can
+// wait is held back to keep TenantHeadroom receivers waiting (a short poll
+// held back would only come back empty).
+func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int, parked, canWait bool) ([]st.Message, <-chan struct{}, time.Time, error) {
 	qs.mu.Lock()
 	if parked {
 		qs.parked--
@@ -1076,7 +1079,11 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 			return msgs, notify, time.Time{}, wait(w)
 		}
 	}
-	ds := qs.q.ReceivePartition(now, max, vis, part, qs.parked)
+	spare := math.MaxInt
+	if canWait {
+		spare = qs.parked
+	}
+	ds := qs.q.ReceivePartition(now, max, vis, part, spare)
 	if len(ds) == 0 && !qs.meta.FIFO && qs.q.InFlight() >= queue.MaxInFlight {
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)

@@ -313,52 +313,61 @@ func TestStoreBytes(t *testing.T) {
 	}
 }
 
-// TestTenantHeadroom: with TenantHeadroom=1, a tenant above its share of
-// the messages in flight is served only while another receiver waits, so
-// that a quiet tenant's next message finds that receiver; alone, the heavy
-// tenant is always served.
+// TestTenantHeadroom: with TenantHeadroom=1, a long poll is not given a
+// message of a tenant above its share of the messages in flight unless
+// another long poll is waiting, so that a quiet tenant's next message finds
+// that one waiting. A short poll, which cannot wait, is always served, and
+// a tenant alone is always served.
 func TestTenantHeadroom(t *testing.T) {
 	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
 		b := open()
 		if _, err := b.CreateQueue(ctx, "q", map[string]string{"TenantHeadroom": "1"}, nil); err != nil {
 			t.Fatal(err)
 		}
-		sendAs(t, b, "q", "a", 4)
-		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 2}); groups(ms) != "a a" {
+		long := func(max int) <-chan []st.Message {
+			got := make(chan []st.Message, 1)
+			go func() {
+				ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: max, WaitTimeSeconds: ptr(20)})
+				got <- ms
+			}()
+			return got
+		}
+		waitFor := func(n int) {
+			t.Helper()
+			for waited := 0; waiting(b, "q") != n; waited++ {
+				if waited > 500 {
+					t.Fatalf("waiting receives %d, want %d", waiting(b, "q"), n)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		sendAs(t, b, "q", "a", 5)
+		if ms := <-long(2); groups(ms) != "a a" {
 			t.Fatalf("tenant a alone: %q, want a a", groups(ms))
 		}
 		sendAs(t, b, "q", "b", 1)
-		// b is within its share; a (2 of 2 in flight, 2 busy tenants) is not.
-		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10}); groups(ms) != "b" {
-			t.Fatalf("with no receiver waiting: %q, want b", groups(ms))
+		// b is within its share; a (2 of 2 in flight, 2 busy tenants) is
+		// not, and no other receiver waits.
+		if ms := <-long(10); groups(ms) != "b" {
+			t.Fatalf("long poll with no other waiting: %q, want b", groups(ms))
 		}
-		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10}); len(ms) != 0 {
-			t.Fatalf("tenant a above its share got %q with no receiver to spare", groups(ms))
+		// The next long poll waits (the fake clock does not move): it is
+		// the headroom, and the one after it may serve a.
+		kept := long(1)
+		waitFor(1)
+		if ms := <-long(1); groups(ms) != "a" {
+			t.Fatalf("long poll with one waiting: %q, want a", groups(ms))
 		}
-		// A long poll waits (the fake clock does not move): it is the
-		// headroom, and the next receive may serve a.
-		got := make(chan []st.Message)
-		go func() {
-			ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptr(20)})
-			got <- ms
-		}()
-		for waited := 0; waiting(b, "q") != 1; waited++ {
-			if waited > 500 {
-				t.Fatal("the long poll never waited")
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		// A short poll cannot wait: it is served.
 		if ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1}); groups(ms) != "a" {
-			t.Fatalf("with a receiver waiting: %q, want a", groups(ms))
+			t.Fatalf("short poll: %q, want a", groups(ms))
 		}
 		// b's next message goes to the waiting receiver at once.
 		sendAs(t, b, "q", "b", 1)
-		if ms := <-got; groups(ms) != "b" {
+		if ms := <-kept; groups(ms) != "b" {
 			t.Fatalf("the waiting receiver got %q, want b", groups(ms))
 		}
-		if waiting(b, "q") != 0 {
-			t.Fatalf("waiting receives %d after the long poll returned", waiting(b, "q"))
-		}
+		waitFor(0)
 	})
 }
 

@@ -21,6 +21,10 @@
 //     the spillover lane until its bucket refills. Messages older than the
 //     sideline age leave the live lane for the backlog lane when their
 //     tenant's turn comes, so fresh traffic goes first after an outage.
+//   - Headroom. While fewer than Headroom other receivers wait (the owner
+//     says how many, per pick), a tenant above its fair share of the
+//     messages in flight is passed over, so that the next message of a
+//     tenant within its share finds a receiver waiting.
 //   - Sends. AllowSend applies a tenant's send token bucket; its rate grows
 //     with steady use up to a ceiling, and shrinks in proportion when the
 //     tenant's backlog is over its target (backpressure).
