@@ -56,7 +56,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	if *capacity < 10 || *capacity > 100000 {
 		return fmt.Errorf("--capacity must be 10-100000")
 	}
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
 	s := &scn{endpoint: strings.TrimRight(endpoint, "/"), hc: hc, out: env, capacity: *capacity,
 		sdk: awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}
