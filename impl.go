@@ -801,8 +801,16 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 	// Hashed before the queue is locked: the MD5 is kept with the message
 	// and answered by sends and receives.
 	sums := make([][md5.Size]byte, len(in))
+	h := md5.New()
+	var chunk [1024]byte // bodies are hashed through this, not copied whole
 	for i := range in {
-		sums[i] = md5.Sum([]byte(in[i].Body))
+		h.Reset()
+		for s := in[i].Body; len(s) > 0; {
+			n := copy(chunk[:], s)
+			h.Write(chunk[:n])
+			s = s[n:]
+		}
+		h.Sum(sums[i][:0])
 	}
 	qs, now, err := b.locked(name)
 	if err != nil {

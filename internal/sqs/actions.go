@@ -306,7 +306,7 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 }
 
 func sendResult(in st.SendInput, r st.SendResult) obj {
-	o := obj{}.add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
+	o := make(obj, 0, 5).add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
 		addStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
 	if in.TraceHeader != "" {
 		th := in.TraceHeader
@@ -430,7 +430,7 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 			failed = append(failed, failure(ids[i], errs[i]))
 			continue
 		}
-		ok = append(ok, obj{}.add("Id", ids[i]).add("MessageId", results[i].MessageID).
+		ok = append(ok, make(obj, 0, 5).add("Id", ids[i]).add("MessageId", results[i].MessageID).
 			add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
 			addStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
 			addStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
@@ -524,8 +524,35 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 }
 
 func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
-	o := obj{}.add("MessageId", m.MessageID).add("ReceiptHandle", m.ReceiptHandle).
+	o := make(obj, 0, 7).add("MessageId", m.MessageID).add("ReceiptHandle", m.ReceiptHandle).
 		add("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).add("Body", m.Body)
+	if len(sysNames) > 0 {
+		o = o.add("Attributes", systemAttrs(m, sysNames))
+	}
+	if len(m.Attributes) == 0 || len(attrFilter) == 0 {
+		return o
+	}
+	sel := map[string]st.AttributeValue{}
+	for k, v := range m.Attributes {
+		if wantAttr(attrFilter, k) {
+			sel[k] = v
+		}
+	}
+	if len(sel) > 0 {
+		o = o.add("MD5OfMessageAttributes", md5Attrs(sel))
+		mv := mapv{entry: "MessageAttribute", key: "Name", val: "Value", vals: map[string]any{}}
+		for k, v := range sel {
+			mv.keys = append(mv.keys, k)
+			mv.vals[k] = renderAttrValue(v)
+		}
+		sort.Strings(mv.keys)
+		o = o.add("MessageAttributes", mv)
+	}
+	return o
+}
+
+// systemAttrs renders the system attributes named (or All).
+func systemAttrs(m st.Message, sysNames []string) mapv {
 	sys := map[string]string{}
 	all := false
 	want := map[string]bool{}
@@ -562,24 +589,7 @@ func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
 		put("SluiceFailureCount", strconv.Itoa(m.Failures))
 		put("SluiceFirstFailureTimestamp", strconv.FormatInt(m.FirstFailure.UnixMilli(), 10))
 	}
-	o = o.add("Attributes", stringMap("Attribute", "Name", "Value", sys))
-	sel := map[string]st.AttributeValue{}
-	for k, v := range m.Attributes {
-		if wantAttr(attrFilter, k) {
-			sel[k] = v
-		}
-	}
-	if len(sel) > 0 {
-		o = o.add("MD5OfMessageAttributes", md5Attrs(sel))
-		mv := mapv{entry: "MessageAttribute", key: "Name", val: "Value", vals: map[string]any{}}
-		for k, v := range sel {
-			mv.keys = append(mv.keys, k)
-			mv.vals[k] = renderAttrValue(v)
-		}
-		sort.Strings(mv.keys)
-		o = o.add("MessageAttributes", mv)
-	}
-	return o
+	return stringMap("Attribute", "Name", "Value", sys)
 }
 
 func renderAttrValue(v st.AttributeValue) obj {

@@ -29,7 +29,9 @@ func decodeJSON(body []byte) (params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return params{}, nil
 	}
-	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	// From a bytes.Buffer, jsontext parses in place instead of copying
+	// the body into a buffer of its own.
+	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	v, err := jsonValue(d)
 	if err == nil {
 		if _, end := d.ReadToken(); end != io.EOF {
