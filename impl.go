@@ -1096,8 +1096,8 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
 	}
-	var recs []*record
-	var got []queue.Msg // copies: the entries may change once unlocked
+	recs := make([]*record, 0, len(ds))
+	got := make([]queue.Msg, 0, len(ds)) // copies: the entries may change once unlocked
 	var dead []*queue.Msg
 	for _, d := range ds {
 		m := d.Msg

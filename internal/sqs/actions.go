@@ -403,8 +403,8 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 		return nil, st.Errorf(st.CodeBatchRequestTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", total)
 	}
 	// Entries that failed to decode are not sent.
-	var send []st.SendInput
-	var idx []int
+	send := make([]st.SendInput, 0, len(ins))
+	idx := make([]int, 0, len(ins))
 	for i := range ins {
 		if pre[i] == nil {
 			send = append(send, ins[i])
