@@ -42,6 +42,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	spike := fs.Duration("spike", 30*time.Second, "noisy: how long the noisy tenant sends")
 	outage := fs.Duration("outage", 60*time.Second, "outage: how long consumers are away")
 	recovery := fs.Duration("recovery", 60*time.Second, "outage: how long to measure after they return")
+	cases := fs.String("cases", "baseline,fair,fifo,rate,headroom", "noisy: which runs, in order (the baseline is needed for the ratios)")
 	headroom := fs.Int("headroom", 3, "noisy: TenantHeadroom of the headroom run (receivers kept waiting for tenants below their share)")
 	sideline := fs.Int("sideline", 1, "outage: SidelineAgeSeconds of the sidelining run (the backlog younger than this stays ahead of fresh traffic)")
 	tenants := fs.Int("tenants", 10000, "cost: number of tenants")
@@ -61,7 +62,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 		sdk: awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}
 	run := map[string]func(context.Context) error{
-		"noisy":  func(ctx context.Context) error { return s.noisy(ctx, *spike, *headroom) },
+		"noisy":  func(ctx context.Context) error { return s.noisy(ctx, *spike, *headroom, strings.Split(*cases, ",")) },
 		"outage": func(ctx context.Context) error { return s.outage(ctx, *outage, *recovery, *sideline) },
 		"cost":   func(ctx context.Context) error { return s.cost(ctx, *tenants, *messages) },
 	}
@@ -259,7 +260,7 @@ func (s *samples) n() int { s.mu.Lock(); defer s.mu.Unlock(); return len(s.v) }
 
 // noisy: baseline (quiet tenants only), then the spike with fair delivery
 // on and off.
-func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int) error {
+func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int, cases []string) error {
 	w := s.out.Stdout
 	fmt.Fprintf(w, "noisy neighbour: capacity %d/s; 9 quiet tenants send %d/s in all; the noisy one sends %d/s for %s\n",
 		s.capacity, s.capacity*45/100, s.capacity*10, spike)
@@ -270,16 +271,26 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int) erro
 		noisyReceived       int64
 		quietShareOfCapcity float64
 	}
-	var results []result
-	for _, run := range []struct {
+	type noisyRun struct {
 		name     string
 		fair     string
 		noisy    bool
 		rate     bool
 		headroom int
-	}{{"baseline (no spike)", "true", false, false, 0}, {"spike, FairDelivery=true", "true", true, false, 0},
-		{"spike, FairDelivery=false", "false", true, false, 0}, {"spike, fair + TenantSendRate", "true", true, true, 0},
-		{fmt.Sprintf("spike, fair + TenantHeadroom=%d", headroom), "true", true, false, headroom}} {
+	}
+	all := map[string]noisyRun{"baseline": {"baseline (no spike)", "true", false, false, 0}, "fair": {"spike, FairDelivery=true", "true", true, false, 0},
+		"fifo": {"spike, FairDelivery=false", "false", true, false, 0}, "rate": {"spike, fair + TenantSendRate", "true", true, true, 0},
+		"headroom": {fmt.Sprintf("spike, fair + TenantHeadroom=%d", headroom), "true", true, false, headroom}}
+	var runs []noisyRun
+	for _, c := range cases {
+		r, ok := all[strings.TrimSpace(c)]
+		if !ok {
+			return fmt.Errorf("unknown noisy case %q (baseline, fair, fifo, rate, headroom)", c)
+		}
+		runs = append(runs, r)
+	}
+	var results []result
+	for _, run := range runs {
 		attrs := map[string]string{"FairDelivery": run.fair, "VisibilityTimeout": "60"}
 		if run.headroom > 0 {
 			attrs["TenantHeadroom"] = strconv.Itoa(run.headroom)
@@ -343,9 +354,19 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int) erro
 		fmt.Fprintf(w, "  %-28s quiet send-to-receive p50 %7.3fs  p99 %7.3fs  (quiet received %d of ~%d; noisy received %d; quiet send call p50 %.3fs p99 %.3fs)\n",
 			r.name, r.p50, r.p99, r.received, sentQuiet.Load(), r.noisyReceived, sendLat.pct(0.5), sendLat.pct(0.99))
 	}
-	base := results[0].p99
-	fmt.Fprintf(w, "  quiet p99 during the spike / baseline: FairDelivery=true %.2fx, FairDelivery=false %.2fx, fair + TenantSendRate %.2fx, fair + TenantHeadroom %.2fx (target: within 2x with fair delivery)\n",
-		results[1].p99/base, results[2].p99/base, results[3].p99/base, results[4].p99/base)
+	base := math.NaN()
+	for _, r := range results {
+		if r.name == all["baseline"].name {
+			base = r.p99
+		}
+	}
+	var ratios []string
+	for _, r := range results {
+		if r.name != all["baseline"].name {
+			ratios = append(ratios, fmt.Sprintf("%s %.2fx", strings.TrimPrefix(r.name, "spike, "), r.p99/base))
+		}
+	}
+	fmt.Fprintf(w, "  quiet p99 during the spike / baseline: %s (target: within 2x with fair delivery)\n", strings.Join(ratios, ", "))
 	return nil
 }
 
