@@ -32,21 +32,9 @@ import (
 // attributes, and JSON escapes control characters.
 const MaxRequestBytes = 5 << 20
 
-// bufs recycles request bodies and rendered responses: at thousands of
-// requests a second, allocating (and zeroing) them anew is a visible share
-// of the server's CPU and of its garbage. Buffers that grew past
-// pooledBufMax (rare, large requests) are left to the collector.
-var bufs = sync.Pool{New: func() any { return new([]byte) }}
-
+// pooledBufMax bounds the buffers a Server recycles, and how far a body
+// buffer is sized from Content-Length before any of the body has arrived.
 const pooledBufMax = 256 << 10
-
-func getBuf() *[]byte { b := bufs.Get().(*[]byte); *b = (*b)[:0]; return b }
-
-func putBuf(b *[]byte) {
-	if cap(*b) <= pooledBufMax {
-		bufs.Put(b)
-	}
-}
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
@@ -76,6 +64,25 @@ type Server struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	srv    *http.Server
+	// bufs recycles request bodies and rendered responses: at thousands
+	// of requests a second, allocating (and zeroing) them anew is a
+	// visible share of the CPU and of the garbage. Buffers that grew past
+	// pooledBufMax (rare, large requests) are left to the collector.
+	bufs sync.Pool
+}
+
+func (s *Server) getBuf() *[]byte {
+	if b, ok := s.bufs.Get().(*[]byte); ok {
+		*b = (*b)[:0]
+		return b
+	}
+	return new([]byte)
+}
+
+func (s *Server) putBuf(b *[]byte) {
+	if cap(*b) <= pooledBufMax {
+		s.bufs.Put(b)
+	}
 }
 
 // NewServer returns a server for the broker.
@@ -163,9 +170,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, req, &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."})
 		}
 	}()
-	body := getBuf()
+	body := s.getBuf()
 	err := s.decode(w, req, body)
-	putBuf(body) // decoding copies what it keeps
+	s.putBuf(body) // decoding copies what it keeps
 	if err != nil {
 		s.writeError(w, req, err)
 		return
@@ -176,14 +183,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.json {
-		buf := getBuf()
+		buf := s.getBuf()
 		*buf = appendJSON(*buf, out)
 		h := w.Header()
 		h.Set("Content-Type", "application/x-amz-json-1.0")
 		h.Set("Content-Length", strconv.Itoa(len(*buf))) // one write, not chunks
 		w.WriteHeader(http.StatusOK)
 		_, _ = w.Write(*buf)
-		putBuf(buf)
+		s.putBuf(buf)
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml")
@@ -239,10 +246,13 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 	return nil
 }
 
-// readBody reads r to its end into buf, sized by the declared length when
-// there is one.
+// readBody reads r to its end into buf's storage (replacing what it held),
+// sized by the declared length when there is one (up to pooledBufMax: a
+// larger claim grows the buffer only as the body arrives, so a false
+// Content-Length costs the sender, not us).
 func readBody(r io.Reader, declared int64, buf []byte) ([]byte, error) {
-	if declared > 0 && declared <= MaxRequestBytes && int64(cap(buf)) < declared+1 {
+	buf = buf[:0]
+	if declared > 0 && declared < pooledBufMax && int64(cap(buf)) < declared+1 {
 		buf = make([]byte, 0, declared+1) // +1: the read that sees the end
 	}
 	for {
