@@ -723,6 +723,7 @@ func (s *Sched) popLane(now int64, p *partition, l int, hold bool) (uint64, bool
 			if pt.deficit[l] < 1 {
 				r.popFront()
 				r.push(pt)
+				held = 0 // the held ones behind it come round again; its credit grows, so this ends
 				continue
 			}
 		}

@@ -29,6 +29,7 @@ func differential(t *testing.T, seed uint64) {
 	if r.IntN(3) == 0 {
 		cfg.Headroom = 1 + r.IntN(3)
 	}
+	cfg.Limits.Weight = []float64{0, 0, 0.3, 2}[r.IntN(4)]
 	if r.IntN(3) == 0 {
 		cfg.Limits.ReceiveRate, cfg.Limits.ReceiveBurst = 1+float64(r.IntN(5)), float64(r.IntN(3))
 	}
