@@ -29,18 +29,22 @@ func validateQueueName(name string) error {
 // validBodyChars reports whether s holds only the characters SQS allows:
 // #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.
 func validBodyChars(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		switch {
-		case r == 0x9 || r == 0xA || r == 0xD:
-		case r >= 0x20 && r <= 0xD7FF:
-		case r >= 0xE000 && r <= 0xFFFD:
-		case r >= 0x10000 && r <= 0x10FFFF:
-		default:
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf { // one pass; ASCII without decoding
+			if c < 0x20 && c != 0x9 && c != 0xA && c != 0xD {
+				return false
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			return false // invalid UTF-8 (surrogates included)
+		}
+		if !(r <= 0xD7FF || r >= 0xE000 && r <= 0xFFFD || r >= 0x10000) {
 			return false
 		}
+		i += size
 	}
 	return true
 }
