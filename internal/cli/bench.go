@@ -32,6 +32,11 @@ type benchResult struct {
 	RecvLatencyMS map[string]float64 `json:"receive_latency_ms"`
 	E2ELatencyMS  map[string]float64 `json:"send_to_receive_ms"`
 	Errors        int64              `json:"errors"`
+	// ReceiveCalls counts receive requests, EmptyReceives those that
+	// returned nothing; MsgsPerReceive is messages per non-empty one.
+	ReceiveCalls   int64   `json:"receive_calls"`
+	EmptyReceives  int64   `json:"empty_receives"`
+	MsgsPerReceive float64 `json:"messages_per_receive"`
 }
 
 type latencies struct {
@@ -115,7 +120,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 		api = &sdkBench{c: c, url: q.QueueUrl}
 	}
 	pad := strings.Repeat("x", max(0, *size-20))
-	var sent, received, errs atomic.Int64
+	var sent, received, errs, recvCalls, emptyRecvs atomic.Int64
 	var sendLat, recvLat, e2e latencies
 	start := time.Now()
 	stopSend := start.Add(*duration)
@@ -175,6 +180,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 			for cctx.Err() == nil {
 				t0 := time.Now()
 				msgs, err := api.receive(cctx, *batch)
+				recvCalls.Add(1)
 				if err != nil {
 					if cctx.Err() == nil {
 						errs.Add(1)
@@ -182,6 +188,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 					continue
 				}
 				if len(msgs) == 0 {
+					emptyRecvs.Add(1)
 					continue
 				}
 				recvLat.add(time.Since(t0))
@@ -218,6 +225,10 @@ func bench(ctx context.Context, args []string, env Env) error {
 		SendRate:      float64(sent.Load()) / sendElapsed.Seconds(),
 		EndToEndRate:  float64(receivedInWindow) / sendElapsed.Seconds(),
 		SendLatencyMS: sendLat.pcts(), RecvLatencyMS: recvLat.pcts(), E2ELatencyMS: e2e.pcts(), Errors: errs.Load(),
+		ReceiveCalls: recvCalls.Load(), EmptyReceives: emptyRecvs.Load(),
+	}
+	if n := res.ReceiveCalls - res.EmptyReceives; n > 0 {
+		res.MsgsPerReceive = float64(res.Received) / float64(n)
 	}
 	if *asJSON {
 		return writeJSON(env.Stdout, res)
@@ -230,5 +241,6 @@ func bench(ctx context.Context, args []string, env Env) error {
 	}{{"send latency", res.SendLatencyMS}, {"receive latency", res.RecvLatencyMS}, {"send-to-receive", res.E2ELatencyMS}} {
 		fmt.Fprintf(env.Stdout, "%-16s p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", l.name, l.v["p50"], l.v["p90"], l.v["p99"], l.v["max"])
 	}
+	fmt.Fprintf(env.Stdout, "receive calls    %d (%d empty), %.1f messages per non-empty receive\n", res.ReceiveCalls, res.EmptyReceives, res.MsgsPerReceive)
 	return nil
 }
