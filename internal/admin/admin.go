@@ -176,6 +176,8 @@ type queueJSON struct {
 	Throttled     int64               `json:"throttled"`
 	Received      int64               `json:"received"`
 	EmptyReceives int64               `json:"empty_receives"`
+	Waiting       int                 `json:"waiting_receives"`
+	HeldBack      uint64              `json:"held_back"`
 	Deleted       int64               `json:"deleted"`
 	DeadLettered  int64               `json:"dead_lettered"`
 	Sidelined     uint64              `json:"sidelined"`
@@ -189,6 +191,7 @@ func toJSON(q sluice.QueueStats) queueJSON {
 		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyOldest: q.NoisyOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
 		Retried: q.Retried, Redriven: q.Redriven,
 		Sent: q.Sent, Throttled: q.Throttled, Received: q.Received, EmptyReceives: q.EmptyReceives, Deleted: q.Deleted,
+		Waiting: q.WaitingReceives, HeldBack: q.HeldBack,
 		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Dropped: q.Dropped, Lanes: q.Lanes}
 }
 
