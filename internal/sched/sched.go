@@ -93,10 +93,6 @@ type Sched struct {
 	// inflight the messages in flight: a tenant's fair share of the
 	// messages in flight is inflight/busy.
 	busy, inflight int
-	// failed marks the lanes whose pick failed during one popPart with
-	// tenants still in them (all held back for headroom); a tenant moved
-	// between lanes clears it.
-	failed uint64
 	// Counters since New. HeldBack counts picks that passed over a tenant
 	// above its share to keep Headroom receivers waiting.
 	Sidelined, Spilled, HeldBack uint64
@@ -606,7 +602,10 @@ func (s *Sched) Pop(now int64, part, spare int) (seq uint64, ok bool) {
 
 func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 	L := s.lanes()
-	s.failed = 0
+	// failed marks the lanes whose pick failed in this call with tenants
+	// still in them (all held back for headroom); popLane clears it when
+	// it moves a tenant between lanes.
+	var failed uint64
 	for {
 		// The highest lane with work, unless a passed-over lower lane has
 		// earned its share. A lane whose pick fails is empty afterwards
@@ -615,7 +614,7 @@ func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 		// ends.
 		top := -1
 		for l := 0; l < L; l++ {
-			if p.rings[l].len() > 0 && s.failed&(1<<l) == 0 {
+			if p.rings[l].len() > 0 && failed&(1<<l) == 0 {
 				top = l
 				break
 			}
@@ -625,7 +624,7 @@ func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 		}
 		lane := top
 		for l := top + 1; l < L; l++ {
-			if p.rings[l].len() == 0 || s.failed&(1<<l) != 0 {
+			if p.rings[l].len() == 0 || failed&(1<<l) != 0 {
 				continue
 			}
 			p.credit[l] = min(p.credit[l]+s.cfg.LowerLaneShare, 2)
@@ -633,20 +632,20 @@ func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 				lane = l
 			}
 		}
-		if seq, ok := s.popLane(now, p, lane, hold); ok {
+		if seq, ok := s.popLane(now, p, lane, hold, &failed); ok {
 			if lane != top {
 				p.credit[lane]--
 			}
 			return seq, true
 		}
 		if p.rings[lane].len() > 0 {
-			s.failed |= 1 << lane
+			failed |= 1 << lane
 		}
 	}
 }
 
 // popLane serves one lane of a partition by deficit round robin.
-func (s *Sched) popLane(now int64, p *partition, l int, hold bool) (uint64, bool) {
+func (s *Sched) popLane(now int64, p *partition, l int, hold bool, failed *uint64) (uint64, bool) {
 	r := &p.rings[l]
 	spill := l == s.spillLane()
 	held := 0 // tenants at the front passed over for headroom, sent to the back
@@ -672,7 +671,7 @@ func (s *Sched) popLane(now int64, p *partition, l int, hold bool) (uint64, bool
 				r.popFront()
 				pt.inRing[l] = false
 				s.enlist(pt)
-				s.failed = 0
+				*failed = 0
 				continue
 			}
 			if !throttled && spill {
@@ -680,7 +679,7 @@ func (s *Sched) popLane(now int64, p *partition, l int, hold bool) (uint64, bool
 				r.popFront()
 				pt.inRing[l] = false
 				s.enlist(pt)
-				s.failed = 0
+				*failed = 0
 				continue
 			}
 		}

@@ -2,7 +2,6 @@ package sqs
 
 import (
 	"bytes"
-	"encoding/json"
 	"encoding/xml"
 	"strconv"
 
@@ -109,14 +108,8 @@ func appendJSON(b []byte, v any) []byte {
 		return strconv.AppendInt(b, int64(x), 10)
 	case boolean:
 		return strconv.AppendBool(b, bool(x))
-	case nil:
-		return append(b, "null"...)
 	}
-	raw, err := json.Marshal(v) // not part of the model; kept for safety
-	if err != nil {
-		return append(b, "null"...)
-	}
-	return append(b, raw...)
+	return append(b, "null"...) // nil; the model has no other types
 }
 
 // appendJSONString quotes s; invalid UTF-8 becomes U+FFFD, as
