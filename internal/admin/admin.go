@@ -29,6 +29,9 @@ type Options struct {
 	Logger *slog.Logger
 	// SampleEvery is the history resolution. Default 10s; an hour is kept.
 	SampleEvery time.Duration
+	// Collectors are served on /metrics with the broker's own metrics
+	// (the SQS server's request metrics).
+	Collectors []prometheus.Collector
 }
 
 // Server is the admin HTTP handler and its history sampler.
@@ -58,6 +61,7 @@ func New(b *sluice.Broker, opts Options) *Server {
 	s := &Server{b: b, opts: opts, mux: http.NewServeMux(), hist: newHistory(int(time.Hour / opts.SampleEvery))}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(b), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(opts.Collectors...)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{opts.Logger}}))
 	s.mux.HandleFunc("GET /api/queues", s.queues)
 	s.mux.HandleFunc("GET /api/queues/{queue}", s.queue)

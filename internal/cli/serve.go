@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/sqs"
@@ -111,7 +112,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 		ln.Close()
 		return err
 	}
-	adm := admin.New(b, admin.Options{Logger: log})
+	adm := admin.New(b, admin.Options{Logger: log, Collectors: []prometheus.Collector{srv.Collector()}})
 	adm.Start()
 	defer adm.Stop()
 	mux := http.NewServeMux()
@@ -121,6 +122,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/heap", pprof.Index)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()

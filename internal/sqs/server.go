@@ -64,6 +64,8 @@ type Server struct {
 	cancel context.CancelFunc
 	mu     sync.Mutex
 	srv    *http.Server
+	// metrics times requests by action and counts their errors.
+	metrics *requestMetrics
 	// bufs recycles request bodies and rendered responses: at thousands
 	// of requests a second, allocating (and zeroing) them anew is a
 	// visible share of the CPU and of the garbage. Buffers that grew past
@@ -106,7 +108,7 @@ func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
 		cfg.WriteTimeout = 60 * time.Second
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel}
+	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics()}
 }
 
 // Serve serves HTTP on ln until Shutdown.
@@ -151,14 +153,16 @@ type request struct {
 	r         *http.Request
 	principal *Principal
 	pathQueue string // queue named by the URL path, if any
+	errCode   string // the error the request was answered with, if any
 }
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &request{id: uuid.NewString(), r: r}
 	w.Header().Set("x-amzn-RequestId", req.id)
+	start := time.Now()
+	defer func() { s.metrics.observe(req.action, time.Since(start), req.errCode) }()
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
-		start := time.Now()
 		defer func() {
 			// One line per request, at debug level, with the id the client saw.
 			s.log.Debug("request", "request_id", req.id, "action", req.action, "queue", req.pathQueue, "duration", time.Since(start))
@@ -285,6 +289,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 		e = &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again.", Cause: err}
 	}
 	we := lookupWire(e.Code)
+	req.errCode = string(e.Code)
 	if we.Status >= 500 || e.Cause != nil {
 		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)
 	} else {
