@@ -121,10 +121,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
+		ConnContext:       connContext,
 	}
 	srv := s.srv
 	s.mu.Unlock()
-	err := srv.Serve(ln)
+	err := srv.Serve(respListener{ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -193,13 +194,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/x-amz-json-1.0")
 		h.Set("Content-Length", strconv.Itoa(len(*buf))) // one write, not chunks
 		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(*buf)
+		writeLarge(r.Context(), w, *buf)
 		s.putBuf(buf)
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(renderXML(req.action, out, hasResult, req.id))
+	writeLarge(r.Context(), w, renderXML(req.action, out, hasResult, req.id))
 }
 
 // decode reads and parses the request, reading the body into buf.
