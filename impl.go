@@ -924,9 +924,18 @@ func tenantOf(key string, e *st.SendInput) string {
 
 // receipt handles: base64url("qid:seq:fence:nonce").
 func (b *broker) handle(qid, seq uint64, fence uint32) string {
+	// "qid:seq:fence:<12 hex digits of randomness>", base64url.
 	var n [6]byte
 	_, _ = rand.Read(n[:])
-	return base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf("%d:%d:%d:%s", qid, seq, fence, hex.EncodeToString(n[:]))))
+	raw := make([]byte, 0, 64)
+	raw = strconv.AppendUint(raw, qid, 10)
+	raw = append(raw, ':')
+	raw = strconv.AppendUint(raw, seq, 10)
+	raw = append(raw, ':')
+	raw = strconv.AppendUint(raw, uint64(fence), 10)
+	raw = append(raw, ':')
+	raw = hex.AppendEncode(raw, n[:])
+	return base64.RawURLEncoding.EncodeToString(raw)
 }
 
 func parseHandle(h string) (qid, seq uint64, fence uint32, ok bool) {

@@ -35,7 +35,7 @@ func (b *broker) addPermission(ctx context.Context, name, label string, accounts
 	if err != nil {
 		return err
 	}
-	if !labelRe.MatchString(label) {
+	if !validName(label, 80, false) {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter Label is invalid. Reason: Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length.", label)
 	}
 	if len(accounts) == 0 {

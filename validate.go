@@ -1,26 +1,36 @@
 package sluice
 
 import (
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-var (
-	queueNameRe = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
-	batchIDRe   = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
-	attrNameRe  = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
-	labelRe     = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
-)
+// validName reports whether s is 1 to max characters of A-Z, a-z, 0-9,
+// '_' and '-', and also '.' when dot is set: the rule of queue names,
+// batch entry ids, permission labels (no dot) and attribute names and
+// data types (with dot). A loop, not a regular expression: batch ids are
+// checked ten times a request.
+func validName(s string, max int, dot bool) bool {
+	if len(s) == 0 || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || dot && c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 // ValidBatchEntryID reports whether id is a valid batch entry id.
-func ValidBatchEntryID(id string) bool { return batchIDRe.MatchString(id) }
+func ValidBatchEntryID(id string) bool { return validName(id, 80, false) }
 
 func validateQueueName(name string) error {
 	base := strings.TrimSuffix(name, ".fifo")
-	if !queueNameRe.MatchString(base) || len(name) > 80 {
+	if !validName(base, 80, false) || len(name) > 80 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	return nil
@@ -146,7 +156,7 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 
 func validateAttrName(name string) error {
 	lower := strings.ToLower(name)
-	if !attrNameRe.MatchString(name) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
+	if !validName(name, 256, true) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
 		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
 		return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute name '%s' is invalid. Attribute names can contain alphanumeric characters, hyphens, underscores and periods; they cannot start with AWS. or Amazon., start or end with a period, or hold two periods in a row.", name)
 	}
@@ -158,7 +168,7 @@ func validateAttrValue(name string, a st.AttributeValue) error {
 	if a.DataType == "" {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' must contain non-empty message attribute type.", name)
 	}
-	if len(a.DataType) > 256 || !attrNameRe.MatchString(a.DataType) {
+	if len(a.DataType) > 256 || !validName(a.DataType, 256, true) {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.", name)
 	}
 	switch base {

@@ -1,6 +1,9 @@
 package sluice
 
 import (
+	"math/rand/v2"
+	"regexp"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -45,4 +48,34 @@ func FuzzValidBodyChars(f *testing.F) {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	})
+}
+
+// validName is held to the regular expressions it replaced.
+func TestValidNameMatchesRegexp(t *testing.T) {
+	plain := regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+	dotted := regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
+	check := func(s string) {
+		if got, want := validName(s, 80, false), plain.MatchString(s); got != want {
+			t.Errorf("validName(%q, 80, false) = %v, want %v", s, got, want)
+		}
+		if got, want := validName(s, 256, true), dotted.MatchString(s); got != want {
+			t.Errorf("validName(%q, 256, true) = %v, want %v", s, got, want)
+		}
+	}
+	for _, s := range []string{"", "a", "A-z_09", "a.b", "a b", "é", "a\n", strings.Repeat("x", 80), strings.Repeat("x", 81),
+		strings.Repeat("y", 256), strings.Repeat("y", 257), "-", ".", "a/b", "a:b", "\x00"} {
+		check(s)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 20000; i++ {
+		alphabet := "aZ09_-. /:é\x00\xff"
+		if i%2 == 0 {
+			alphabet = "aZ09_-." // mostly valid, so long names come up
+		}
+		b := make([]byte, rng.IntN(300))
+		for j := range b {
+			b[j] = alphabet[rng.IntN(len(alphabet))]
+		}
+		check(string(b))
+	}
 }

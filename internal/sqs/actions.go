@@ -58,9 +58,18 @@ func (s *Server) dispatch(req *request) (obj, bool, error) {
 	return out, a.hasResult, err
 }
 
+// quickActions never wait on anything but the disk.
+var quickActions = map[string]bool{"SendMessage": true, "SendMessageBatch": true, "DeleteMessage": true,
+	"DeleteMessageBatch": true, "ChangeMessageVisibility": true, "ChangeMessageVisibilityBatch": true}
+
 // ctx is the context of broker calls: it ends when the client goes away or
 // the server shuts down.
 func (req *request) ctx(s *Server) (context.Context, context.CancelFunc) {
+	if quickActions[req.action] {
+		// Nothing to cut short at shutdown (Shutdown waits for them):
+		// spare the cancel context and its registration.
+		return st.WithRequestID(req.r.Context(), req.id), func() {}
+	}
 	ctx, cancel := context.WithCancel(st.WithRequestID(req.r.Context(), req.id))
 	stop := context.AfterFunc(s.base, cancel)
 	return ctx, func() { stop(); cancel() }
