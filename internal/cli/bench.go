@@ -81,6 +81,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (to see what the client itself costs)")
 	useSDK := fs.Bool("sdk", false, "drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
+	stdHTTP := fs.Bool("stdhttp", false, "the lean JSON client over net/http's client instead of its own keep-alive connections (more client CPU per request)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -115,7 +116,13 @@ func bench(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	_, _ = c.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: q.QueueUrl})
-	var api benchAPI = &leanBench{hc: hc, endpoint: strings.TrimRight(endpoint, "/"), url: *q.QueueUrl}
+	var p poster = &stdPoster{hc: hc, endpoint: strings.TrimRight(endpoint, "/")}
+	if !*stdHTTP {
+		if p, err = newPoster(strings.TrimRight(endpoint, "/"), hc, *producers+*consumers+4); err != nil {
+			return err
+		}
+	}
+	var api benchAPI = &leanBench{p: p, url: *q.QueueUrl}
 	if *useSDK {
 		api = &sdkBench{c: c, url: q.QueueUrl}
 	}

@@ -1,11 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,7 +17,7 @@ type benchMsg struct{ body, handle string }
 
 // benchAPI is the little of SQS the bench uses. Two implementations: the
 // AWS SDK (signs requests; heavy on the client's CPU), and a lean one that
-// speaks the same JSON protocol with plain net/http (unsigned; so that on a
+// speaks the same JSON protocol over its own keep-alive connections (unsigned; so that on a
 // small machine the load generator does not starve the server).
 type benchAPI interface {
 	sendBatch(ctx context.Context, bodies, groups []string) (sent int, failed int, err error)
@@ -70,11 +67,10 @@ func (s *sdkBench) deleteBatch(ctx context.Context, handles []string) error {
 }
 
 // leanBench speaks AWS JSON 1.0 directly (encoding/json/v2's semantics:
-// member names match exactly, as the server writes them).
+// member names match exactly, as the server writes them), over a poster.
 type leanBench struct {
-	hc       *http.Client
-	endpoint string
-	url      string
+	p   poster
+	url string
 }
 
 func (l *leanBench) call(ctx context.Context, op string, in, out any) error {
@@ -82,23 +78,12 @@ func (l *leanBench) call(ctx context.Context, op string, in, out any) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, "POST", l.endpoint+"/", bytes.NewReader(body))
+	status, raw, err := l.p.post(ctx, op, body)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", "application/x-amz-json-1.0")
-	req.Header.Set("X-Amz-Target", "AmazonSQS."+op)
-	resp, err := l.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("%s: HTTP %d: %s", op, resp.StatusCode, raw)
+	if status != 200 {
+		return fmt.Errorf("%s: HTTP %d: %s", op, status, raw)
 	}
 	return json.Unmarshal(raw, out)
 }

@@ -58,7 +58,11 @@ func scenario(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("--capacity must be 10-100000")
 	}
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
-	s := &scn{endpoint: strings.TrimRight(endpoint, "/"), hc: hc, out: env, capacity: *capacity,
+	p, err := newPoster(strings.TrimRight(endpoint, "/"), hc, 256)
+	if err != nil {
+		return err
+	}
+	s := &scn{endpoint: strings.TrimRight(endpoint, "/"), p: p, out: env, capacity: *capacity,
 		sdk: awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}
 	run := map[string]func(context.Context) error{
@@ -83,7 +87,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 
 type scn struct {
 	endpoint string
-	hc       *http.Client
+	p        poster
 	sdk      *awssqs.Client
 	out      Env
 	capacity int
@@ -95,7 +99,7 @@ func (s *scn) queue(ctx context.Context, name string, attrs map[string]string) (
 	if err != nil {
 		return nil, err
 	}
-	return &leanBench{hc: s.hc, endpoint: s.endpoint, url: *q.QueueUrl}, nil
+	return &leanBench{p: s.p, url: *q.QueueUrl}, nil
 }
 
 func (s *scn) drop(l *leanBench) {
