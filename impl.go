@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,13 +47,14 @@ type queueState struct {
 	mu        sync.Mutex
 	meta      queueMeta
 	q         *queue.Queue
-	notify    chan struct{} // closed and replaced when messages may be ready
 	lastPurge time.Time
 	deleted   bool
 	ctr       counters
-	// parked counts the long polls waiting on the queue: the scheduler
+	// pollers are the long polls waiting on the queue, longest waiting
+	// first; bound counts those bound to one partition. The scheduler
 	// keeps TenantHeadroom of them for tenants below their fair share.
-	parked int
+	pollers []*poller
+	bound   int
 	// dlqRP and dlqArn cache the dead-letter target of RedrivePolicy
 	// dlqRP (parsing JSON on every receive would be waste).
 	dlqRP, dlqArn string
@@ -112,10 +114,74 @@ func (b *broker) rememberAttemptLocked(qs *queueState, id string, now time.Time,
 	qs.attempts[id] = a
 }
 
-// wakeLocked wakes every long poll waiting on the queue.
+// poller is a long poll waiting on a queue.
+type poller struct {
+	woken chan struct{} // closed when it is woken (and taken off the list)
+	part  int           // the partition it is bound to, or -1
+}
+
+// parkLocked puts a long poll on the queue's waiting list.
+func (qs *queueState) parkLocked(part int) *poller {
+	p := &poller{woken: make(chan struct{}), part: part}
+	qs.pollers = append(qs.pollers, p)
+	if part >= 0 {
+		qs.bound++
+	}
+	return p
+}
+
+// unparkLocked takes p off the waiting list. It reports false when p was
+// not on it: it had been woken.
+func (qs *queueState) unparkLocked(p *poller) bool {
+	i := slices.Index(qs.pollers, p)
+	if i < 0 {
+		return false
+	}
+	qs.pollers = slices.Delete(qs.pollers, i, i+1)
+	if p.part >= 0 {
+		qs.bound--
+	}
+	return true
+}
+
+// leave takes a long poll that gives up off the list; if it had been
+// woken meanwhile, the wake goes to the next one, so that the message it
+// was woken for is not left waiting for a poll that is gone.
+func (qs *queueState) leave(p *poller) {
+	qs.mu.Lock()
+	if !qs.unparkLocked(p) {
+		qs.wakeSomeLocked(1)
+	}
+	qs.mu.Unlock()
+}
+
+// wakeLocked wakes every long poll waiting on the queue: for changes
+// after which any of them may find something (a visibility change, a
+// delete that frees a FIFO group or a capped tenant, new timers).
 func (qs *queueState) wakeLocked() {
-	close(qs.notify)
-	qs.notify = make(chan struct{})
+	for _, p := range qs.pollers {
+		close(p.woken)
+	}
+	clear(qs.pollers)
+	qs.pollers, qs.bound = qs.pollers[:0], 0
+}
+
+// wakeSomeLocked wakes the n longest-waiting long polls: n messages became
+// ready. Waking every poll for each send would have all of them take the
+// queue's lock to find that one got the message: with a thousand idle
+// consumers, a thousand wake-ups a send. Any waiting poll can take any
+// ready message, unless some are bound to a partition: then all are woken.
+func (qs *queueState) wakeSomeLocked(n int) {
+	if n >= len(qs.pollers) || qs.bound > 0 {
+		qs.wakeLocked()
+		return
+	}
+	for _, p := range qs.pollers[:n] {
+		close(p.woken)
+	}
+	rest := copy(qs.pollers, qs.pollers[n:])
+	clear(qs.pollers[rest:])
+	qs.pollers = qs.pollers[:rest]
 }
 
 type broker struct {
@@ -519,7 +585,7 @@ func (b *broker) installLocked(meta queueMeta) *queueState {
 	if meta.Attrs == nil {
 		meta.Attrs = map[string]string{}
 	}
-	qs := &queueState{meta: meta, q: queue.New(queueConfig(meta)), notify: make(chan struct{})}
+	qs := &queueState{meta: meta, q: queue.New(queueConfig(meta))}
 	b.queues[meta.Name] = qs
 	b.byID[meta.ID] = qs
 	if meta.ID >= b.nextQID {
@@ -821,6 +887,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 	var recs []*record
 	var seqs []uint64
 	var sent []int // entries that wrote a record
+	delayed := false
 	cfg := qs.q.Config()
 	maxSize := effInt(qs.meta.Attrs, "MaximumMessageSize")
 	for i := range in {
@@ -853,6 +920,7 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		} else if e.DelaySeconds != nil {
 			delay = time.Duration(*e.DelaySeconds) * time.Second
 		}
+		delayed = delayed || delay > 0
 		p.SeqNum = qs.q.Prepare(now, m, delay)
 		if cfg.FIFO {
 			qs.q.Remember(now, m.Group(), p.Dedup, p.ID, p.SeqNum)
@@ -879,7 +947,11 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 			qs.q.Commit(now, s, locs[i])
 			b.acquire(locs[i])
 		}
-		qs.wakeLocked()
+		if delayed {
+			qs.wakeLocked() // the waiting polls' timers may be too late now
+		} else {
+			qs.wakeSomeLocked(len(seqs))
+		}
 		qs.mu.Unlock()
 	})
 	qs.mu.Unlock()
@@ -1026,55 +1098,55 @@ func (b *broker) receive(ctx context.Context, name string, in st.ReceiveInput) (
 		}
 	}
 	deadline := b.clock.Now().Add(waitFor)
-	unpark := func() { qs.mu.Lock(); qs.parked--; qs.mu.Unlock() }
-	parked := false // counted in qs.parked; receiveOnce takes it off
+	var p *poller // on the queue's waiting list, or woken from it
 	for {
-		msgs, notify, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part, parked, waitFor > 0)
-		parked = false
-		if err != nil || len(msgs) > 0 {
+		now := b.clock.Now()
+		msgs, parked, next, err := b.receiveOnce(ctx, qs, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
+		if p = parked; err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
-		now := b.clock.Now()
-		if !now.Before(deadline) {
-			qs.ctr.emptyReceives.Add(1)
-			return nil, nil
+		if p == nil {
+			if !now.Before(deadline) {
+				qs.ctr.emptyReceives.Add(1)
+				return nil, nil
+			}
+			continue // messages found but unreadable, and dropped: look again
 		}
 		wakeAt := deadline
 		if !next.IsZero() && next.Before(wakeAt) {
 			wakeAt = next
 		}
-		qs.mu.Lock()
-		qs.parked++
-		qs.mu.Unlock()
-		parked = true
 		timer := make(chan struct{})
 		t := b.clock.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
 		select {
-		case <-notify:
-		case <-timer:
+		case <-p.woken:
+			p = nil // off the list already
+		case <-timer: // receiveOnce takes it off the list
 		case <-ctx.Done():
 			t.Stop()
-			unpark()
+			qs.leave(p)
 			return nil, nil
 		case <-b.closing:
 			t.Stop()
-			unpark()
+			qs.leave(p)
 			return nil, nil
 		}
 		t.Stop()
 	}
 }
 
-// receiveOnce delivers what is ready now. It also returns the channel that
-// is closed on the next change and the next timer of the queue. parked
-// says the caller was counted among the waiting long polls: it is not any
-// more. canWait says the caller is a long poll: only a receive that can
-// wait is held back to keep TenantHeadroom receivers waiting (a short poll
-// held back would only come back empty).
-func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int, parked, canWait bool) ([]st.Message, <-chan struct{}, time.Time, error) {
+// receiveOnce delivers what is ready now. p, if not nil, is the caller's
+// place on the waiting list from its last attempt: it is taken off.
+// canWait says the caller is a long poll with time left: only such a
+// receive is held back to keep TenantHeadroom receivers waiting (a short
+// poll held back would only come back empty), and when it finds nothing
+// it is put on the waiting list, under the same lock, so that no message
+// that comes after the look can miss it; the poller is returned with the
+// next timer of the queue.
+func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOverride *int, attemptID string, part int, p *poller, canWait bool) ([]st.Message, *poller, time.Time, error) {
 	qs.mu.Lock()
-	if parked {
-		qs.parked--
+	if p != nil {
+		qs.unparkLocked(p)
 	}
 	if qs.deleted {
 		qs.mu.Unlock()
@@ -1091,14 +1163,13 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 	if attemptID != "" {
 		if msgs, recs, ok := b.retryAttemptLocked(qs, attemptID, now, vis); ok {
 			w := b.submit(recs...)
-			notify := qs.notify
 			qs.mu.Unlock()
-			return msgs, notify, time.Time{}, wait(w)
+			return msgs, nil, time.Time{}, wait(w)
 		}
 	}
 	spare := math.MaxInt
 	if canWait {
-		spare = qs.parked
+		spare = len(qs.pollers)
 	}
 	ds := qs.q.ReceivePartition(now, max, vis, part, spare)
 	if len(ds) == 0 && !qs.meta.FIFO && qs.q.InFlight() >= queue.MaxInFlight {
@@ -1117,8 +1188,11 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount()), First: m.FirstRecv(), Dlv: m.Delivered(), Vis: m.VisibleAt, Fence: m.Fence(), Lvl: m.Level})
 		got = append(got, *m)
 	}
+	var parked *poller
+	if len(got) == 0 && canWait {
+		parked = qs.parkLocked(part)
+	}
 	w := b.submit(recs...)
-	notify := qs.notify
 	next := qs.q.NextWake()
 	srcID := qs.meta.ID
 	srcArn := b.arn(qs.meta.Name)
@@ -1134,7 +1208,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
 	if len(got) == 0 {
-		return nil, notify, next, nil
+		return nil, parked, next, nil
 	}
 	// Bodies come from disk, outside the queue lock.
 	out := make([]st.Message, 0, len(got))
@@ -1178,7 +1252,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		b.release(released)
 	}
 	if err := wait(w); err != nil {
-		return nil, notify, next, err
+		return nil, nil, next, err
 	}
 	qs.ctr.received.Add(int64(len(out)))
 	if attemptID != "" && len(out) > 0 {
@@ -1186,7 +1260,7 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		b.rememberAttemptLocked(qs, attemptID, now, out, got)
 		qs.mu.Unlock()
 	}
-	return out, notify, next, nil
+	return out, nil, next, nil
 }
 
 // logFor is the logger for work done on behalf of ctx's request: its

@@ -148,7 +148,7 @@ func (b *broker) queueStats(qs *queueState) QueueStats {
 	ts := qs.q.Sched().Stats()
 	qst := qs.q.Stats()
 	meta := qs.meta
-	waiting := qs.parked
+	waiting := len(qs.pollers)
 	b.afterAdvanceLocked(qs)
 	s := QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
 		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: waiting, Lanes: map[string]int{},

@@ -1,0 +1,184 @@
+package sluice
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/clock"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// The long polls waiting on a queue, as the broker holds them.
+func pollersOf(b *Broker, queue string) []*poller {
+	qs, _ := b.impl.lookup(queue)
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	return slices.Clone(qs.pollers)
+}
+
+func waitPollers(t *testing.T, b *Broker, queue string, n int) []*poller {
+	t.Helper()
+	for i := 0; ; i++ {
+		if ps := pollersOf(b, queue); len(ps) == n {
+			return ps
+		}
+		if i > 500 {
+			t.Fatalf("%d long polls waiting, want %d", len(pollersOf(b, queue)), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A send wakes as many waiting long polls as it has messages, the longest
+// waiting first; the others are not disturbed (they keep their place).
+// A poll that gives up after it was woken passes the wake on.
+func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, err := Open(Config{InMemory: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.CreateQueue(ctx, "q", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		i    int
+		msgs []st.Message
+	}
+	got := make(chan result, 8)
+	cancels := make([]context.CancelFunc, 5)
+	for i := range 5 {
+		cctx, cancel := context.WithCancel(ctx)
+		cancels[i] = cancel
+		go func() {
+			ms, _ := b.Receive(cctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+			got <- result{i, ms}
+		}()
+		waitPollers(t, b, "q", i+1) // one at a time: their order is known
+	}
+	before := pollersOf(b, "q")
+
+	if _, err := b.Send(ctx, "q", st.SendInput{Body: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-got; r.i != 0 || len(r.msgs) != 1 {
+		t.Fatalf("poll %d got %d messages, want the longest-waiting poll (0) to get the one", r.i, len(r.msgs))
+	}
+	if after := waitPollers(t, b, "q", 4); !slices.Equal(after, before[1:]) {
+		t.Fatal("the other long polls were woken too (their places changed)")
+	}
+
+	// Two messages, two polls.
+	if _, _, err := b.SendBatch(ctx, "q", []st.SendInput{{Body: "a"}, {Body: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if r := <-got; len(r.msgs) != 1 || (r.i != 1 && r.i != 2) {
+			t.Fatalf("poll %d got %d messages, want polls 1 and 2 to get one each", r.i, len(r.msgs))
+		}
+	}
+	if after := waitPollers(t, b, "q", 2); !slices.Equal(after, before[3:]) {
+		t.Fatal("polls 3 and 4 were disturbed")
+	}
+
+	cancels[3]()
+	cancels[4]()
+	for range 2 {
+		<-got
+	}
+	waitPollers(t, b, "q", 0)
+
+	// A poll woken for a message that gives up before taking it (its client
+	// went away) passes the wake on: here a stand-in poll, woken by a send,
+	// leaves; the real poll behind it must get the message, though the
+	// clock stands still and nothing else is sent.
+	qs, _ := b.impl.lookup("q")
+	qs.mu.Lock()
+	standIn := qs.parkLocked(-1)
+	qs.mu.Unlock()
+	go func() {
+		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+		got <- result{9, ms}
+	}()
+	waitPollers(t, b, "q", 2)
+	if _, err := b.Send(ctx, "q", st.SendInput{Body: "c"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-standIn.woken:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the send did not wake the longest-waiting poll")
+	}
+	qs.leave(standIn)
+	select {
+	case r := <-got:
+		if len(r.msgs) != 1 {
+			t.Fatalf("the poll behind got %d messages", len(r.msgs))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wake was not passed on: the message waits while a poll sleeps")
+	}
+}
+
+func ptrInt(v int) *int { return &v }
+
+// Polls bound to a partition cannot take every message: while one waits,
+// a send wakes every poll, so that a message on another partition still
+// finds the unbound poll behind it.
+func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	b, err := Open(Config{InMemory: true, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.CreateQueue(ctx, "q", map[string]string{"Partitions": "2", "PartitionsPerTenant": "1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for part := range 2 {
+		bctx, cancel := context.WithCancel(ctx)
+		bound := make(chan []st.Message, 1)
+		go func() {
+			ms, _ := b.Receive(bctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20), Partition: ptrInt(part)})
+			bound <- ms
+		}()
+		waitPollers(t, b, "q", 1)
+		free := make(chan []st.Message, 1)
+		go func() {
+			ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+			free <- ms
+		}()
+		waitPollers(t, b, "q", 2)
+		if _, err := b.Send(ctx, "q", st.SendInput{Body: "x", GroupID: "tenant"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case ms := <-bound:
+			if len(ms) != 1 {
+				t.Fatalf("bound poll woke with %d messages", len(ms))
+			}
+			cancel()
+			// The free poll is still waiting: end it with a message.
+			if _, err := b.Send(ctx, "q", st.SendInput{Body: "y", GroupID: "tenant"}); err != nil {
+				t.Fatal(err)
+			}
+			<-free
+			t.Logf("partition %d: the bound poll took it", part)
+		case ms := <-free:
+			if len(ms) != 1 {
+				t.Fatalf("free poll woke with %d messages", len(ms))
+			}
+			cancel()
+			<-bound
+			t.Logf("partition %d: the free poll took it", part)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("bound to partition %d: the message was not received", part)
+		}
+		waitPollers(t, b, "q", 0)
+	}
+}
