@@ -42,8 +42,8 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	spike := fs.Duration("spike", 30*time.Second, "noisy: how long the noisy tenant sends")
 	outage := fs.Duration("outage", 60*time.Second, "outage: how long consumers are away")
 	recovery := fs.Duration("recovery", 60*time.Second, "outage: how long to measure after they return")
-	cases := fs.String("cases", "baseline,fair,fifo,rate,headroom", "noisy: which runs, in order (the baseline is needed for the ratios)")
-	headroom := fs.Int("headroom", 3, "noisy: TenantHeadroom of the headroom run (receivers kept waiting for tenants below their share)")
+	cases := fs.String("cases", "baseline,fair,fifo,rate,headroom,both", "noisy: which runs, in order (the baseline is needed for the ratios): baseline, fair, fifo (FairDelivery=false), rate (fair + TenantSendRate), headroom (fair + TenantHeadroom), both (fair + TenantSendRate + TenantHeadroom)")
+	headroom := fs.Int("headroom", 6, "noisy: TenantHeadroom of the headroom run (receivers kept waiting for tenants below their share)")
 	sideline := fs.Int("sideline", 1, "outage: SidelineAgeSeconds of the sidelining run (the backlog younger than this stays ahead of fresh traffic)")
 	tenants := fs.Int("tenants", 10000, "cost: number of tenants")
 	messages := fs.Int("messages", 100000, "cost: messages preloaded per run")
@@ -284,12 +284,13 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int, case
 	}
 	all := map[string]noisyRun{"baseline": {"baseline (no spike)", "true", false, false, 0}, "fair": {"spike, FairDelivery=true", "true", true, false, 0},
 		"fifo": {"spike, FairDelivery=false", "false", true, false, 0}, "rate": {"spike, fair + TenantSendRate", "true", true, true, 0},
-		"headroom": {fmt.Sprintf("spike, fair + TenantHeadroom=%d", headroom), "true", true, false, headroom}}
+		"headroom": {fmt.Sprintf("spike, fair + TenantHeadroom=%d", headroom), "true", true, false, headroom},
+		"both":     {fmt.Sprintf("spike, fair + rate + headroom %d", headroom), "true", true, true, headroom}}
 	var runs []noisyRun
 	for _, c := range cases {
 		r, ok := all[strings.TrimSpace(c)]
 		if !ok {
-			return fmt.Errorf("unknown noisy case %q (baseline, fair, fifo, rate, headroom)", c)
+			return fmt.Errorf("unknown noisy case %q (baseline, fair, fifo, rate, headroom, both)", c)
 		}
 		runs = append(runs, r)
 	}
