@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -305,5 +307,40 @@ func TestConnPoster(t *testing.T) {
 		t.Fatal("no poster for https")
 	} else if _, ok := p.(*stdPoster); !ok {
 		t.Fatalf("https endpoint: %T, want *stdPoster", p)
+	}
+}
+
+// The noisy-neighbour scenario end to end, small and short: every case
+// runs, quiet messages are received, and the ratios are printed. (The
+// figures themselves are measured with the full scenario, not here.)
+func TestScenarioNoisySmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs for several seconds")
+	}
+	ep := startServer(t)
+	out, code := sluiceCmd(t, ep, "scenario", "--spike", "1s", "--capacity", "200", "--headroom", "2", "--cases", "baseline,both,fifo", "noisy")
+	if code != 0 {
+		t.Fatalf("scenario: %s", out)
+	}
+	for _, want := range []string{"baseline (no spike)", "spike, fair + rate + headroom 2", "spike, FairDelivery=false", "quiet p99 during the spike / baseline:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	// 9 quiet tenants send 45% of capacity: about 90 messages in a second,
+	// all received with fair delivery (the scenario waits for 98%).
+	m := regexp.MustCompile(`quiet received (\d+) of (\d+) sent`).FindAllStringSubmatch(out, -1)
+	if len(m) != 3 {
+		t.Fatalf("want three runs with quiet counts:\n%s", out)
+	}
+	for _, r := range m[:2] {
+		got, _ := strconv.Atoi(r[1])
+		sent, _ := strconv.Atoi(r[2])
+		if sent < 50 || got*100 < sent*98 {
+			t.Errorf("quiet received %d of %d sent:\n%s", got, sent, out)
+		}
+	}
+	if out, code := sluiceCmd(t, ep, "scenario", "--cases", "nope", "noisy"); code == 0 || !strings.Contains(out, "unknown noisy case") {
+		t.Errorf("unknown case: %d %s", code, out)
 	}
 }
