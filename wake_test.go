@@ -10,6 +10,21 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
+// openWithQueue opens an in-memory broker on a clock that stands still
+// (long polls end only when woken) with queue "q".
+func openWithQueue(t *testing.T, attrs map[string]string) *Broker {
+	t.Helper()
+	b, err := Open(Config{InMemory: true, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	if _, err := b.CreateQueue(context.Background(), "q", attrs, nil); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // The long polls waiting on a queue, as the broker holds them.
 func pollersOf(b *Broker, queue string) []*poller {
 	qs, _ := b.impl.lookup(queue)
@@ -36,15 +51,7 @@ func waitPollers(t *testing.T, b *Broker, queue string, n int) []*poller {
 // A poll that gives up after it was woken passes the wake on.
 func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b, err := Open(Config{InMemory: true, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if _, err := b.CreateQueue(ctx, "q", nil, nil); err != nil {
-		t.Fatal(err)
-	}
+	b := openWithQueue(t, nil)
 	type result struct {
 		i    int
 		msgs []st.Message
@@ -131,15 +138,7 @@ func ptrInt(v int) *int { return &v }
 // finds the unbound poll behind it.
 func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b, err := Open(Config{InMemory: true, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if _, err := b.CreateQueue(ctx, "q", map[string]string{"Partitions": "2", "PartitionsPerTenant": "1"}, nil); err != nil {
-		t.Fatal(err)
-	}
+	b := openWithQueue(t, map[string]string{"Partitions": "2", "PartitionsPerTenant": "1"})
 	for part := range 2 {
 		bctx, cancel := context.WithCancel(ctx)
 		bound := make(chan []st.Message, 1)

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicemq/sluice"
 )
 
 // tcpPair returns the two ends of a loopback TCP connection, the first
@@ -110,12 +108,7 @@ func TestWriteLargeWithoutARespConn(t *testing.T) {
 // A large response through the real server arrives whole, after its
 // header, on a kept-alive connection that then carries the next request.
 func TestLargeResponsesOverOneConnection(t *testing.T) {
-	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	srv := NewServer(ServerConfig{}, b)
+	srv := brokerServer(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -10,13 +10,20 @@ import (
 	"github.com/sluicemq/sluice"
 )
 
-func TestRequestMetrics(t *testing.T) {
+// brokerServer returns a server over a broker on disk in a temporary
+// directory.
+func brokerServer(t *testing.T) *Server {
+	t.Helper()
 	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	srv := NewServer(ServerConfig{}, b)
+	return NewServer(ServerConfig{}, b)
+}
+
+func TestRequestMetrics(t *testing.T) {
+	srv := brokerServer(t)
 	hs := httptest.NewServer(srv)
 	defer hs.Close()
 	post := func(op, body string) int {
