@@ -168,7 +168,7 @@ func validateAttrValue(name string, a st.AttributeValue) error {
 	if a.DataType == "" {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' must contain non-empty message attribute type.", name)
 	}
-	if len(a.DataType) > 256 || !validName(a.DataType, 256, true) {
+	if !validName(a.DataType, 256, true) {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.", name)
 	}
 	switch base {

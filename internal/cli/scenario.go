@@ -62,7 +62,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	s := &scn{endpoint: strings.TrimRight(endpoint, "/"), p: p, out: env, capacity: *capacity,
+	s := &scn{p: p, out: env, capacity: *capacity,
 		sdk: awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
 			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}
 	run := map[string]func(context.Context) error{
@@ -86,7 +86,6 @@ func scenario(ctx context.Context, args []string, env Env) error {
 }
 
 type scn struct {
-	endpoint string
 	p        poster
 	sdk      *awssqs.Client
 	out      Env

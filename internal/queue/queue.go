@@ -87,38 +87,26 @@ func (m *Msg) SetGroup(g string) {
 	m.g = &gname{s: g}
 }
 
-// RecvCount is how many times the message was received.
-func (m *Msg) RecvCount() int32 {
+// deliveryOf is the message's delivery record; zero if never received.
+func (m *Msg) deliveryOf() delivery {
 	if m.dlv == nil {
-		return 0
+		return delivery{}
 	}
-	return m.dlv.count
+	return *m.dlv
 }
+
+// RecvCount is how many times the message was received.
+func (m *Msg) RecvCount() int32 { return m.deliveryOf().count }
 
 // FirstRecv is the unix ms of the first receive, 0 if none.
-func (m *Msg) FirstRecv() int64 {
-	if m.dlv == nil {
-		return 0
-	}
-	return m.dlv.first
-}
+func (m *Msg) FirstRecv() int64 { return m.deliveryOf().first }
 
 // Delivered is the unix ms of the latest receive, 0 if none.
-func (m *Msg) Delivered() int64 {
-	if m.dlv == nil {
-		return 0
-	}
-	return m.dlv.last
-}
+func (m *Msg) Delivered() int64 { return m.deliveryOf().last }
 
 // Fence counts deliveries: a receipt handle carries the fence of its
 // delivery, so an older handle is recognisable.
-func (m *Msg) Fence() uint32 {
-	if m.dlv == nil {
-		return 0
-	}
-	return m.dlv.fence
-}
+func (m *Msg) Fence() uint32 { return m.deliveryOf().fence }
 
 // SetDelivery sets the receive count, first and latest receive times and
 // fence.
