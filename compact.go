@@ -15,15 +15,7 @@ import (
 const compactBytesPerRound = 16 << 20
 
 func (b *broker) scheduleCompaction() {
-	b.clock.AfterFunc(b.cfg.CompactInterval, func() {
-		select {
-		case <-b.closing:
-			return
-		default:
-		}
-		b.compactRound()
-		b.scheduleCompaction()
-	})
+	b.every(&b.compactTimer, b.cfg.CompactInterval, b.compactRound)
 }
 
 // compactRound relocates the live messages of old segments that are

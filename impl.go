@@ -207,6 +207,10 @@ type broker struct {
 	closing chan struct{}
 	closed  atomic.Bool
 
+	timerMu       sync.Mutex // guards the two timers below
+	compactTimer  Timer
+	maintainTimer Timer
+
 	tasks *moveTasks
 
 	relocated atomic.Int64 // messages compaction copied forward
@@ -287,11 +291,38 @@ func (b *broker) close() error {
 		return nil
 	}
 	close(b.closing)
+	b.timerMu.Lock()
+	for _, t := range []Timer{b.compactTimer, b.maintainTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	b.timerMu.Unlock()
 	b.tasks.stopAll()
 	if b.store != nil {
 		return b.store.Close()
 	}
 	return b.mem.Close()
+}
+
+// every runs f each d (from the end of one run to the start of the next)
+// until the broker closes. slot keeps the pending timer for close to stop,
+// so that a closed broker is not kept alive, caches and all, until it fires.
+func (b *broker) every(slot *Timer, d time.Duration, f func()) {
+	b.timerMu.Lock()
+	defer b.timerMu.Unlock()
+	if b.closed.Load() {
+		return
+	}
+	*slot = b.clock.AfterFunc(d, func() {
+		select {
+		case <-b.closing:
+			return
+		default:
+		}
+		f()
+		b.every(slot, d, f)
+	})
 }
 
 // ---- persistence helpers ----

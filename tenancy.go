@@ -291,15 +291,7 @@ var sluiceReadOnlyAttrs = []string{
 // queues nobody is receiving from, moves aged messages to their
 // dead-letter queues, and releases the storage of dropped ones.
 func (b *broker) scheduleMaintenance() {
-	b.clock.AfterFunc(time.Second, func() {
-		select {
-		case <-b.closing:
-			return
-		default:
-		}
-		b.maintain()
-		b.scheduleMaintenance()
-	})
+	b.every(&b.maintainTimer, time.Second, b.maintain)
 }
 
 func (b *broker) maintain() {
