@@ -1,0 +1,118 @@
+package sqs_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sqs"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// fuzzActions are the actions FuzzServeHTTP drives, by index.
+var fuzzActions = []string{
+	"CreateQueue", "DeleteQueue", "GetQueueUrl", "ListQueues", "GetQueueAttributes", "SetQueueAttributes",
+	"SendMessage", "SendMessageBatch", "ReceiveMessage", "DeleteMessage", "DeleteMessageBatch",
+	"ChangeMessageVisibility", "ChangeMessageVisibilityBatch", "PurgeQueue", "ListDeadLetterSourceQueues",
+	"TagQueue", "UntagQueue", "ListQueueTags", "AddPermission", "RemovePermission",
+	"StartMessageMoveTask", "ListMessageMoveTasks", "CancelMessageMoveTask",
+	"RetryMessage", "RejectMessage", "DeferMessage",
+}
+
+// FuzzServeHTTP sends whatever a careless or hostile client might to every
+// action, in both protocols, against a real (in-memory) broker holding a
+// standard queue, a FIFO queue and a dead-letter queue. "$RH" in the input
+// becomes a live receipt handle. No input may get a 500 (a panic turned
+// into InternalError, or an error without a catalogue code), and the
+// broker must go on serving.
+func FuzzServeHTTP(f *testing.F) {
+	seeds := map[string][]string{
+		"CreateQueue":                  {`{"QueueName":"n","Attributes":{"VisibilityTimeout":"-1"}}`, `{"QueueName":"x.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"yes"}}`},
+		"GetQueueAttributes":           {`{"QueueUrl":"q","AttributeNames":["All"]}`, `{"QueueUrl":"f.fifo","AttributeNames":[1,{"a":2}]}`},
+		"SetQueueAttributes":           {`{"QueueUrl":"q","Attributes":{"RedrivePolicy":"{\"deadLetterTargetArn\":\"arn:aws:sqs:us-east-1:000000000000:dlq\",\"maxReceiveCount\":\"x\"}"}}`},
+		"SendMessage":                  {`{"QueueUrl":"q","MessageBody":"x","DelaySeconds":900,"MessageAttributes":{"a":{"DataType":"Number","StringValue":"1e999"}}}`, `{"QueueUrl":"f.fifo","MessageBody":"x","MessageGroupId":"g","MessageSystemAttributes":{"AWSTraceHeader":{"DataType":"Binary","BinaryValue":"@@"}}}`},
+		"SendMessageBatch":             {`{"QueueUrl":"q","Entries":[{"Id":"a","MessageBody":""},{"Id":"a","MessageBody":"y"}]}`, `{"QueueUrl":"f.fifo","Entries":[{"Id":"a","MessageBody":"x","MessageGroupId":"g","MessageDeduplicationId":"d"}]}`},
+		"ReceiveMessage":               {`{"QueueUrl":"q","MaxNumberOfMessages":11,"WaitTimeSeconds":1,"VisibilityTimeout":0,"MessageAttributeNames":["All"],"MessageSystemAttributeNames":["All"]}`},
+		"DeleteMessage":                {`{"QueueUrl":"q","ReceiptHandle":"$RH"}`, `{"QueueUrl":"q","ReceiptHandle":"$RHx"}`},
+		"DeleteMessageBatch":           {`{"QueueUrl":"q","Entries":[{"Id":"a","ReceiptHandle":"$RH"},{"Id":"b","ReceiptHandle":"junk"}]}`},
+		"ChangeMessageVisibility":      {`{"QueueUrl":"q","ReceiptHandle":"$RH","VisibilityTimeout":43201}`},
+		"ChangeMessageVisibilityBatch": {`{"QueueUrl":"q","Entries":[{"Id":"a","ReceiptHandle":"$RH","VisibilityTimeout":"10"}]}`},
+		"StartMessageMoveTask":         {`{"SourceArn":"arn:aws:sqs:us-east-1:000000000000:dlq","MaxNumberOfMessagesPerSecond":0}`},
+		"CancelMessageMoveTask":        {`{"TaskHandle":"eyJ0YXNrSWQiOiJ4In0="}`},
+		"TagQueue":                     {`{"QueueUrl":"q","Tags":{"":"v"}}`},
+		"AddPermission":                {`{"QueueUrl":"q","Label":"l","AWSAccountIds":["1"],"Actions":["*"]}`},
+		"RetryMessage":                 {`{"QueueUrl":"q","ReceiptHandle":"$RH"}`},
+		"DeferMessage":                 {`{"QueueUrl":"q","ReceiptHandle":"$RH","DelaySeconds":-5}`},
+	}
+	for i, a := range fuzzActions {
+		bodies := append(seeds[a], `{"QueueUrl":"q"}`, `{"QueueUrl":"nope","QueueName":"q"}`, `[]`, `{"QueueUrl":{"a":[]}}`)
+		for _, b := range bodies {
+			f.Add(uint8(i), false, b)
+		}
+		f.Add(uint8(i), true, "QueueUrl=q&Entries.1.Id=a&MessageAttribute.1.Name=a&MessageAttribute.1.Value.DataType=String&ReceiptHandle=$RH")
+	}
+
+	f.Fuzz(func(t *testing.T, ai uint8, query bool, in string) {
+		action := fuzzActions[int(ai)%len(fuzzActions)]
+		// A broker of its own for each input, so that a failure replays.
+		b, err := sluice.Open(sluice.Config{InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+		ctx := context.Background()
+		for _, q := range []struct {
+			name  string
+			attrs map[string]string
+		}{{"dlq", nil}, {"q", map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":"2"}`}}, {"f.fifo", map[string]string{"FifoQueue": "true"}}} {
+			if _, err := b.CreateQueue(ctx, q.name, q.attrs, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rh := "none"
+		if _, err := b.Send(ctx, "q", st.SendInput{Body: "m"}); err != nil {
+			t.Fatal(err)
+		}
+		if ms, err := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1}); err == nil && len(ms) == 1 {
+			rh = ms[0].ReceiptHandle
+		}
+		b.Send(ctx, "q", st.SendInput{Body: "waiting"})
+
+		var r *http.Request
+		var cancel context.CancelFunc
+		if query {
+			r, cancel = fuzzRequest("Action="+action+"&"+strings.ReplaceAll(in, "$RH", url.QueryEscape(rh)), "application/x-www-form-urlencoded", "")
+		} else {
+			r, cancel = fuzzRequest(strings.ReplaceAll(in, "$RH", rh), "application/x-amz-json-1.0", "AmazonSQS."+action)
+		}
+		defer cancel()
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		if w.Code >= 500 {
+			t.Fatalf("%s (query %v) %q: %d %s", action, query, in, w.Code, w.Body)
+		}
+		if _, err := b.GetQueueAttributes("dlq", []string{"All"}); err != nil && st.CodeOf(err) != st.CodeQueueDoesNotExist {
+			t.Fatalf("the broker stopped serving after %s %q: %v", action, in, err)
+		}
+	})
+}
+
+// fuzzRequest builds a POST to "/" whose long polls end within 50 ms (a
+// fuzzed WaitTimeSeconds must not stall the run).
+func fuzzRequest(body, contentType, target string) (*http.Request, context.CancelFunc) {
+	r := httptest.NewRequest("POST", "/", strings.NewReader(body))
+	r.Header.Set("Content-Type", contentType)
+	if target != "" {
+		r.Header.Set("X-Amz-Target", target)
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond)
+	return r.WithContext(ctx), cancel
+}
