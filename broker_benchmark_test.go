@@ -186,7 +186,7 @@ func BenchmarkHistoryIndependence(b *testing.B) {
 	const window = 100000 // operations in one measured window
 	fresh := b.TempDir()
 	fb := openBench(b, fresh)
-	cycle(b, fb, window) // warm up: the aged store gets its history
+	cycle(b, fb, window) // a warm-up window; the aged store gets its history below
 	freshHeap := heapInUse()
 
 	aged := b.TempDir()
