@@ -2,16 +2,19 @@ package sqs_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/sqs"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -27,11 +30,14 @@ var fuzzActions = []string{
 }
 
 // FuzzServeHTTP sends whatever a careless or hostile client might to every
-// action, in both protocols, against a real (in-memory) broker holding a
-// standard queue, a FIFO queue and a dead-letter queue. "$RH" in the input
-// becomes a live receipt handle. No input may get a 500 (a panic turned
-// into InternalError, or an error without a catalogue code), and the
-// broker must go on serving.
+// action, in both protocols, against a real broker (the memory store, or
+// the disk store when disk is set) holding a standard queue, a FIFO queue
+// and a dead-letter queue, on a clock that stands still. "$RH" in the
+// input becomes a live receipt handle. No input may get a 500 (a panic
+// turned into InternalError, or an error without a catalogue code), the
+// broker must go on serving, and a disk store must reopen holding what it
+// held before: whatever a client sends, it never writes a record that
+// recovery cannot read.
 func FuzzServeHTTP(f *testing.F) {
 	seeds := map[string][]string{
 		"CreateQueue":                  {`{"QueueName":"n","Attributes":{"VisibilityTimeout":"-1"}}`, `{"QueueName":"x.fifo","Attributes":{"FifoQueue":"true","ContentBasedDeduplication":"yes"}}`},
@@ -54,19 +60,23 @@ func FuzzServeHTTP(f *testing.F) {
 	for i, a := range fuzzActions {
 		bodies := append(seeds[a], `{"QueueUrl":"q"}`, `{"QueueUrl":"nope","QueueName":"q"}`, `[]`, `{"QueueUrl":{"a":[]}}`)
 		for _, b := range bodies {
-			f.Add(uint8(i), false, b)
+			f.Add(uint8(i), false, b, i%2 == 0)
 		}
-		f.Add(uint8(i), true, "QueueUrl=q&Entries.1.Id=a&MessageAttribute.1.Name=a&MessageAttribute.1.Value.DataType=String&ReceiptHandle=$RH")
+		f.Add(uint8(i), true, "QueueUrl=q&Entries.1.Id=a&MessageAttribute.1.Name=a&MessageAttribute.1.Value.DataType=String&ReceiptHandle=$RH", i%2 == 1)
 	}
 
-	f.Fuzz(func(t *testing.T, ai uint8, query bool, in string) {
+	f.Fuzz(func(t *testing.T, ai uint8, query bool, in string, disk bool) {
 		action := fuzzActions[int(ai)%len(fuzzActions)]
 		// A broker of its own for each input, so that a failure replays.
-		b, err := sluice.Open(sluice.Config{InMemory: true})
+		cfg := sluice.Config{InMemory: true, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+		if disk {
+			cfg = sluice.Config{Dir: t.TempDir(), Sync: sluice.SyncNone, NoPreallocate: true, Clock: cfg.Clock}
+		}
+		b, err := sluice.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.Close()
+		defer func() { b.Close() }()
 		srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
 		ctx := context.Background()
 		for _, q := range []struct {
@@ -106,6 +116,17 @@ func FuzzServeHTTP(f *testing.F) {
 		if _, err := b.Send(ctx, "after", st.SendInput{Body: "x"}); err != nil {
 			t.Fatalf("the broker stopped serving after %s %q: %v", action, in, err)
 		}
+		if !disk {
+			return
+		}
+		before := holdings(t, b)
+		b.Close()
+		if b, err = sluice.Open(cfg); err != nil {
+			t.Fatalf("the store does not reopen after %s %q: %v", action, in, err)
+		}
+		if after := holdings(t, b); after != before {
+			t.Fatalf("after %s %q the reopened store holds\n%s\nnot\n%s", action, in, after, before)
+		}
 	})
 }
 
@@ -119,4 +140,30 @@ func fuzzRequest(body, contentType, target string) (*http.Request, context.Cance
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 50*time.Millisecond)
 	return r.WithContext(ctx), cancel
+}
+
+// holdings renders every queue with its message counts and attributes.
+func holdings(t *testing.T, b *sluice.Broker) string {
+	names, _, err := b.ListQueues("", 1000, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for _, n := range names {
+		a, err := b.GetQueueAttributes(n, []string{"All"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys := make([]string, 0, len(a))
+		for k := range a {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(&out, "%s:", n)
+		for _, k := range keys {
+			fmt.Fprintf(&out, " %s=%s", k, a[k])
+		}
+		out.WriteString("\n")
+	}
+	return out.String()
 }
