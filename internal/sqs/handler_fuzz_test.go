@@ -87,14 +87,17 @@ func FuzzServeHTTP(f *testing.F) {
 				t.Fatal(err)
 			}
 		}
-		rh := "none"
 		if _, err := b.Send(ctx, "q", st.SendInput{Body: "m"}); err != nil {
 			t.Fatal(err)
 		}
-		if ms, err := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1}); err == nil && len(ms) == 1 {
-			rh = ms[0].ReceiptHandle
+		ms, err := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1})
+		if err != nil || len(ms) != 1 {
+			t.Fatalf("setting up the message in flight: %v, %d messages", err, len(ms))
 		}
-		b.Send(ctx, "q", st.SendInput{Body: "waiting"})
+		rh := ms[0].ReceiptHandle
+		if _, err := b.Send(ctx, "q", st.SendInput{Body: "waiting"}); err != nil {
+			t.Fatal(err)
+		}
 
 		var r *http.Request
 		var cancel context.CancelFunc
