@@ -171,17 +171,30 @@ func (b *Broker) PurgeFiltered(ctx context.Context, queueName string, f PeekFilt
 		return 0, err
 	}
 	var recs []*record
+	var seqs []uint64
 	for _, m := range ms {
-		if qs2.q.Delete(m.Seq) {
+		if _, ok := qs2.q.Lookup(m.Seq); ok {
 			recs = append(recs, &record{T: recDelete, Q: qs2.meta.ID, Seq: m.Seq})
+			seqs = append(seqs, m.Seq)
 		}
 	}
-	errs := []error{nil}
-	b.impl.commitLocked(qs2, recs, []int{0}, errs, false)
-	if errs[0] != nil {
-		return 0, errs[0]
+	if len(recs) == 0 {
+		qs2.mu.Unlock()
+		return 0, nil
 	}
-	return len(recs), nil
+	n := 0
+	err = b.impl.persistLocked(qs2, recs, func(time.Time) {
+		for _, s := range seqs {
+			if qs2.q.Delete(s) {
+				n++
+			}
+		}
+	})
+	b.impl.finishLocked(qs2, nil)
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // RedriveFiltered moves the messages that match the filter to dest (a
@@ -216,10 +229,7 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 				continue
 			}
 		}
-		qs.mu.Lock()
-		m, ok := qs.q.TakeForMove(c.Seq)
-		srcID := qs.meta.ID
-		qs.mu.Unlock()
+		prev, m, ok := takeForMove(qs, c.Seq, nil)
 		if !ok {
 			continue
 		}
@@ -227,17 +237,32 @@ func (b *Broker) RedriveFiltered(ctx context.Context, queueName string, f PeekFi
 		cp.SetDelivery(0, 0, cp.Delivered(), cp.Fence())
 		cp.Level = 0
 		cp.SetFail(nil)
-		if err := b.impl.moveMessage(srcID, target, &cp, ""); err != nil {
-			qs.mu.Lock()
-			m.State = queue.Pending
-			qs.q.Restore(b.impl.clock.Now(), m)
-			qs.mu.Unlock()
+		if err := b.impl.moveMessage(qs, target, &cp, ""); err != nil {
+			b.impl.putBack(qs, prev)
 			return moved, err
 		}
 		qs.ctr.redriven.Add(1)
 		moved++
 	}
 	return moved, nil
+}
+
+// takeForMove takes a live message (that ok, when not nil, accepts) out
+// of its queue for a move, with its storage, noted as outbound until the
+// move is durable. prev is the message as it was (for putBack).
+func takeForMove(qs *queueState, seq uint64, ok func(m *queue.Msg) bool) (prev queue.Msg, m *queue.Msg, taken bool) {
+	qs.mu.Lock()
+	defer qs.mu.Unlock()
+	x, live := qs.q.Lookup(seq)
+	if !live || qs.deleted || (ok != nil && !ok(x)) {
+		return queue.Msg{}, nil, false
+	}
+	prev = *x
+	m, taken = qs.q.TakeForMove(seq)
+	if taken {
+		qs.takeOutboundLocked(&prev)
+	}
+	return prev, m, taken
 }
 
 // StartRedrive starts a message move task over the messages of a queue

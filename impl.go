@@ -61,6 +61,93 @@ type queueState struct {
 	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
 	// minutes, so a retried receive gets the same messages and handles.
 	attempts map[string]*attempt
+	// applies are changes whose records were submitted and that take
+	// effect once durable, in submission order (persistLocked).
+	applies []pendingApply
+	// outbound holds messages taken out of the queue for another one (a
+	// dead-letter queue, a redrive) until their move is durable: until
+	// then the log still has them here, so checkpoints write them here.
+	outbound map[uint64]outboundMsg
+	// metaMu serialises changes of meta (taken before mu), so that each
+	// is computed from the one before it while that one is being written.
+	metaMu sync.Mutex
+}
+
+// pendingApply is a change whose records were submitted: it takes effect
+// in memory once they are durable (never when the write fails), in the
+// order the queue's records were submitted, so that memory goes through
+// the states that replaying the log goes through.
+type pendingApply struct {
+	w     waiter
+	apply func(now time.Time)
+}
+
+// persistLocked submits recs, whose change apply makes in memory once they
+// are durable. It unlocks the queue while the write is under way and
+// returns with it locked again and the change applied, or not applied when
+// the write failed (the error says why).
+func (b *broker) persistLocked(qs *queueState, recs []*record, apply func(now time.Time)) error {
+	w := b.submit(recs...)
+	qs.applies = append(qs.applies, pendingApply{w: w, apply: apply})
+	qs.mu.Unlock()
+	err := wait(w)
+	qs.mu.Lock()
+	b.applyDurableLocked(qs)
+	return err
+}
+
+// applyDurableLocked applies, in order, the queue's changes whose writes
+// have finished (dropping those that failed), up to the first still under
+// way.
+func (b *broker) applyDurableLocked(qs *queueState) {
+	if len(qs.applies) == 0 {
+		return
+	}
+	now := b.clock.Now()
+	i := 0
+	for ; i < len(qs.applies); i++ {
+		done, err := qs.applies[i].w.Done()
+		if !done {
+			break
+		}
+		if err == nil && qs.applies[i].apply != nil {
+			qs.applies[i].apply(now)
+		}
+	}
+	n := copy(qs.applies, qs.applies[i:])
+	clear(qs.applies[n:])
+	qs.applies = qs.applies[:n]
+}
+
+// outboundMsg is a message leaving its queue and the write of its move
+// (nil until the move is submitted).
+type outboundMsg struct {
+	m queue.Msg
+	w waiter
+}
+
+// takeOutboundLocked notes that m left the queue for another one: until
+// its move is durable, checkpoints keep it here.
+func (qs *queueState) takeOutboundLocked(m *queue.Msg) {
+	if qs.outbound == nil {
+		qs.outbound = map[uint64]outboundMsg{}
+	}
+	qs.outbound[m.Seq] = outboundMsg{m: *m}
+}
+
+// lockPair locks two queues (in id order, so two moves in opposite
+// directions cannot deadlock) and returns the unlock.
+func lockPair(a, b *queueState) func() {
+	if a == b {
+		a.mu.Lock()
+		return a.mu.Unlock
+	}
+	if a.meta.ID > b.meta.ID {
+		a, b = b, a
+	}
+	a.mu.Lock()
+	b.mu.Lock()
+	return func() { b.mu.Unlock(); a.mu.Unlock() }
 }
 
 type attempt struct {
@@ -71,30 +158,39 @@ type attempt struct {
 }
 
 // retryAttemptLocked answers a retried FIFO receive with the messages of
-// the earlier attempt, their visibility reset, if none of them has been
-// deleted or delivered again since; otherwise it forgets the attempt.
-func (b *broker) retryAttemptLocked(qs *queueState, id string, now time.Time, vis time.Duration) ([]st.Message, []*record, bool) {
+// the earlier attempt, their visibility reset once that is durable, if
+// none of them has been deleted or delivered again since; otherwise it
+// forgets the attempt. It returns with the queue locked.
+func (b *broker) retryAttemptLocked(qs *queueState, id string, now time.Time, vis time.Duration) ([]st.Message, bool, error) {
 	a := qs.attempts[id]
 	if a == nil {
-		return nil, nil, false
+		return nil, false, nil
 	}
 	if now.After(a.expires) {
 		delete(qs.attempts, id)
-		return nil, nil, false
+		return nil, false, nil
 	}
 	for i, seq := range a.seqs {
 		m, ok := qs.q.Lookup(seq)
 		if !ok || m.Fence() != a.fences[i] || m.State != queue.InFlight {
 			delete(qs.attempts, id)
-			return nil, nil, false
+			return nil, false, nil
 		}
 	}
-	var recs []*record
-	for _, seq := range a.seqs {
-		qs.q.SetVisibility(now, seq, vis)
-		recs = append(recs, &record{T: recVisibility, Q: qs.meta.ID, Seq: seq, Vis: now.Add(vis).UnixMilli()})
+	at := now.Add(vis).UnixMilli()
+	recs := make([]*record, len(a.seqs))
+	for i, seq := range a.seqs {
+		recs[i] = &record{T: recVisibility, Q: qs.meta.ID, Seq: seq, Vis: at}
 	}
-	return a.msgs, recs, true
+	err := b.persistLocked(qs, recs, func(now time.Time) {
+		for _, seq := range a.seqs {
+			qs.q.ApplyVisibility(now, seq, at)
+		}
+	})
+	if err != nil {
+		return nil, true, err
+	}
+	return a.msgs, true, nil
 }
 
 func (b *broker) rememberAttemptLocked(qs *queueState, id string, now time.Time, msgs []st.Message, got []queue.Msg) {
@@ -329,11 +425,13 @@ func (b *broker) every(slot *Timer, d time.Duration, f func()) {
 
 type waiter interface {
 	Wait(ctx context.Context) error
+	Done() (bool, error)
 }
 
 type doneWaiter struct{ err error }
 
 func (d doneWaiter) Wait(context.Context) error { return d.err }
+func (d doneWaiter) Done() (bool, error)        { return true, d.err }
 
 // submit hands state records to the log; callers hold the lock of the
 // state they changed (so log order is memory order) and wait after
@@ -727,26 +825,46 @@ func page(names []string, max int, next string, limit int) ([]string, string, er
 }
 
 func (b *broker) deleteQueue(ctx context.Context, name string) error {
-	b.mu.Lock()
+	b.mu.RLock()
 	qs := b.queues[name]
+	b.mu.RUnlock()
 	if qs == nil {
-		b.mu.Unlock()
 		return noQueue()
 	}
-	delete(b.queues, name)
-	delete(b.byID, qs.meta.ID)
-	b.deletedAt[name] = b.clock.Now()
 	qs.mu.Lock()
-	qs.deleted = true
-	qs.wakeLocked()
-	w := b.submit(&record{T: recQueueDelete, Q: qs.meta.ID})
-	locs := qs.q.TakeReleased()
-	qs.q.Messages(func(m *queue.Msg) { locs = append(locs, m.Loc) })
+	if qs.deleted {
+		qs.mu.Unlock()
+		return noQueue()
+	}
+	// The queue goes once its deletion is durable (a checkpoint taken
+	// after that leaves it out: the apply runs first).
+	var locs []queue.Loc
+	err := b.persistLocked(qs, []*record{{T: recQueueDelete, Q: qs.meta.ID}}, func(time.Time) {
+		if qs.deleted {
+			return
+		}
+		qs.deleted = true
+		qs.wakeLocked()
+		locs = append(locs, qs.q.TakeReleased()...)
+		qs.q.Messages(func(m *queue.Msg) { locs = append(locs, m.Loc) })
+		for _, o := range qs.outbound {
+			locs = append(locs, o.m.Loc)
+		}
+	})
+	deleted := qs.deleted
 	qs.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if deleted && b.queues[name] == qs {
+		delete(b.queues, name)
+		delete(b.byID, qs.meta.ID)
+		b.deletedAt[name] = b.clock.Now()
+	}
 	b.mu.Unlock()
-	err := wait(w)
 	b.release(locs)
-	return err
+	return nil
 }
 
 func (b *broker) getQueueAttributes(name string, names []string) (map[string]string, error) {
@@ -789,8 +907,11 @@ func (b *broker) setQueueAttributes(ctx context.Context, name string, attrs map[
 	})
 }
 
-// updateMeta changes a queue's metadata and persists it whole.
+// updateMeta changes a queue's metadata and persists it whole; the
+// change takes effect once durable.
 func (b *broker) updateMeta(qs *queueState, f func(m *queueMeta) error) error {
+	qs.metaMu.Lock()
+	defer qs.metaMu.Unlock()
 	qs.mu.Lock()
 	if qs.deleted {
 		qs.mu.Unlock()
@@ -814,11 +935,12 @@ func (b *broker) updateMeta(qs *queueState, f func(m *queueMeta) error) error {
 		return err
 	}
 	meta.Modified = b.clock.Now().UnixMilli()
-	qs.meta = meta
-	qs.q.SetConfig(queueConfig(meta))
-	w := b.submit(&record{T: recQueue, Meta: &meta})
+	err := b.persistLocked(qs, []*record{{T: recQueue, Meta: &meta}}, func(time.Time) {
+		qs.meta = meta
+		qs.q.SetConfig(queueConfig(meta))
+	})
 	qs.mu.Unlock()
-	return wait(w)
+	return err
 }
 
 func (b *broker) tagQueue(ctx context.Context, name string, tags map[string]string) error {
@@ -1192,10 +1314,9 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		attemptID = "" // standard queues ignore it, as SQS does
 	}
 	if attemptID != "" {
-		if msgs, recs, ok := b.retryAttemptLocked(qs, attemptID, now, vis); ok {
-			w := b.submit(recs...)
+		if msgs, ok, err := b.retryAttemptLocked(qs, attemptID, now, vis); ok {
 			qs.mu.Unlock()
-			return msgs, nil, time.Time{}, wait(w)
+			return msgs, nil, time.Time{}, err
 		}
 	}
 	spare := math.MaxInt
@@ -1207,17 +1328,22 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 		qs.mu.Unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
 	}
+	// The deliveries are made at once, so that no other receive takes the
+	// same messages, and undone if their records cannot be written.
 	recs := make([]*record, 0, len(ds))
 	got := make([]queue.Msg, 0, len(ds)) // copies: the entries may change once unlocked
-	var dead []*queue.Msg
+	prev := make([]queue.Msg, 0, len(ds))
+	var dead []queue.Delivery
 	for _, d := range ds {
 		m := d.Msg
 		if d.DeadLetter {
-			dead = append(dead, m)
+			qs.takeOutboundLocked(m)
+			dead = append(dead, d)
 			continue
 		}
 		recs = append(recs, &record{T: recReceive, Q: qs.meta.ID, Seq: m.Seq, RC: int(m.RecvCount()), First: m.FirstRecv(), Dlv: m.Delivered(), Vis: m.VisibleAt, Fence: m.Fence(), Lvl: m.Level})
 		got = append(got, *m)
+		prev = append(prev, d.Prev)
 	}
 	var parked *poller
 	if len(got) == 0 && canWait {
@@ -1229,17 +1355,31 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 	srcArn := b.arn(qs.meta.Name)
 	dlqArn := qs.dlqLocked()
 	b.afterAdvanceLocked(qs)
-	qs.ctr.deadLettered.Add(int64(len(dead)))
+	for _, d := range dead {
+		if err := b.deadLetter(qs, srcID, srcArn, dlqArn, d.Msg, d.Prev); err == nil {
+			qs.ctr.deadLettered.Add(1)
+		}
+	}
+	if len(got) == 0 {
+		return nil, parked, next, nil
+	}
+	if err := wait(w); err != nil {
+		// Not recorded: the messages were not received. Put back the ones
+		// still as this receive left them.
+		qs.mu.Lock()
+		for i := range got {
+			if m, ok := qs.q.Lookup(got[i].Seq); ok && m.Fence() == got[i].Fence() && m.State == queue.InFlight {
+				qs.q.Revert(now, prev[i])
+			}
+		}
+		qs.wakeLocked()
+		qs.mu.Unlock()
+		return nil, nil, next, err
+	}
 	for i := range got {
 		if got[i].RecvCount() == 1 {
 			qs.ctr.observeFirstAttempt(time.Duration(got[i].Delivered()-got[i].Sent) * time.Millisecond)
 		}
-	}
-	for _, m := range dead {
-		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
-	}
-	if len(got) == 0 {
-		return nil, parked, next, nil
 	}
 	// Bodies come from disk, outside the queue lock.
 	out := make([]st.Message, 0, len(got))
@@ -1270,20 +1410,16 @@ func (b *broker) receiveOnce(ctx context.Context, qs *queueState, max int, visOv
 	}
 	if len(lost) > 0 {
 		qs.mu.Lock()
-		var recs []*record
-		for _, s := range lost {
-			if qs.q.Delete(s) {
-				recs = append(recs, &record{T: recDelete, Q: srcID, Seq: s})
-			}
+		recs := make([]*record, len(lost))
+		for i, s := range lost {
+			recs[i] = &record{T: recDelete, Q: srcID, Seq: s}
 		}
-		w2 := b.submit(recs...)
-		released := qs.q.TakeReleased()
-		qs.mu.Unlock()
-		_ = wait(w2)
-		b.release(released)
-	}
-	if err := wait(w); err != nil {
-		return nil, nil, next, err
+		_ = b.persistLocked(qs, recs, func(time.Time) {
+			for _, s := range lost {
+				qs.q.Delete(s)
+			}
+		})
+		b.finishLocked(qs, nil)
 	}
 	qs.ctr.received.Add(int64(len(out)))
 	if attemptID != "" && len(out) > 0 {
@@ -1303,48 +1439,81 @@ func (b *broker) logFor(ctx context.Context) *slog.Logger {
 	return b.log
 }
 
-// deadLetter moves a message that exceeded maxReceiveCount (already taken
-// out of its queue, storage included) to the dead-letter queue, or puts it
-// back when that queue is gone.
-func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string, m *queue.Msg) {
+// deadLetter moves m (taken out of src for it, with its storage) to the
+// dead-letter queue. When that queue is gone or the move cannot be
+// recorded, m goes back into src as prev says.
+func (b *broker) deadLetter(src *queueState, srcID uint64, srcArn, dlqArn string, m *queue.Msg, prev queue.Msg) error {
 	var dlq *queueState
 	if name, err := b.queueNameFromARN(dlqArn); err == nil {
 		dlq, _ = b.lookup(name)
 	}
-	if dlq == nil || b.moveMessage(srcID, dlq, m, srcArn) != nil {
-		src.mu.Lock()
-		m.State = queue.Pending
-		src.q.Restore(b.clock.Now(), m)
-		src.mu.Unlock()
-		b.log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", dlqArn)
+	err := noQueue()
+	if dlq != nil {
+		err = b.moveMessage(src, dlq, m, srcArn)
 	}
+	if err != nil {
+		b.putBack(src, prev)
+		b.log.Warn("dead-letter move failed; message kept", "queue", srcArn, "dlq", dlqArn, "err", err)
+	}
+	return err
 }
 
-// moveMessage inserts m (already taken out of the queue with id fromID,
-// storage included) into to with a new sequence; its body stays where it
-// is on disk. The move is one record.
-func (b *broker) moveMessage(fromID uint64, to *queueState, m *queue.Msg, dlqSource string) error {
+// putBack returns a message that could not leave its queue.
+func (b *broker) putBack(qs *queueState, prev queue.Msg) {
+	qs.mu.Lock()
+	delete(qs.outbound, prev.Seq)
+	qs.q.Revert(b.clock.Now(), prev)
+	qs.wakeLocked()
+	qs.mu.Unlock()
+}
+
+// moveMessage moves m, taken out of from (its storage with it, noted in
+// from.outbound), into to with a new sequence; its body stays where it is
+// on disk. The move is one record; to gets the message once it is
+// durable. On failure the caller puts m back (putBack).
+func (b *broker) moveMessage(from, to *queueState, m *queue.Msg, dlqSource string) error {
 	moved := *m
 	moved.SetDLQSource(dlqSource)
 	moved.State = queue.Pending
 	moved.VisibleAt = 0
 	moved.SetDelivery(moved.RecvCount(), moved.FirstRecv(), moved.Delivered(), 0)
 	moved.Level = 0 // a moved message starts its new queue's ladder at the bottom
-	to.mu.Lock()
+	unlock := lockPair(from, to)
 	if to.deleted {
-		to.mu.Unlock()
+		unlock()
 		return noQueue()
 	}
 	// The sequence is taken under the queue's lock, as sends take theirs:
 	// a queue's entries arrive in sequence order.
 	moved.Seq = b.seq.Add(1)
-	now := b.clock.Now()
-	to.q.Restore(now, &moved)
 	cp := moved
-	w := b.submit(&record{T: recMove, Q: fromID, Seq: m.Seq, To: to.meta.ID, M: &cp})
-	to.wakeLocked()
-	to.mu.Unlock()
-	return wait(w)
+	w := b.submit(&record{T: recMove, Q: from.meta.ID, Seq: m.Seq, To: to.meta.ID, M: &cp})
+	if o, ok := from.outbound[m.Seq]; ok {
+		o.w = w
+		from.outbound[m.Seq] = o
+	}
+	seq := m.Seq
+	from.applies = append(from.applies, pendingApply{w: w, apply: func(time.Time) { delete(from.outbound, seq) }})
+	if to != from {
+		to.applies = append(to.applies, pendingApply{w: w, apply: func(now time.Time) {
+			to.q.Restore(now, &cp)
+			to.wakeLocked()
+		}})
+	} else {
+		from.applies[len(from.applies)-1].apply = func(now time.Time) {
+			delete(from.outbound, seq)
+			from.q.Restore(now, &cp)
+			from.wakeLocked()
+		}
+	}
+	unlock()
+	err := wait(w)
+	for _, qs := range []*queueState{from, to} {
+		qs.mu.Lock()
+		b.applyDurableLocked(qs)
+		qs.mu.Unlock()
+	}
+	return err
 }
 
 func (b *broker) delete(ctx context.Context, name, h string) error {
@@ -1376,23 +1545,10 @@ func (b *broker) locked(name string) (*queueState, time.Time, error) {
 	return qs, now, nil
 }
 
-// commitLocked submits the records of a batch call, wakes long polls if
-// asked, unlocks the queue and waits for durability; a failed write fails
-// the entries listed in idx.
-func (b *broker) commitLocked(qs *queueState, recs []*record, idx []int, errs []error, wake bool) {
-	w := b.submit(recs...)
-	if wake {
-		qs.wakeLocked()
-	}
-	released := qs.q.TakeReleased()
-	qs.mu.Unlock()
-	err := wait(w)
-	// The storage of deleted messages goes once their deletes are durable.
-	b.release(released)
-	if err != nil {
-		for _, i := range idx {
-			errs[i] = err
-		}
+// failEntries sets errs[i] to err for each i in idx.
+func failEntries(errs []error, idx []int, err error) {
+	for _, i := range idx {
+		errs[i] = err
 	}
 }
 
@@ -1404,6 +1560,7 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 	errs := make([]error, len(hs))
 	var recs []*record
 	var idx []int
+	var seqs []uint64
 	for i, h := range hs {
 		qid, seq, fence, ok := parseHandle(h)
 		if !ok || qid != qs.meta.ID {
@@ -1412,7 +1569,7 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 		}
 		m, live := qs.q.Lookup(seq)
 		if !live {
-			continue // already deleted: idempotent, as SQS
+			continue // already deleted (durably: deletes apply once written): idempotent, as SQS
 		}
 		if m.Fence() != fence {
 			// Fenced: the message was delivered again since this handle.
@@ -1425,14 +1582,33 @@ func (b *broker) deleteBatch(ctx context.Context, name string, hs []string) ([]e
 			errs[i] = expired(h)
 			continue
 		}
-		qs.q.Delete(seq)
 		recs = append(recs, &record{T: recDelete, Q: qs.meta.ID, Seq: seq})
 		idx = append(idx, i)
+		seqs = append(seqs, seq)
 	}
-	qs.ctr.deleted.Add(int64(len(recs)))
-	// Deleting in-flight FIFO messages unlocks their groups.
-	// So does deleting a message of a tenant at its in-flight cap.
-	b.commitLocked(qs, recs, idx, errs, len(recs) > 0 && (qs.meta.FIFO || qs.q.Sched().HasCaps()))
+	if len(recs) == 0 {
+		qs.mu.Unlock()
+		return errs, nil
+	}
+	// The messages go once their deletes are durable: until then a retry
+	// finds them and writes its own delete, so it is never answered with
+	// success for a delete that was not recorded.
+	werr := b.persistLocked(qs, recs, func(time.Time) {
+		for _, s := range seqs {
+			qs.q.Delete(s)
+		}
+	})
+	if werr != nil {
+		failEntries(errs, idx, werr)
+	} else {
+		qs.ctr.deleted.Add(int64(len(recs)))
+		// Deleting in-flight FIFO messages unlocks their groups.
+		// So does deleting a message of a tenant at its in-flight cap.
+		if qs.meta.FIFO || qs.q.Sched().HasCaps() {
+			qs.wakeLocked()
+		}
+	}
+	b.finishLocked(qs, nil)
 	return errs, nil
 }
 
@@ -1482,14 +1658,27 @@ func (b *broker) changeVisibilityBatch(ctx context.Context, name string, in []Vi
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", c.Seconds)
 			continue
 		}
-		qs.q.SetVisibility(now, seq, time.Duration(c.Seconds)*time.Second)
 		recs = append(recs, &record{T: recVisibility, Q: qs.meta.ID, Seq: seq, Vis: now.Add(time.Duration(c.Seconds) * time.Second).UnixMilli()})
 		idx = append(idx, i)
 		if c.Seconds == 0 {
 			woke = true
 		}
 	}
-	b.commitLocked(qs, recs, idx, errs, woke)
+	if len(recs) == 0 {
+		qs.mu.Unlock()
+		return errs, nil
+	}
+	werr := b.persistLocked(qs, recs, func(now time.Time) {
+		for _, r := range recs {
+			qs.q.ApplyVisibility(now, r.Seq, r.Vis)
+		}
+	})
+	if werr != nil {
+		failEntries(errs, idx, werr)
+	} else if woke {
+		qs.wakeLocked()
+	}
+	b.finishLocked(qs, nil)
 	return errs, nil
 }
 
@@ -1502,14 +1691,16 @@ func (b *broker) purge(ctx context.Context, name string) error {
 		qs.mu.Unlock()
 		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)
 	}
+	last := qs.lastPurge
 	qs.lastPurge = now
 	upTo := b.seq.Load() + 1
-	qs.q.Purge(upTo)
-	w := b.submit(&record{T: recPurge, Q: qs.meta.ID, UpTo: upTo})
-	released := qs.q.TakeReleased()
-	qs.mu.Unlock()
-	err = wait(w)
-	b.release(released)
+	err = b.persistLocked(qs, []*record{{T: recPurge, Q: qs.meta.ID, UpTo: upTo}}, func(time.Time) {
+		qs.q.Purge(upTo)
+	})
+	if err != nil && qs.lastPurge.Equal(now) {
+		qs.lastPurge = last // not purged: it may be tried again at once
+	}
+	b.finishLocked(qs, nil)
 	return err
 }
 

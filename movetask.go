@@ -156,25 +156,23 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 			return
 		}
 		sq.mu.Lock()
-		if sq.deleted {
-			sq.mu.Unlock()
+		deleted := sq.deleted
+		sq.q.Advance(b.clock.Now())
+		sq.mu.Unlock()
+		if deleted {
 			finish("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
 			return
 		}
-		sq.q.Advance(b.clock.Now())
+		var prev queue.Msg
 		var m *queue.Msg
 		for m == nil && len(mt.seqs) > 0 {
 			seq := mt.seqs[0]
 			mt.seqs = mt.seqs[1:]
-			if x, ok := sq.q.Lookup(seq); ok && x.State == queue.Ready {
-				if taken, ok := sq.q.TakeForMove(seq); ok {
-					cp := *taken
-					m = &cp
-				}
+			if p, taken, ok := takeForMove(sq, seq, func(x *queue.Msg) bool { return x.State == queue.Ready }); ok {
+				cp := *taken
+				prev, m = p, &cp
 			}
 		}
-		srcID := sq.meta.ID
-		sq.mu.Unlock()
 		if m == nil {
 			finish("COMPLETED", "")
 			return
@@ -187,21 +185,15 @@ func (t *moveTasks) run(mt *moveTask, sq *queueState, dst string) {
 		if name, err := b.queueNameFromARN(target); err == nil {
 			to, _ = b.lookup(name)
 		}
-		putBack := func() {
-			sq.mu.Lock()
-			m.State = queue.Pending
-			sq.q.Restore(b.clock.Now(), m)
-			sq.mu.Unlock()
-		}
 		if to == nil {
 			// Put it back and fail, as SQS does for a missing destination.
-			putBack()
+			b.putBack(sq, prev)
 			finish("FAILED", "AWS.SimpleQueueService.NonExistentQueue")
 			return
 		}
 		m.SetDelivery(0, 0, m.Delivered(), m.Fence())
-		if err := b.moveMessage(srcID, to, m, ""); err != nil {
-			putBack()
+		if err := b.moveMessage(sq, to, m, ""); err != nil {
+			b.putBack(sq, prev)
 			finish("FAILED", string(st.CodeOf(err)))
 			return
 		}

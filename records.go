@@ -91,6 +91,9 @@ func (b *broker) snapshot(w io.Writer) error {
 	}
 	for _, qs := range qss {
 		qs.mu.Lock()
+		// Every batch written so far is answered before a checkpoint: apply
+		// the changes that wait for it, so that the checkpoint holds them.
+		b.applyDurableLocked(qs)
 		if qs.deleted {
 			qs.mu.Unlock()
 			continue
@@ -113,6 +116,19 @@ func (b *broker) snapshot(w io.Writer) error {
 			}
 			err = write(&record{T: recSend, Q: meta.ID, M: m})
 		})
+		// Messages leaving for another queue are still here as far as the
+		// log knows, until their move record is durable.
+		for _, o := range qs.outbound {
+			if o.w != nil {
+				if done, werr := o.w.Done(); done && werr == nil {
+					continue
+				}
+			}
+			if err == nil {
+				m := o.m
+				err = write(&record{T: recSend, Q: meta.ID, M: &m})
+			}
+		}
 		qs.mu.Unlock()
 		if err != nil {
 			return err

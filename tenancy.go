@@ -148,21 +148,25 @@ func (b *Broker) DropBefore(ctx context.Context, queue string, before time.Time,
 	if err != nil {
 		return 0, err
 	}
-	seqs := qs.q.DropBefore(before.UnixMilli(), tenant, allTenants)
+	seqs := qs.q.SentBefore(before.UnixMilli(), tenant, allTenants)
+	if len(seqs) == 0 {
+		qs.mu.Unlock()
+		return 0, nil
+	}
 	recs := make([]*record, len(seqs))
 	for i, s := range seqs {
 		recs[i] = &record{T: recDelete, Q: qs.meta.ID, Seq: s}
 	}
-	errs := []error{nil}
-	idx := []int{}
-	if len(recs) > 0 {
-		idx = []int{0}
+	n := 0
+	err = b.impl.persistLocked(qs, recs, func(time.Time) { n = qs.q.DropWatermarked(seqs) })
+	if err == nil {
+		qs.wakeLocked()
 	}
-	b.impl.commitLocked(qs, recs, idx, errs, true)
-	if errs[0] != nil {
-		return 0, errs[0]
+	b.impl.finishLocked(qs, nil)
+	if err != nil {
+		return 0, err
 	}
-	return len(seqs), nil
+	return n, nil
 }
 
 // tenantFigures are Sluice's read-only queue attributes about tenants and
@@ -253,7 +257,8 @@ func (b *Broker) DeferMessage(ctx context.Context, queueName, receiptHandle stri
 // outcome applies a consumer's verdict to the message a receipt handle
 // names, fenced like ChangeMessageVisibility: a handle of an earlier
 // delivery gets ReceiptHandleIsInvalid, a message not in flight
-// MessageNotInflight.
+// MessageNotInflight. When the verdict cannot be recorded the message is
+// put back in flight as it was.
 func (b *broker) outcome(name, h, reason string, f func(q *queue.Queue, now time.Time, seq uint64) bool) error {
 	if len(reason) > 4096 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter Reason is invalid. Reason: at most 4096 characters.")
@@ -272,12 +277,21 @@ func (b *broker) outcome(name, h, reason string, f func(q *queue.Queue, now time
 		qs.mu.Unlock()
 		return st.Errorf(st.CodeReceiptHandleIsInvalid, "The receipt handle %q is not valid for this message: it was delivered again or deleted.", h)
 	}
+	prev := *m
 	if !f(qs.q, now, seq) {
 		qs.mu.Unlock()
 		return st.Errorf(st.CodeMessageNotInflight, "Message does not exist or is not available for visibility timeout change.")
 	}
 	qs.wakeLocked()
-	return b.finishLocked(qs, nil)
+	if err := b.finishForLocked(qs, nil, seq); err != nil {
+		qs.mu.Lock()
+		if m, ok := qs.q.Lookup(seq); !ok || m.Fence() == fence {
+			qs.q.Revert(b.clock.Now(), prev)
+		}
+		qs.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 // sluiceReadOnlyAttrs are answered when asked for by name (not with All,
@@ -316,24 +330,31 @@ func (b *broker) afterAdvanceLocked(qs *queueState) {
 
 // finishLocked persists what the queue's retry ladder changed (with recs,
 // the caller's records, in the same batch), unlocks the queue, waits for
-// durability when the caller had records, releases dropped storage, and
-// sends messages past MaxMessageAge or off the ladder to the dead-letter
-// queue (or drops them when the queue has none).
+// durability when there was anything to write, releases dropped storage,
+// and sends messages past MaxMessageAge or off the ladder to the
+// dead-letter queue (or drops them, durably, when the queue has none). It
+// returns the write's failure (the ladder's changes then stay in memory
+// only, to be made again on recovery), or the failure of message mine's
+// move (it is back in the queue; 0: none is the caller's).
 func (b *broker) finishLocked(qs *queueState, recs []*record) error {
+	return b.finishForLocked(qs, recs, 0)
+}
+
+func (b *broker) finishForLocked(qs *queueState, recs []*record, mine uint64) error {
 	for _, m := range qs.q.TakeUpdated() {
 		cp := *m
 		recs = append(recs, &record{T: recUpdate, Q: qs.meta.ID, Seq: m.Seq, M: &cp})
 	}
-	var failed []*queue.Msg
-	for _, m := range qs.q.TakeFailed() {
-		failed = append(failed, m)
-	}
-	aged := qs.q.TakeAged()
+	leaving := append(qs.q.TakeAged(), qs.q.TakeFailed()...)
 	srcID, srcArn, dlqArn := qs.meta.ID, b.arn(qs.meta.Name), qs.dlqLocked()
-	if dlqArn == "" {
-		// Off the ladder with nowhere to go: dropped, durably.
-		for _, m := range failed {
+	var dropped []*queue.Msg
+	for _, m := range leaving {
+		if dlqArn == "" {
+			// Off the ladder with nowhere to go: dropped, durably.
 			recs = append(recs, &record{T: recDelete, Q: srcID, Seq: m.Seq})
+			dropped = append(dropped, m)
+		} else {
+			qs.takeOutboundLocked(m)
 		}
 	}
 	var w waiter = doneWaiter{}
@@ -344,19 +365,39 @@ func (b *broker) finishLocked(qs *queueState, recs []*record) error {
 	qs.mu.Unlock()
 	err := wait(w)
 	b.release(released)
-	for _, m := range append(aged, failed...) {
-		if dlqArn == "" {
-			b.release([]queue.Loc{m.Loc})
-			switch {
-			case m.Fail() != nil && m.Fail().Reason == "Reject":
-				qs.ctr.droppedRejected.Add(1)
-			case m.Fail() != nil && m.Fail().Reason != "MaxMessageAge":
-				qs.ctr.droppedExhausted.Add(1)
+	if err != nil && len(dropped) > 0 {
+		// The drops were not recorded: the messages stay.
+		qs.mu.Lock()
+		for _, m := range dropped {
+			prev := *m
+			prev.State = queue.Pending
+			qs.q.Revert(b.clock.Now(), prev)
+		}
+		qs.mu.Unlock()
+		dropped = nil
+	}
+	for _, m := range dropped {
+		b.release([]queue.Loc{m.Loc})
+		switch {
+		case m.Fail() != nil && m.Fail().Reason == "Reject":
+			qs.ctr.droppedRejected.Add(1)
+		case m.Fail() != nil && m.Fail().Reason != "MaxMessageAge":
+			qs.ctr.droppedExhausted.Add(1)
+		}
+	}
+	if dlqArn == "" {
+		return err
+	}
+	for _, m := range leaving {
+		prev := *m
+		prev.State = queue.Pending // back where its visibility says
+		if merr := b.deadLetter(qs, srcID, srcArn, dlqArn, m, prev); merr != nil {
+			if err == nil && m.Seq == mine {
+				err = merr
 			}
 			continue
 		}
 		qs.ctr.deadLettered.Add(1)
-		b.deadLetter(qs, srcID, srcArn, dlqArn, m)
 	}
 	return err
 }

@@ -866,6 +866,9 @@ func (q *Queue) NextWake() time.Time {
 // Delivery is the result of a receive for one message.
 type Delivery struct {
 	Msg *Msg
+	// Prev is the message as it was before this receive: Revert(Prev)
+	// undoes the delivery when its record cannot be persisted.
+	Prev Msg
 	// DeadLetter is true when the message exceeded maxReceiveCount: it left
 	// this queue and must go to the dead-letter queue.
 	DeadLetter bool
@@ -943,10 +946,12 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 }
 
 func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
+	prev := *m
+	prev.State = Ready // the scheduler took it off its lane already
 	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount()) >= q.cfg.MaxReceiveCount {
 		m.Failed(ms(now), "MaxReceiveCount", "")
 		q.takeOut(m) // its storage goes to the dead-letter queue with it
-		return Delivery{Msg: m, DeadLetter: true}
+		return Delivery{Msg: m, Prev: prev, DeadLetter: true}
 	}
 	first := m.FirstRecv()
 	if first == 0 {
@@ -960,7 +965,49 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
 		q.group(m.Group()).inFlight++
 	}
 	heap.Push(&q.timers, m)
-	return Delivery{Msg: m}
+	return Delivery{Msg: m, Prev: prev}
+}
+
+// Revert puts a message back exactly as prev (a copy taken before a
+// change) says: delivery, visibility, level, failures and state, whether
+// the message is still in the queue or was taken out of it (its storage
+// stays counted either way). It undoes a change whose record could not
+// be persisted.
+func (q *Queue) Revert(now time.Time, prev Msg) {
+	if m, ok := q.t.get(prev.Seq); ok {
+		if m.is(fPrepared) {
+			return
+		}
+		q.takeOut(m)
+	}
+	c := prev
+	c.Entry, c.heapIdx = sched.Entry{}, -1
+	c.set(fExpired|fAged|fGone|fPrepared|fMoving, false)
+	state := c.State
+	m := q.insert(&c)
+	if q.cfg.FIFO {
+		g := q.group(m.Group())
+		i := len(g.msgs)
+		for i > 0 && g.msgs[i-1].Seq > m.Seq {
+			i--
+		}
+		g.msgs = append(g.msgs, nil)
+		copy(g.msgs[i+1:], g.msgs[i:])
+		g.msgs[i] = m
+	}
+	m.State = Pending
+	if state == InFlight {
+		m.State = InFlight
+		q.inFlight++
+		if q.cfg.FIFO {
+			q.group(m.Group()).inFlight++
+		} else {
+			q.s.Acquire(&m.Entry, m.Tenant())
+		}
+		heap.Push(&q.timers, m)
+		return
+	}
+	q.schedule(now, m)
 }
 
 // Lookup returns a live message by sequence.
@@ -1040,20 +1087,30 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 	return seqs
 }
 
-// DropBefore removes every message sent before (unix ms), of one tenant
-// unless anyTenant: the watermark. It returns the sequences removed.
-func (q *Queue) DropBefore(before int64, tenant string, anyTenant bool) []uint64 {
+// SentBefore lists the messages sent before (unix ms), of one tenant
+// unless anyTenant: what the watermark drops (DropWatermarked).
+func (q *Queue) SentBefore(before int64, tenant string, anyTenant bool) []uint64 {
 	var seqs []uint64
 	q.t.each(func(m *Msg) bool {
-		if m.is(fPrepared) || m.Sent >= before || (!anyTenant && m.Tenant() != tenant) {
-			return true
+		if !m.is(fPrepared) && m.Sent < before && (anyTenant || m.Tenant() == tenant) {
+			seqs = append(seqs, m.Seq)
 		}
-		seqs = append(seqs, m.Seq)
-		q.remove(m)
 		return true
 	})
-	q.stats.DroppedWatermark += uint64(len(seqs))
 	return seqs
+}
+
+// DropWatermarked removes the listed messages, counted as dropped by the
+// watermark, and returns how many were live.
+func (q *Queue) DropWatermarked(seqs []uint64) int {
+	n := 0
+	for _, s := range seqs {
+		if q.Delete(s) {
+			n++
+		}
+	}
+	q.stats.DroppedWatermark += uint64(n)
+	return n
 }
 
 // Messages calls f for every live message, in sequence order (for

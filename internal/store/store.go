@@ -173,6 +173,17 @@ type Pending struct {
 	err     error
 }
 
+// Done reports, without blocking, whether the batch is finished and with
+// what error.
+func (p *Pending) Done() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
 // Wait blocks until the batch is durable (per the sync mode) or failed.
 // Cancelling ctx stops the wait, not the write.
 func (p *Pending) Wait(ctx context.Context) error {
@@ -635,16 +646,32 @@ func (l *Log) run() {
 				}
 			}
 			if err == nil && (force || l.sinceCkp > max(l.opts.CheckpointBytes, l.lastCkp)) {
+				// Answer the batches first: they are durable, and their
+				// owners apply the changes that wait for that before the
+				// snapshot reads their state. Only the empty batches that
+				// asked for the checkpoint (Checkpoint) wait for it.
+				for _, p := range batch {
+					if len(p.recs) > 0 {
+						close(p.done)
+					}
+				}
 				if cerr := l.checkpoint(); cerr != nil {
 					l.log.Error("store: checkpoint failed; will retry", "err", cerr)
 					if force {
 						err = cerr
 					}
 				}
-			}
-			for _, p := range batch {
-				p.err = err
-				close(p.done)
+				for _, p := range batch {
+					if len(p.recs) == 0 {
+						p.err = err
+						close(p.done)
+					}
+				}
+			} else {
+				for _, p := range batch {
+					p.err = err
+					close(p.done)
+				}
 			}
 		}
 		if closed && len(batch) == 0 {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -19,6 +21,10 @@ type Mem struct {
 	mu      sync.Mutex
 	files   map[string]*memFile // current names
 	durable map[string]*memFile // names as of the last SyncDir of their directory
+	// capacity, when above zero, is the size of the disk: writes and
+	// truncations that would make the files hold more fail with ENOSPC,
+	// as on a small file system.
+	capacity int64
 }
 
 type memFile struct {
@@ -29,12 +35,51 @@ type memFile struct {
 // NewMem returns an empty in-memory file system.
 func NewMem() *Mem { return &Mem{files: map[string]*memFile{}, durable: map[string]*memFile{}} }
 
+// SetCapacity sets the size of the disk in bytes (0: unlimited). It may be
+// changed while files are open: a full disk can be "grown" by a test.
+func (m *Mem) SetCapacity(n int64) {
+	m.mu.Lock()
+	m.capacity = n
+	m.mu.Unlock()
+}
+
+// usedLocked is the bytes held by named files.
+func (m *Mem) usedLocked() int64 {
+	var n int64
+	for _, f := range m.files {
+		n += int64(len(f.data))
+	}
+	return n
+}
+
+// growLocked reports whether f may grow to size bytes.
+func (m *Mem) growLocked(f *memFile, size int64) error {
+	if m.capacity <= 0 || size <= int64(len(f.data)) {
+		return nil
+	}
+	if m.usedLocked()+size-int64(len(f.data)) > m.capacity {
+		return syscall.ENOSPC
+	}
+	return nil
+}
+
+// FreeSpace is what is left of the capacity (math.MaxInt64 when unlimited).
+func (m *Mem) FreeSpace(dir string) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.capacity <= 0 {
+		return math.MaxInt64, nil
+	}
+	return max(0, m.capacity-m.usedLocked()), nil
+}
+
 // Crash returns what survives a power failure now: synced contents of the
 // durably named files.
 func (m *Mem) Crash() *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := NewMem()
+	out.capacity = m.capacity
 	for name, f := range m.durable {
 		c := &memFile{data: append([]byte(nil), f.synced...)}
 		c.synced = append([]byte(nil), c.data...)
@@ -185,6 +230,9 @@ func (h *memHandle) Write(p []byte) (int, error) {
 		return 0, errClosedFile
 	}
 	end := h.off + int64(len(p))
+	if err := h.fs.growLocked(h.f, end); err != nil {
+		return 0, &os.PathError{Op: "write", Path: h.name, Err: err}
+	}
 	if end > int64(len(h.f.data)) {
 		h.f.data = append(h.f.data, make([]byte, end-int64(len(h.f.data)))...)
 	}
@@ -210,6 +258,9 @@ func (h *memHandle) Seek(offset int64, whence int) (int64, error) {
 func (h *memHandle) Truncate(size int64) error {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
+	if err := h.fs.growLocked(h.f, size); err != nil {
+		return &os.PathError{Op: "truncate", Path: h.name, Err: err}
+	}
 	if size < int64(len(h.f.data)) {
 		h.f.data = h.f.data[:size]
 	} else {

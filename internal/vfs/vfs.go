@@ -33,6 +33,9 @@ type FS interface {
 	// SyncDir makes renames and creations in dir durable.
 	SyncDir(dir string) error
 	Stat(name string) (os.FileInfo, error)
+	// FreeSpace is the space left for files in dir, in bytes, as an
+	// unprivileged process may use it (statfs's available blocks).
+	FreeSpace(dir string) (int64, error)
 }
 
 // OS is the real file system.
@@ -58,6 +61,7 @@ func (OS) ReadDir(dir string) ([]string, error) {
 	}
 	return out, nil
 }
+func (OS) FreeSpace(dir string) (int64, error) { return freeSpace(dir) }
 func (OS) SyncDir(dir string) error {
 	d, err := os.Open(filepath.Clean(dir))
 	if err != nil {
@@ -113,6 +117,7 @@ func (f *Fault) Rename(o, n string) error                    { return f.FS.Renam
 func (f *Fault) ReadDir(dir string) ([]string, error)        { return f.FS.ReadDir(dir) }
 func (f *Fault) MkdirAll(dir string, perm os.FileMode) error { return f.FS.MkdirAll(dir, perm) }
 func (f *Fault) Stat(name string) (os.FileInfo, error)       { return f.FS.Stat(name) }
+func (f *Fault) FreeSpace(dir string) (int64, error)         { return f.FS.FreeSpace(dir) }
 func (f *Fault) SyncDir(dir string) error {
 	if f.get().SyncError {
 		return &os.PathError{Op: "fsync", Path: dir, Err: syscall.EIO}
