@@ -79,6 +79,13 @@ type Config struct {
 	// CompactInterval is the period of compaction rounds, each copying at
 	// most 16 MiB of live messages out of mostly-dead segments. Default 1s.
 	CompactInterval time.Duration
+	// DiskReserve is the free disk space, in bytes, below which new
+	// messages are refused (a retryable ServiceUnavailable error naming the
+	// free space) while receives, deletes and purges go on, so that a full
+	// disk can always be drained; sends resume by themselves once space is
+	// back. The reserve in effect is at least twice the newest checkpoint
+	// plus one segment. Default 256 MiB; negative: only that minimum.
+	DiskReserve int64
 }
 
 // QueueInfo is what the broker knows of a queue's identity.

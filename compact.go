@@ -21,6 +21,9 @@ func (b *broker) scheduleCompaction() {
 // compactRound relocates the live messages of old segments that are
 // less than half live, sparsest first, within the round's byte budget.
 func (b *broker) compactRound() {
+	if b.store.Alarm().Alarm {
+		return // copies need space first; checkpoints free it under the alarm
+	}
 	from := b.store.CheckpointFrom()
 	type cand struct {
 		seg   uint32

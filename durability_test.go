@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -343,5 +344,108 @@ func handleStillWorks(t *testing.T, r rig) {
 	}
 	if err := r.b.ChangeVisibility(ctx, "q", r.handles[0], 60); err != nil {
 		t.Fatalf("the handle stopped working after a failed verdict: %v", err)
+	}
+}
+
+// TestFullDiskDrainsAndResumes: on a disk that fills up, sends are refused
+// at the reserve with a retryable error naming the free space, while the
+// whole backlog can still be received and deleted; sends resume by
+// themselves once the drain has freed the space, without a restart; and
+// after a power loss every acknowledged send is there unless its delete
+// was acknowledged, and no acknowledged delete comes back.
+func TestFullDiskDrainsAndResumes(t *testing.T) {
+	r := newFaultRig(t, sluice.Config{SegmentBytes: 64 << 10, CheckpointBytes: 256 << 10, DiskReserve: 512 << 10})
+	r.mem.SetCapacity(4 << 20)
+	if _, err := r.b.CreateQueue(ctx, "q", map[string]string{"VisibilityTimeout": "30"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	body := func(i int) string { return fmt.Sprintf("%06d-%01000d", i, 0) }
+	sent, deleted := map[string]bool{}, map[string]bool{}
+	n := 0
+	var refusal error
+	for refusal == nil {
+		in := make([]st.SendInput, 10)
+		for j := range in {
+			in[j] = st.SendInput{Body: body(n)}
+			n++
+		}
+		_, errs, err := r.b.SendBatch(ctx, "q", in)
+		if err != nil {
+			refusal = err
+			break
+		}
+		for j, e := range errs {
+			if e != nil {
+				t.Fatalf("send failed below the reserve instead of being refused: %v", e)
+			}
+			sent[in[j].Body] = true
+		}
+		if n > 100000 {
+			t.Fatal("the disk never filled")
+		}
+	}
+	if st.CodeOf(refusal) != st.CodeServiceUnavailable || !strings.Contains(refusal.Error(), "MiB free") {
+		t.Fatalf("refusal %v, want ServiceUnavailable naming the free space", refusal)
+	}
+	if s := r.b.StoreStats(); !s.DiskAlarm || s.DiskFree >= s.DiskReserve {
+		t.Fatalf("store stats under the alarm: %+v", s)
+	}
+	if len(sent) < 1000 {
+		t.Fatalf("only %d sends before the alarm on a 4 MiB disk", len(sent))
+	}
+	// Drain everything through the API: nothing may fail.
+	for {
+		ms, err := r.b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatalf("receive while draining a full disk: %v (free %d)", err, r.b.StoreStats().DiskFree)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		hs := make([]string, len(ms))
+		for i, m := range ms {
+			hs[i] = m.ReceiptHandle
+		}
+		errs, err := r.b.DeleteBatch(ctx, "q", hs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range errs {
+			if e != nil {
+				t.Fatalf("delete while draining a full disk: %v", e)
+			}
+			deleted[ms[i].Body] = true
+		}
+	}
+	if len(deleted) != len(sent) {
+		t.Fatalf("drained %d of %d messages", len(deleted), len(sent))
+	}
+	// Sends resume by themselves.
+	for i := 0; i < 20; i++ {
+		b := body(n)
+		n++
+		if _, err := r.b.Send(ctx, "q", st.SendInput{Body: b}); err != nil {
+			t.Fatalf("send after the drain, without a restart: %v (%+v)", err, r.b.StoreStats())
+		}
+		sent[b] = true
+	}
+	r.crash()
+	r.clk.Advance(time.Minute)
+	got := map[string]bool{}
+	for _, b := range bodiesOf(t, r.b, "q") {
+		got[b] = true
+	}
+	for b := range sent {
+		if !deleted[b] && !got[b] {
+			t.Fatalf("acknowledged send %.6s lost", b)
+		}
+	}
+	for b := range deleted {
+		if got[b] {
+			t.Fatalf("acknowledged delete of %.6s came back", b)
+		}
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d messages after the crash, want the 20 sent after the drain", len(got))
 	}
 }

@@ -331,6 +331,9 @@ func open(cfg Config) (*Broker, error) {
 	if cfg.MaxQueues <= 0 {
 		cfg.MaxQueues = 10000
 	}
+	if cfg.DiskReserve == 0 {
+		cfg.DiskReserve = 256 << 20
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
@@ -366,7 +369,7 @@ func open(cfg Config) (*Broker, error) {
 		}
 		lg, err := store.Open(fs, filepath.Clean(cfg.Dir), store.Options{
 			Sync: mode, SyncInterval: cfg.SyncInterval, Snapshot: b.snapshot, Retain: b.retain, Logger: cfg.Logger,
-			SegmentBytes: cfg.SegmentBytes, CheckpointBytes: cfg.CheckpointBytes,
+			SegmentBytes: cfg.SegmentBytes, CheckpointBytes: cfg.CheckpointBytes, Reserve: max(cfg.DiskReserve, 0),
 			Preallocate: cfg.FS == nil && !cfg.NoPreallocate, // real disks only
 		})
 		if err != nil {
@@ -1016,7 +1019,27 @@ func (b *broker) sendBatch(ctx context.Context, name string, in []st.SendInput) 
 	return b.sendMany(ctx, name, in, true)
 }
 
+// diskAlarm is the error sends get while free disk space is below the
+// reserve (nil otherwise).
+func (b *broker) diskAlarm() error {
+	if b.store == nil {
+		return nil
+	}
+	d := b.store.Alarm()
+	if !d.Alarm {
+		return nil
+	}
+	return &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(
+		"The server is short of disk space: %s free, below its reserve of %s. New messages are refused until space is freed; receives, deletes and purges still work.",
+		mib(d.Free), mib(d.Reserve))}
+}
+
+func mib(n int64) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB" }
+
 func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
+	if err := b.diskAlarm(); err != nil {
+		return nil, nil, err
+	}
 	// Hashed before the queue is locked: the MD5 is kept with the message
 	// and answered by sends and receives.
 	sums := make([][md5.Size]byte, len(in))

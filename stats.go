@@ -97,6 +97,11 @@ type StoreStats struct {
 	// part of it estimated to hold live messages (each segment's size
 	// times its share of live records), DeadBytes the rest.
 	DiskBytes, LiveBytes, DeadBytes int64
+	// DiskFree is the free space of the data directory's file system,
+	// DiskReserve the reserve in effect, and DiskAlarm whether free space
+	// is below it (new messages are refused then).
+	DiskFree, DiskReserve int64
+	DiskAlarm             bool
 }
 
 // Stats returns every queue's figures (for metrics and the dashboard).
@@ -133,6 +138,8 @@ func (b *Broker) StoreStats() StoreStats {
 	if bi.store == nil {
 		return s
 	}
+	d := bi.store.Alarm()
+	s.DiskFree, s.DiskReserve, s.DiskAlarm = d.Free, d.Reserve, d.Alarm
 	st := bi.store.Stats()
 	s.Segments, s.LogBytes, s.CheckpointBytes, s.Checkpoints = st.Segments, st.LogBytes, st.CheckpointBytes, st.Checkpoints
 	s.Fsyncs, s.FsyncSeconds, s.BytesWritten, s.FailedWrites = st.Fsyncs, st.FsyncSeconds, st.BytesWritten, st.FailedWrites

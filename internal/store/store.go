@@ -108,6 +108,12 @@ type Options struct {
 	Retain func(seg uint32) bool
 	// Logger gets recovery and failure notes. Default slog.Default().
 	Logger *slog.Logger
+	// Reserve is the free disk space, in bytes, below which the store
+	// raises its disk alarm (see Alarm): its owner then refuses new data,
+	// so that what it needs to drain (journal records, checkpoints) still
+	// fits. The reserve in effect is at least twice the newest checkpoint
+	// plus one segment. 0: only that.
+	Reserve int64
 	// Preallocate prepares the next segment in the background, its full
 	// size written with zeros, and rolls into it. Appending into blocks
 	// the file system has already allocated needs no metadata update, so
@@ -240,6 +246,31 @@ type Log struct {
 	}
 	prepStop chan struct{}
 	prepWG   sync.WaitGroup
+
+	// ckpFailed is when the last checkpoint failed (writer-owned): one
+	// that is not forced waits a second before it is tried again.
+	// ckpRetryFrom is the segment the failed one rolled into (0: none).
+	ckpFailed    time.Time
+	ckpRetryFrom uint64
+
+	disk diskState
+}
+
+// diskState is the free space and the disk alarm.
+type diskState struct {
+	mu        sync.Mutex
+	free      int64     // bytes free at the last look
+	at        time.Time // when it was looked at
+	written   int64     // bytes written since
+	reserve   int64     // the reserve in effect
+	alarm     bool
+	statError bool // the last look failed (logged once)
+}
+
+// Disk is the free-space figure and the alarm.
+type Disk struct {
+	Free, Reserve int64
+	Alarm         bool
 }
 
 // prepName is the segment being prepared; recovery removes it (".tmp").
@@ -389,6 +420,7 @@ func (l *Log) Recover(snapshot func(r io.Reader) error, record func(rec []byte, 
 		l.stats.Segments++
 	}
 	l.stats.LogBytes = l.sinceCkp
+	l.noteDisk(0, true)
 	go l.run()
 	return nil
 }
@@ -645,7 +677,10 @@ func (l *Log) run() {
 					p.applied(locs)
 				}
 			}
-			if err == nil && (force || l.sinceCkp > max(l.opts.CheckpointBytes, l.lastCkp)) {
+			if err == nil {
+				l.noteDisk(int64(len(buf)), false)
+			}
+			if err == nil && l.checkpointDue(force) {
 				// Answer the batches first: they are durable, and their
 				// owners apply the changes that wait for that before the
 				// snapshot reads their state. Only the empty batches that
@@ -656,11 +691,15 @@ func (l *Log) run() {
 					}
 				}
 				if cerr := l.checkpoint(); cerr != nil {
+					l.ckpFailed = time.Now()
 					l.log.Error("store: checkpoint failed; will retry", "err", cerr)
 					if force {
 						err = cerr
 					}
+				} else {
+					l.ckpFailed = time.Time{}
 				}
+				l.noteDisk(0, true)
 				for _, p := range batch {
 					if len(p.recs) == 0 {
 						p.err = err
@@ -690,6 +729,24 @@ func (l *Log) run() {
 			return
 		}
 	}
+}
+
+// checkpointDue says whether the writer takes a checkpoint after its
+// batch: when asked to; when the log since the last one outgrew it; and,
+// under the disk alarm, as soon as a checkpoint would free more than it
+// writes. A checkpoint that failed is not retried (unless asked for) for a
+// second: it would fail the same way, and every try writes a snapshot.
+func (l *Log) checkpointDue(force bool) bool {
+	if force {
+		return true
+	}
+	if !l.ckpFailed.IsZero() && time.Since(l.ckpFailed) < time.Second {
+		return false
+	}
+	if l.sinceCkp > max(l.opts.CheckpointBytes, l.lastCkp) {
+		return true
+	}
+	return l.inAlarm() && l.reclaimable() > l.lastCkp
 }
 
 func (l *Log) syncIfDue(force bool) {
@@ -862,6 +919,9 @@ func (l *Log) startPrepare() {
 	if !l.opts.Preallocate {
 		return
 	}
+	if l.inAlarm() {
+		return // its zeros would take what the reserve keeps
+	}
 	l.prep.Lock()
 	defer l.prep.Unlock()
 	if l.prep.running || l.prep.ready || (!l.prep.failedAt.IsZero() && time.Since(l.prep.failedAt) < time.Minute) {
@@ -941,10 +1001,32 @@ func (c *crcWriter) Write(p []byte) (int, error) {
 // checkpoint rolls to a new segment, writes the owner's snapshot as the
 // checkpoint before it, and drops everything older.
 func (l *Log) checkpoint() error {
-	if err := l.roll(); err != nil {
+	// A retry after a failed checkpoint covers the segments from the one
+	// the failed try rolled into: replaying what a snapshot already holds
+	// is harmless (Options.Snapshot), and rolling again on every try would
+	// leave one more file each time.
+	from := l.ckpRetryFrom
+	if from == 0 {
+		if l.off > 0 {
+			if err := l.roll(); err != nil {
+				return err
+			}
+		}
+		from = l.seg
+	}
+	err := l.writeCheckpoint(from)
+	if err != nil {
+		l.ckpRetryFrom = from
 		return err
 	}
-	from := l.seg
+	l.ckpRetryFrom = 0
+	return nil
+}
+
+// writeCheckpoint writes the owner's snapshot as the checkpoint from which
+// segments numbered from and up are replayed, and drops what it makes
+// unnecessary.
+func (l *Log) writeCheckpoint(from uint64) error {
 	tmp := l.path(snapName(from) + ".tmp")
 	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -993,7 +1075,14 @@ func (l *Log) checkpoint() error {
 			_ = l.fs.Remove(l.path(n))
 		}
 	}
-	l.sinceCkp = l.off
+	l.sinceCkp = 0
+	l.mu.Lock()
+	for seg, n := range l.sizes {
+		if uint64(seg) >= from {
+			l.sinceCkp += n
+		}
+	}
+	l.mu.Unlock()
 	l.lastCkp = int64(cw.n)
 	l.mu.Lock()
 	l.stats.Checkpoints++
@@ -1112,6 +1201,110 @@ func (l *Log) ReadFrame(loc Loc) ([][]byte, error) {
 		return nil, fmt.Errorf("%w: record %d of a frame of %d", ErrCorrupt, loc.Idx, len(recs))
 	}
 	return recs, nil
+}
+
+// Alarm reports the disk's free space, the reserve in effect, and whether
+// free space is below it. It looks at the disk again when the last look
+// is more than a second old, so an idle store notices space freed by
+// others.
+func (l *Log) Alarm() Disk {
+	l.disk.mu.Lock()
+	stale := time.Since(l.disk.at) > time.Second
+	l.disk.mu.Unlock()
+	if stale {
+		l.lookAtDisk()
+	}
+	l.disk.mu.Lock()
+	defer l.disk.mu.Unlock()
+	return Disk{Free: l.disk.free, Reserve: l.disk.reserve, Alarm: l.disk.alarm}
+}
+
+// lookAtDisk reads the free space and raises or clears the alarm.
+func (l *Log) lookAtDisk() {
+	free, err := l.fs.FreeSpace(l.dir)
+	d := &l.disk
+	d.mu.Lock()
+	if err != nil {
+		if !d.statError {
+			l.log.Warn("store: cannot read the free disk space; no disk alarm until it can", "err", err)
+		}
+		d.statError = true
+		d.at = time.Now()
+		d.mu.Unlock()
+		return
+	}
+	d.statError = false
+	d.free, d.at, d.written = free, time.Now(), 0
+	was := d.alarm
+	d.alarm = free < d.reserve
+	alarm, reserve := d.alarm, d.reserve
+	d.mu.Unlock()
+	switch {
+	case alarm && !was:
+		l.log.Warn("store: disk alarm: free space below the reserve; new messages are refused until space is freed", "free_bytes", free, "reserve_bytes", reserve)
+		l.dropPrepared()
+	case !alarm && was:
+		l.log.Info("store: disk alarm cleared", "free_bytes", free, "reserve_bytes", reserve)
+	}
+}
+
+// noteDisk is called by the writer after each write (n bytes) and
+// checkpoint: it updates the reserve in effect and looks at the disk when
+// a megabyte has been written or a second has passed since the last look,
+// and after every write while the alarm is raised.
+func (l *Log) noteDisk(n int64, force bool) {
+	reserve := max(l.opts.Reserve, 2*l.lastCkp+l.opts.SegmentBytes)
+	d := &l.disk
+	d.mu.Lock()
+	d.reserve = reserve
+	d.written += n
+	due := force || d.alarm || d.written >= 1<<20 || time.Since(d.at) > time.Second || (d.free-d.written) < reserve
+	d.mu.Unlock()
+	if due {
+		l.lookAtDisk()
+	}
+}
+
+func (l *Log) inAlarm() bool {
+	l.disk.mu.Lock()
+	defer l.disk.mu.Unlock()
+	return l.disk.alarm
+}
+
+// reclaimable is how much a checkpoint now would let go of: the segments
+// it makes unnecessary for replay that hold nothing the owner still reads
+// (the active one included: a checkpoint rolls).
+func (l *Log) reclaimable() int64 {
+	l.mu.Lock()
+	from := l.ckpFrom
+	var segs []uint32
+	var sizes []int64
+	for seg, n := range l.sizes {
+		if uint64(seg) >= from {
+			segs, sizes = append(segs, seg), append(sizes, n)
+		}
+	}
+	l.mu.Unlock()
+	var total int64
+	for i, seg := range segs {
+		if l.opts.Retain == nil || !l.opts.Retain(seg) {
+			total += sizes[i]
+		}
+	}
+	return total
+}
+
+// dropPrepared removes a prepared next segment (its zeros hold a whole
+// segment of disk) while the alarm is raised.
+func (l *Log) dropPrepared() {
+	l.prep.Lock()
+	defer l.prep.Unlock()
+	if l.prep.ready {
+		l.prep.ready = false
+		if err := l.fs.Remove(l.path(prepName)); err == nil {
+			l.log.Info("store: removed the prepared next segment to free its space")
+		}
+	}
 }
 
 // Checkpoint writes a checkpoint now (for tests and tools).

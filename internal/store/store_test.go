@@ -491,3 +491,101 @@ func TestPreallocatedSegments(t *testing.T) {
 		t.Fatalf("recovered %d of %d records; log: %s", len(o3.recs), n, logs.String())
 	}
 }
+
+func segmentFiles(t *testing.T, fs vfs.FS, dir string) int {
+	t.Helper()
+	names, err := fs.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		if strings.HasSuffix(name, ".seg") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFullDisk: on a disk that fills up the alarm rises before writes
+// fail; writes then fail cleanly; a checkpoint that cannot be written is
+// retried without leaving a segment file per try; and once space is back
+// writes and checkpoints work again, the alarm clears, and everything
+// acknowledged is there after a power loss.
+func TestFullDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.SetCapacity(512 << 10)
+	o := &owner{}
+	opts := Options{SegmentBytes: 32 << 10, CheckpointBytes: 64 << 10, Reserve: 96 << 10}
+	l := open(t, mem, "/d", o, opts)
+	rec := strings.Repeat("x", 1000)
+	alarmAt, failAt := -1, -1
+	var acked []string
+	for i := 0; failAt < 0; i++ {
+		r := fmt.Sprint(i, rec)
+		err := commit(l, o, r)
+		if err == nil {
+			acked = append(acked, r)
+		} else if !errors.Is(err, ErrNoSpace) {
+			t.Fatalf("write %d: %v, want ErrNoSpace", i, err)
+		} else {
+			failAt = i
+		}
+		if alarmAt < 0 && l.Alarm().Alarm {
+			alarmAt = i
+		}
+		if i > 100000 {
+			t.Fatal("the disk never filled")
+		}
+	}
+	if alarmAt < 0 || alarmAt >= failAt {
+		t.Fatalf("the alarm rose at write %d, writes failed from %d: it must rise first", alarmAt, failAt)
+	}
+	if d := l.Alarm(); d.Free >= d.Reserve {
+		t.Fatalf("alarm figures %+v: free must be below the reserve", d)
+	}
+	// Make room for small writes but not for a checkpoint (the owner's
+	// snapshot holds every record), and try checkpoints over and over.
+	mem.SetCapacity(mem.Used() + 8<<10)
+	before := segmentFiles(t, mem, "/d")
+	for i := 0; i < 20; i++ {
+		if err := l.Checkpoint(ctx); err == nil {
+			t.Fatal("a checkpoint larger than the free space succeeded")
+		}
+		r := fmt.Sprint("small", i)
+		if err := commit(l, o, r); err == nil {
+			acked = append(acked, r)
+		}
+	}
+	if after := segmentFiles(t, mem, "/d"); after > before+1 {
+		t.Fatalf("failed checkpoints left %d segment files, %d before: one more per try", after, before)
+	}
+	// Space comes back: writes, a checkpoint, and the alarm clears.
+	mem.SetCapacity(8 << 20)
+	for i := 0; i < 20; i++ {
+		r := fmt.Sprint("after", i)
+		if err := commit(l, o, r); err != nil {
+			t.Fatalf("write after space came back: %v", err)
+		}
+		acked = append(acked, r)
+	}
+	if err := l.Checkpoint(ctx); err != nil {
+		t.Fatalf("checkpoint after space came back: %v", err)
+	}
+	if d := l.Alarm(); d.Alarm {
+		t.Fatalf("the alarm stayed raised with space back: %+v", d)
+	}
+	l.Close()
+	o2 := &owner{}
+	l2 := open(t, mem.Crash(), "/d", o2, opts)
+	defer l2.Close()
+	have := map[string]bool{}
+	for _, r := range o2.recs {
+		have[r] = true
+	}
+	for _, r := range acked {
+		if !have[r] {
+			t.Fatalf("acknowledged record %.20q lost", r)
+		}
+	}
+}

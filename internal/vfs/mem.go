@@ -63,6 +63,13 @@ func (m *Mem) growLocked(f *memFile, size int64) error {
 	return nil
 }
 
+// Used is the bytes the files hold.
+func (m *Mem) Used() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.usedLocked()
+}
+
 // FreeSpace is what is left of the capacity (math.MaxInt64 when unlimited).
 func (m *Mem) FreeSpace(dir string) (int64, error) {
 	m.mu.Lock()
