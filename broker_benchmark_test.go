@@ -332,7 +332,8 @@ var benchTenants = flag.Int("bench.tenants", 1000000, "distinct tenants in Bench
 func BenchmarkTenantsMemory(b *testing.B) {
 	ctx := context.Background()
 	n := *benchTenants
-	run := func(tenants bool, drain bool) float64 {
+	var purgeTook time.Duration
+	run := func(tenants, drain, purge bool) float64 {
 		br, err := sluice.Open(sluice.Config{Dir: b.TempDir(), Sync: sluice.SyncNone})
 		if err != nil {
 			b.Fatal(err)
@@ -372,12 +373,22 @@ func BenchmarkTenantsMemory(b *testing.B) {
 		if drain { // the once-a-second maintenance forgets 250,000 idle tenants a pass
 			time.Sleep(time.Duration(n/250_000+2) * time.Second)
 		}
+		if purge {
+			t0 := time.Now()
+			if err := br.Purge(ctx, "bench"); err != nil {
+				b.Fatal(err)
+			}
+			purgeTook = time.Since(t0)
+		}
 		return float64(heapInUse()) - float64(before)
 	}
-	idle := run(true, true)
-	active := run(true, false)
-	single := run(false, false)
+	idle := run(true, true, false)
+	active := run(true, false, false)
+	single := run(false, false, false)
+	purged := run(true, false, true)
 	b.ReportMetric(idle, "heap-B-after-1M-tenants-came-and-went")
+	b.ReportMetric(purged, "heap-B-after-1M-tenants-purged")
+	b.ReportMetric(purgeTook.Seconds(), "purge-s")
 	b.ReportMetric(active/float64(n), "heap-B/msg-1-per-tenant")
 	b.ReportMetric(single/float64(n), "heap-B/msg-one-tenant")
 	b.ReportMetric((active-single)/float64(n), "heap-B/active-tenant")

@@ -1120,8 +1120,9 @@ func (b *broker) sendMany(ctx context.Context, name string, in []st.SendInput, b
 		qs.mu.Lock()
 		now := b.clock.Now()
 		for i, s := range seqs {
-			qs.q.Commit(now, s, locs[i])
-			b.acquire(locs[i])
+			if qs.q.Commit(now, s, locs[i]) {
+				b.acquire(locs[i])
+			}
 		}
 		if delayed {
 			qs.wakeLocked() // the waiting polls' timers may be too late now

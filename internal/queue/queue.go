@@ -515,15 +515,17 @@ func formatSeqNum(n uint64) string {
 }
 
 // Commit makes a prepared message deliverable: its record is durable at loc.
-func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) {
+// It reports false when the message is gone (purged while it was written).
+func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) bool {
 	m, ok := q.t.get(seq)
 	if !ok || !m.is(fPrepared) {
-		return
+		return false
 	}
 	m.set(fPrepared, false)
 	q.pending--
 	m.Loc = loc
 	q.schedule(now, m)
+	return true
 }
 
 // Abort forgets a prepared message whose record failed to persist.
@@ -1076,6 +1078,9 @@ func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
 
 // Purge removes every message with a sequence below upTo (0: all).
 func (q *Queue) Purge(upTo uint64) []uint64 {
+	if upTo == 0 || q.allBelow(upTo) {
+		return q.purgeAll()
+	}
 	var seqs []uint64
 	q.t.each(func(m *Msg) bool {
 		if upTo == 0 || m.Seq < upTo {
@@ -1084,6 +1089,54 @@ func (q *Queue) Purge(upTo uint64) []uint64 {
 		}
 		return true
 	})
+	q.s.Forget(q.now)
+	// Go maps keep their size: copy what is left into fresh ones.
+	names := make(map[string]*gname, len(q.names))
+	for k, v := range q.names {
+		names[k] = v
+	}
+	groups := make(map[string]*group, len(q.groups))
+	for k, v := range q.groups {
+		groups[k] = v
+	}
+	q.names, q.groups = names, groups
+	return seqs
+}
+
+// allBelow reports whether every message's sequence is below upTo.
+func (q *Queue) allBelow(upTo uint64) bool {
+	if q.t.top >= upTo {
+		return false
+	}
+	for seq := range q.t.odd {
+		if seq >= upTo {
+			return false
+		}
+	}
+	return true
+}
+
+// purgeAll removes every message by starting afresh, instead of taking
+// each out of every structure it is in: a purge of millions of messages
+// takes a pass over them. Per-tenant state goes too (send buckets
+// included: a tenant may burst again after a purge).
+func (q *Queue) purgeAll() []uint64 {
+	seqs := make([]uint64, 0, q.t.n)
+	q.t.each(func(m *Msg) bool {
+		seqs = append(seqs, m.Seq)
+		if m.Loc.Seg != 0 && !m.is(fPrepared) {
+			q.dropped = append(q.dropped, m.Loc)
+		}
+		return true
+	})
+	s := q.s
+	q.s = sched.New(q.cfg.Sched, q.entry)
+	q.s.Sidelined, q.s.Spilled, q.s.HeldBack = s.Sidelined, s.Spilled, s.HeldBack
+	q.t = table{}
+	q.names, q.groups = map[string]*gname{}, map[string]*group{}
+	q.gready, q.timers, q.updated = nil, nil, nil
+	q.pending, q.inFlight, q.delayed = 0, 0, 0
+	q.expSeq = 0
 	return seqs
 }
 

@@ -575,6 +575,49 @@ func (s *Sched) Sweep(now int64, budget int) {
 	}
 }
 
+// Forget lets go of the state of tenants left with nothing ready or in
+// flight (after a purge, say): they leave the rounds at once, their lanes'
+// storage goes, and those whose limits remember nothing (full token
+// buckets) are forgotten. Otherwise that state stays until a receive
+// passes each tenant in its round: hundreds of megabytes after purging a
+// million tenants.
+func (s *Sched) Forget(now int64) {
+	for _, p := range s.parts {
+		for l := range p.rings {
+			r := &p.rings[l]
+			for _, q := range []*tq{&r.fresh, &r.old} {
+				var kept []*ptenant // a fresh array: the old one may be huge
+				for _, pt := range q.ts[q.h:] {
+					if pt.total > 0 {
+						kept = append(kept, pt)
+					} else {
+						pt.inRing[l] = false
+						pt.deficit[l] = 0
+					}
+				}
+				q.ts, q.h = kept, 0
+			}
+		}
+	}
+	for _, t := range s.tenants {
+		for _, pt := range t.pts {
+			if pt != nil && pt.total == 0 {
+				for d := range pt.dq {
+					pt.dq[d] = deque{}
+				}
+			}
+		}
+	}
+	s.Sweep(now, len(s.idle))
+	// Go maps keep their size: copy what is left into fresh ones.
+	tenants := make(map[string]*tenant, len(s.tenants))
+	for k, t := range s.tenants {
+		tenants[k] = t
+	}
+	s.tenants = tenants
+	s.idle = append([]*tenant(nil), s.idle...)
+}
+
 // Pop picks the next message to deliver from partition part (-1: any)
 // and marks it in flight. spare is the number of other receivers waiting
 // (for Headroom; pass a large number when unknown). ok is false when
