@@ -2,80 +2,253 @@ package store
 
 import (
 	"fmt"
+	"math"
+	"sort"
 	"sync"
 )
 
-// Memory keeps records in memory: nothing survives Close. It gives each
-// record a location like the disk log does, so an owner can read records
-// back, and forgets a record when the owner frees it.
+// Memory is a store in memory: a real log per partition, with positions,
+// fencing, snapshots and kept records, so that an owner's recovery runs
+// against it as against the disk log. Nothing survives the process;
+// Reopen hands the same logs to a new owner (a restart in tests).
 type Memory struct {
 	mu     sync.Mutex
-	next   uint32
-	recs   map[Loc][]byte
+	parts  map[PartitionID]*memPart
 	closed bool
+	fail   error // every append fails with it (tests)
+	stats  Stats
+	// wantRecords is how many records after a partition's snapshot make
+	// Wanted ask for a new one.
+	wantRecords int
+}
+
+type memPart struct {
+	last   uint64
+	recs   []memRec // the newest snapshot (if any) and every record after it
+	snapAt uint64   // position of the newest snapshot's first record, 0: none
+	kept   map[uint64][]byte
+}
+
+type memRec struct {
+	pos      uint64
+	data     []byte
+	snapshot bool
 }
 
 // NewMemory returns an empty memory store.
-func NewMemory() *Memory { return &Memory{recs: map[Loc][]byte{}} }
+func NewMemory() *Memory {
+	return &Memory{parts: map[PartitionID]*memPart{}, wantRecords: 4096}
+}
 
-// SubmitFunc stores the records and returns; applied then runs with their
-// locations on another goroutine (as the disk log runs it on its writer,
-// so a caller may hold locks that applied takes), and Wait returns after it.
-func (m *Memory) SubmitFunc(recs [][]byte, applied func(locs []Loc)) *Pending {
-	p := &Pending{done: make(chan struct{})}
+// Reopen returns a store holding what m holds, for a new owner: m is
+// closed.
+func (m *Memory) Reopen() *Memory {
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		p.err = ErrClosed
-		close(p.done)
-		return p
-	}
-	m.next++
-	locs := make([]Loc, len(recs))
-	for i, r := range recs {
-		locs[i] = Loc{Seg: 1, Off: m.next, FLen: uint32(len(r)) + 12, Idx: uint32(i)}
-		m.recs[locs[i]] = append([]byte(nil), r...)
-	}
-	m.mu.Unlock()
-	go func() {
-		if applied != nil {
-			applied(locs)
+	defer m.mu.Unlock()
+	m.closed = true
+	n := NewMemory()
+	n.wantRecords = m.wantRecords
+	for id, p := range m.parts {
+		c := &memPart{last: p.last, snapAt: p.snapAt, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{}}
+		for pos, d := range p.kept {
+			c.kept[pos] = d
 		}
-		close(p.done)
-	}()
-	return p
-}
-
-// ReadRecord returns a stored record.
-func (m *Memory) ReadRecord(loc Loc) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r, ok := m.recs[loc]
-	if !ok {
-		return nil, fmt.Errorf("%w: no record at %+v", ErrCorrupt, loc)
+		n.parts[id] = c
 	}
-	return r, nil
+	return n
 }
 
-// Free forgets a record.
-func (m *Memory) Free(loc Loc) {
+// FailAppends makes every append fail with err until called with nil.
+func (m *Memory) FailAppends(err error) {
 	m.mu.Lock()
-	delete(m.recs, loc)
+	m.fail = err
 	m.mu.Unlock()
 }
 
-// Len is the number of records held.
-func (m *Memory) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.recs)
+func (m *Memory) part(p PartitionID) *memPart {
+	mp := m.parts[p]
+	if mp == nil {
+		mp = &memPart{kept: map[uint64][]byte{}}
+		m.parts[p] = mp
+	}
+	return mp
 }
 
-// Close drops everything.
+func (m *Memory) Replay(fn func(Entry) error) error {
+	m.mu.Lock()
+	ids := make([]PartitionID, 0, len(m.parts))
+	for id := range m.parts {
+		ids = append(ids, id)
+	}
+	m.mu.Unlock()
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		if err := m.ReplayPartition(id, 0, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memory) ReplayPartition(p PartitionID, from uint64, fn func(Entry) error) error {
+	m.mu.Lock()
+	mp := m.parts[p]
+	var recs []memRec
+	var snapAt uint64
+	if mp != nil {
+		recs, snapAt = append([]memRec(nil), mp.recs...), mp.snapAt
+	}
+	m.mu.Unlock()
+	if from > 0 && len(recs) > 0 && from < recs[0].pos {
+		return fmt.Errorf("%w: partition %d holds no records before position %d (a snapshot replaced them)", ErrNotFound, p, recs[0].pos)
+	}
+	for _, r := range recs {
+		if from > 0 && r.pos < from {
+			continue
+		}
+		e := Entry{P: p, Pos: r.pos, Data: r.data, Snapshot: r.snapshot, Reset: r.snapshot && r.pos == snapAt && from == 0}
+		if err := fn(e); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Future {
+	size := 0
+	for _, r := range recs {
+		size += len(r.Data)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.closed:
+		return Failed(ErrClosed)
+	}
+	mp := m.part(p)
+	if m.fail != nil {
+		m.stats.FailedWrites++
+		return Failed(&AppendError{Err: m.fail, P: p, Last: mp.last})
+	}
+	if prev != mp.last {
+		return Failed(&AppendError{Err: ErrFenced, P: p, Last: mp.last})
+	}
+	if snapshot {
+		mp.recs = mp.recs[:0:0]
+		mp.snapAt = prev + 1
+		m.stats.Snapshots++
+	}
+	for i, r := range recs {
+		pos := prev + 1 + uint64(i)
+		d := append([]byte(nil), r.Data...)
+		mp.recs = append(mp.recs, memRec{pos: pos, data: d, snapshot: snapshot})
+		if r.Keep {
+			mp.kept[pos] = d
+		}
+	}
+	mp.last = prev + uint64(len(recs))
+	m.stats.Batches++
+	m.stats.BytesWritten += int64(size)
+	return done{hints: make([]Hint, len(recs))}
+}
+
+func (m *Memory) Append(p PartitionID, prev uint64, recs []Rec) Future {
+	return m.add(p, prev, recs, false)
+}
+
+func (m *Memory) Snapshot(p PartitionID, prev uint64, recs []Rec) Future {
+	return m.add(p, prev, recs, true)
+}
+
+func (m *Memory) Drop(p PartitionID) Future {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return Failed(ErrClosed)
+	}
+	delete(m.parts, p)
+	return done{}
+}
+
+func (m *Memory) Read(p PartitionID, pos uint64, _ Hint) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mp := m.parts[p]
+	if mp == nil {
+		return nil, fmt.Errorf("%w: partition %d", ErrNotFound, p)
+	}
+	if d, ok := mp.kept[pos]; ok {
+		return d, nil
+	}
+	i := sort.Search(len(mp.recs), func(i int) bool { return mp.recs[i].pos >= pos })
+	if i < len(mp.recs) && mp.recs[i].pos == pos {
+		return mp.recs[i].data, nil
+	}
+	return nil, fmt.Errorf("%w: partition %d position %d", ErrNotFound, p, pos)
+}
+
+func (m *Memory) Keep(p PartitionID, pos uint64, _ Hint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mp := m.parts[p]
+	if mp == nil {
+		return
+	}
+	if _, ok := mp.kept[pos]; ok {
+		return
+	}
+	i := sort.Search(len(mp.recs), func(i int) bool { return mp.recs[i].pos >= pos })
+	if i < len(mp.recs) && mp.recs[i].pos == pos {
+		mp.kept[pos] = mp.recs[i].data
+	}
+}
+
+func (m *Memory) Release(p PartitionID, pos uint64, _ Hint) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if mp := m.parts[p]; mp != nil {
+		delete(mp.kept, pos)
+	}
+}
+
+// Wanted lists the partitions with more than a few thousand records
+// since their snapshot: a memory store holds what it replays.
+func (m *Memory) Wanted() []PartitionID {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []PartitionID
+	for id, mp := range m.parts {
+		if len(mp.recs) > m.wantRecords {
+			out = append(out, id)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func (m *Memory) Disk() Disk { return Disk{Free: math.MaxInt64} }
+
+func (m *Memory) Stats() Stats {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.stats
+	s.PartitionsAlive = len(m.parts)
+	for _, mp := range m.parts {
+		s.KeptRecords += int64(len(mp.kept))
+		for _, r := range mp.recs {
+			s.LogBytes += int64(len(r.data))
+			if r.snapshot {
+				s.SnapshotBytes += int64(len(r.data))
+			}
+		}
+	}
+	return s
+}
+
+// Close ends the store; Reopen may still hand its logs to a new owner.
 func (m *Memory) Close() error {
 	m.mu.Lock()
 	m.closed = true
-	m.recs = nil
 	m.mu.Unlock()
 	return nil
 }

@@ -1,0 +1,374 @@
+package disk
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// Keep counts a kept record again (after a restart).
+func (l *Log) Keep(p store.PartitionID, pos uint64, h store.Hint) {
+	l.mu.Lock()
+	if s := l.segs[h.A]; s != nil && h.A != 0 {
+		s.kept++
+		l.stats.KeptRecords++
+	}
+	l.mu.Unlock()
+}
+
+// Release says a kept record is no longer needed; a segment below the
+// floor left with none is unlinked at once.
+func (l *Log) Release(p store.PartitionID, pos uint64, h store.Hint) {
+	l.releaseHint(h)
+}
+
+func (l *Log) releaseHint(h store.Hint) {
+	l.mu.Lock()
+	s := l.segs[h.A]
+	if s == nil || h.A == 0 {
+		l.mu.Unlock()
+		return
+	}
+	s.kept--
+	l.stats.KeptRecords--
+	dead := s.kept <= 0 && uint64(h.A) < l.man.floor && h.A != l.active
+	l.mu.Unlock()
+	if dead {
+		l.unlink(h.A)
+	}
+}
+
+// unlink removes a segment nothing needs.
+func (l *Log) unlink(seg uint32) {
+	l.mu.Lock()
+	s := l.segs[seg]
+	if s == nil || s.kept > 0 || uint64(seg) >= l.man.floor || seg == l.active {
+		l.mu.Unlock()
+		return
+	}
+	delete(l.segs, seg)
+	l.mu.Unlock()
+	l.recent.dropSegment(seg)
+	l.rmu.Lock()
+	if f := l.readers[seg]; f != nil {
+		f.Close()
+		delete(l.readers, seg)
+	}
+	l.rmu.Unlock()
+	if err := l.fs.Remove(l.path(segName(uint64(seg)))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.log.Warn("store: unlinking a dead segment failed", "segment", segName(uint64(seg)), "err", err)
+	}
+}
+
+// sweep unlinks the segments below the floor that hold no kept record.
+func (l *Log) sweep() {
+	l.mu.Lock()
+	floor := l.man.floor
+	var dead []uint32
+	for n, s := range l.segs {
+		if uint64(n) < floor && s.kept <= 0 && n != l.active {
+			dead = append(dead, n)
+		}
+	}
+	l.mu.Unlock()
+	for _, n := range dead {
+		l.unlink(n)
+	}
+}
+
+// floorLocked is the first segment replay needs: where the partition that
+// starts earliest starts.
+func (l *Log) floorLocked() uint64 {
+	f := uint64(l.active)
+	for _, pt := range l.parts {
+		f = min(f, uint64(pt.from))
+	}
+	return f
+}
+
+// advanceFloor (in the writer, after a snapshot or a drop) writes a
+// manifest when the floor moved or a dropped partition no longer has
+// records at or after it, fsyncs it, and only then lets go of what the
+// old floor kept.
+func (l *Log) advanceFloor() {
+	l.mu.Lock()
+	floor := l.floorLocked()
+	var dropped []store.PartitionID
+	for _, p := range l.man.dropped {
+		if uint64(l.dropLast[p]) >= floor {
+			dropped = append(dropped, p)
+		} else {
+			delete(l.dropLast, p)
+		}
+	}
+	m := manifest{floor: floor, dropped: dropped}
+	changed := floor != l.man.floor || len(dropped) != len(l.man.dropped)
+	l.mu.Unlock()
+	if !changed {
+		return
+	}
+	buf := appendFrame(nil, []frec{{kind: kManifest, data: m.encode()}})
+	full := l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes
+	if full {
+		if err := l.roll(); err != nil {
+			l.log.Warn("store: moving the replay floor failed; will retry", "err", l.fail(err))
+			return
+		}
+	}
+	if err := l.writeAt(buf, true); err != nil {
+		l.log.Warn("store: moving the replay floor failed; will retry", "err", err)
+		return
+	}
+	l.mu.Lock()
+	l.man = m
+	l.mu.Unlock()
+	l.sweep()
+	l.noteDisk(0, true)
+}
+
+// Wanted lists the partitions whose snapshots pin the floor, once the log
+// after the floor outgrows every partition's newest snapshot (and
+// SnapshotBytes), or, under the disk alarm, once renewing them would free
+// more than they write. It also unlinks what nothing needs any more.
+func (l *Log) Wanted() []store.PartitionID {
+	l.sweep()
+	alarm := l.inAlarm()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	floor := uint32(l.man.floor)
+	var since, snaps int64
+	for n, s := range l.segs {
+		if n >= floor {
+			since += s.size
+		}
+	}
+	for _, pt := range l.parts {
+		snaps += pt.snapBytes
+	}
+	want := since > max(l.opts.SnapshotBytes, snaps)
+	if !want && alarm {
+		next := l.active
+		var cost int64
+		for _, pt := range l.parts {
+			if pt.from > floor {
+				next = min(next, pt.from)
+			} else {
+				cost += pt.snapBytes + 4<<10
+			}
+		}
+		var free int64
+		for n, s := range l.segs {
+			if n >= floor && n < next && s.kept <= 0 {
+				free += s.size
+			}
+		}
+		want = free > cost
+	}
+	if !want {
+		return nil
+	}
+	var out []store.PartitionID
+	for _, p := range sortedParts(l.parts) {
+		if l.parts[p].from <= floor {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Compact copies the kept records out of the sparsest segments below the
+// floor (less than half of what was kept in them still is), at most
+// budget bytes, and returns the bytes copied. A segment left with nothing
+// kept is unlinked. Not under the disk alarm: copies need space first.
+func (l *Log) Compact(budget int64, o store.Owner) int64 {
+	if l.inAlarm() {
+		return 0
+	}
+	type cand struct {
+		seg   uint32
+		ratio float64
+	}
+	var cands []cand
+	l.mu.Lock()
+	floor := uint32(l.man.floor)
+	for n, s := range l.segs {
+		if n < floor && n != l.active && s.written > 0 {
+			if r := float64(s.kept) / float64(s.written); r < 0.5 {
+				cands = append(cands, cand{n, r})
+			}
+		}
+	}
+	l.mu.Unlock()
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].ratio != cands[j].ratio {
+			return cands[i].ratio < cands[j].ratio
+		}
+		return cands[i].seg < cands[j].seg
+	})
+	var copied int64
+	for _, c := range cands {
+		if copied >= budget {
+			break
+		}
+		copied += l.compactSegment(c.seg, budget-copied, o)
+	}
+	return copied
+}
+
+func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
+	var moves []frec
+	var olds []store.Hint
+	var size int64
+	_, err := l.scanSegment(uint64(seg), false, func(off int64, flen int, recs []frec) error {
+		for i, r := range recs {
+			if r.kind != kKeep && r.kind != kMoved {
+				continue
+			}
+			h := store.Hint{A: seg, B: uint32(off), C: uint32(flen), D: uint32(i)}
+			if !o.Live(r.p, r.pos, h) {
+				continue
+			}
+			moves = append(moves, frec{kind: kMoved, p: r.p, pos: r.pos, data: append([]byte(nil), r.data...)})
+			olds = append(olds, h)
+			size += int64(len(r.data))
+			if size >= budget {
+				return errStopScan
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errStopScan) {
+		l.log.Warn("store: compaction could not read a segment", "segment", segName(uint64(seg)), "err", err)
+		return 0
+	}
+	var copied int64
+	for len(moves) > 0 {
+		n, chunk := 0, 0
+		for n < len(moves) && (n == 0 || chunk+frecSize(moves[n]) < 16<<20) {
+			chunk += frecSize(moves[n])
+			n++
+		}
+		f := l.submit(&op{kind: opMove, moves: moves[:n]}, chunk)
+		if err := f.Wait(context.Background()); err != nil {
+			return copied // the records stay where they were
+		}
+		for i, nh := range f.Hints() {
+			r := moves[i]
+			if o.Moved(r.p, r.pos, olds[i], nh) {
+				l.releaseHint(olds[i])
+			} else {
+				l.releaseHint(nh)
+			}
+			copied += int64(len(r.data))
+		}
+		l.mu.Lock()
+		l.stats.Relocated += int64(n)
+		l.mu.Unlock()
+		moves, olds = moves[n:], olds[n:]
+	}
+	return copied
+}
+
+// ---- free space and the disk alarm ----
+
+// diskState is the free space and the disk alarm.
+type diskState struct {
+	mu        sync.Mutex
+	free      int64     // bytes free at the last look
+	at        time.Time // when it was looked at
+	written   int64     // bytes written since
+	reserve   int64     // the reserve in effect
+	alarm     bool
+	statError bool // the last look failed (logged once)
+}
+
+// Disk reports the free space, the reserve in effect, and whether free
+// space is below it. It looks at the disk again when the last look is
+// more than a second old, so an idle store notices space freed by others.
+func (l *Log) Disk() store.Disk {
+	l.disk.mu.Lock()
+	stale := time.Since(l.disk.at) > time.Second
+	l.disk.mu.Unlock()
+	if stale {
+		l.lookAtDisk()
+	}
+	l.disk.mu.Lock()
+	defer l.disk.mu.Unlock()
+	return store.Disk{Free: l.disk.free, Reserve: l.disk.reserve, Alarm: l.disk.alarm}
+}
+
+// lookAtDisk reads the free space and raises or clears the alarm.
+func (l *Log) lookAtDisk() {
+	free, err := l.fs.FreeSpace(l.dir)
+	d := &l.disk
+	d.mu.Lock()
+	if err != nil {
+		if !d.statError {
+			l.log.Warn("store: cannot read the free disk space; no disk alarm until it can", "err", err)
+		}
+		d.statError = true
+		d.at = time.Now()
+		d.mu.Unlock()
+		return
+	}
+	d.statError = false
+	d.free, d.at, d.written = free, time.Now(), 0
+	was := d.alarm
+	d.alarm = free < d.reserve
+	alarm, reserve := d.alarm, d.reserve
+	d.mu.Unlock()
+	switch {
+	case alarm && !was:
+		l.log.Warn("store: disk alarm: free space below the reserve; new messages are refused until space is freed", "free_bytes", free, "reserve_bytes", reserve)
+		l.dropPrepared()
+	case !alarm && was:
+		l.log.Info("store: disk alarm cleared", "free_bytes", free, "reserve_bytes", reserve)
+	}
+}
+
+// noteDisk is called after each write (n bytes) and snapshot: it updates
+// the reserve in effect and looks at the disk when a megabyte has been
+// written or a second has passed since the last look, and after every
+// write while free space is near the reserve.
+func (l *Log) noteDisk(n int64, force bool) {
+	l.mu.Lock()
+	var snaps int64
+	for _, pt := range l.parts {
+		snaps += pt.snapBytes
+	}
+	l.mu.Unlock()
+	reserve := max(l.opts.Reserve, 2*snaps+l.opts.SegmentBytes)
+	d := &l.disk
+	d.mu.Lock()
+	d.reserve = reserve
+	d.written += n
+	due := force || d.alarm || d.written >= 1<<20 || time.Since(d.at) > time.Second || d.free-d.written < reserve
+	d.mu.Unlock()
+	if due {
+		l.lookAtDisk()
+	}
+}
+
+func (l *Log) inAlarm() bool {
+	l.disk.mu.Lock()
+	defer l.disk.mu.Unlock()
+	return l.disk.alarm
+}
+
+// dropPrepared removes a prepared next segment (its zeros hold a whole
+// segment of disk) while the alarm is raised.
+func (l *Log) dropPrepared() {
+	l.prep.Lock()
+	defer l.prep.Unlock()
+	if l.prep.ready {
+		l.prep.ready = false
+		if err := l.fs.Remove(l.path(prepName)); err == nil {
+			l.log.Info("store: removed the prepared next segment to free its space")
+		}
+	}
+}

@@ -1,0 +1,463 @@
+// Package storetest is the conformance suite of the store seam: every
+// store (memory, disk, and later JetStream) runs it from its own tests.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// Harness is a store under test and what the suite may do to it.
+type Harness struct {
+	Store store.Store
+	// Reopen closes the store and opens it again on what it made durable
+	// (a restart), returning the new one. Required.
+	Reopen func() store.Store
+	// Crash, when not nil, opens the store again on what a power loss at
+	// this moment would leave (the old one is abandoned).
+	Crash func() store.Store
+	// Fail, when not nil, makes every write fail (true) or work (false).
+	Fail func(on bool)
+}
+
+var ctx = context.Background()
+
+// Run runs the suite; open returns a fresh, empty store each time.
+func Run(t *testing.T, open func(t *testing.T) *Harness) {
+	t.Run("PositionsAndFencing", func(t *testing.T) { positionsAndFencing(t, open(t)) })
+	t.Run("PipelinedAppends", func(t *testing.T) { pipelined(t, open(t)) })
+	t.Run("FailedAppendLeavesPartition", func(t *testing.T) { failedAppend(t, open(t)) })
+	t.Run("ReplayAfterReopen", func(t *testing.T) { replayAfterReopen(t, open(t)) })
+	t.Run("SnapshotReplacesHistory", func(t *testing.T) { snapshotReplaces(t, open(t)) })
+	t.Run("KeptRecordsOutliveSnapshots", func(t *testing.T) { keptOutlive(t, open(t)) })
+	t.Run("ReadChecksItsRecord", func(t *testing.T) { readChecks(t, open(t)) })
+	t.Run("Drop", func(t *testing.T) { drop(t, open(t)) })
+	t.Run("ReplayPartitionFrom", func(t *testing.T) { replayFrom(t, open(t)) })
+	t.Run("ConcurrentPartitions", func(t *testing.T) { concurrent(t, open(t)) })
+	t.Run("SpaceFollowsLiveData", func(t *testing.T) { spaceFollowsLive(t, open(t)) })
+	t.Run("CrashKeepsAcknowledged", func(t *testing.T) { crash(t, open(t)) })
+}
+
+func recs(keep bool, data ...string) []store.Rec {
+	out := make([]store.Rec, len(data))
+	for i, d := range data {
+		out[i] = store.Rec{Data: []byte(d), Keep: keep}
+	}
+	return out
+}
+
+func mustAppend(t *testing.T, s store.Store, p store.PartitionID, prev uint64, data ...string) []store.Hint {
+	t.Helper()
+	f := s.Append(p, prev, recs(true, data...))
+	if err := f.Wait(ctx); err != nil {
+		t.Fatalf("append to %d after %d: %v", p, prev, err)
+	}
+	h := f.Hints()
+	if len(h) != len(data) {
+		t.Fatalf("append returned %d hints for %d records", len(h), len(data))
+	}
+	return h
+}
+
+// replayed is what Replay handed over, per partition, in order.
+type replayed map[store.PartitionID][]store.Entry
+
+func replayAll(t *testing.T, s store.Store) replayed {
+	t.Helper()
+	out := replayed{}
+	err := s.Replay(func(e store.Entry) error {
+		e.Data = append([]byte(nil), e.Data...)
+		if e.Reset {
+			out[e.P] = nil
+		}
+		out[e.P] = append(out[e.P], e)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	return out
+}
+
+// data lists the data of the non-moved entries.
+func (r replayed) data(p store.PartitionID) []string {
+	var out []string
+	for _, e := range r[p] {
+		if !e.Moved {
+			out = append(out, string(e.Data))
+		}
+	}
+	return out
+}
+
+func (r replayed) positions(p store.PartitionID) []uint64 {
+	var out []uint64
+	for _, e := range r[p] {
+		if !e.Moved {
+			out = append(out, e.Pos)
+		}
+	}
+	return out
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func positionsAndFencing(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	mustAppend(t, s, 1, 0, "a", "b")
+	if err := s.Append(1, 0, recs(false, "x")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("append after 0 to a partition ending at 2: %v, want ErrFenced", err)
+	}
+	if err := s.Append(1, 5, recs(false, "x")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("append after 5 to a partition ending at 2: %v, want ErrFenced", err)
+	}
+	mustAppend(t, s, 1, 2, "c")
+	mustAppend(t, s, 2, 0, "other")
+	s = h.Reopen()
+	r := replayAll(t, s)
+	if got := r.data(1); !equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("partition 1 replayed %q", got)
+	}
+	if got := r.positions(1); !equal(got, []uint64{1, 2, 3}) {
+		t.Fatalf("partition 1 positions %v", got)
+	}
+	if err := s.Append(1, 2, recs(false, "x")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("after a reopen, append after 2 to a partition ending at 3: %v, want ErrFenced", err)
+	}
+	mustAppend(t, s, 1, 3, "d")
+}
+
+func pipelined(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	var fs []store.Future
+	for i := 0; i < 100; i++ {
+		fs = append(fs, s.Append(7, uint64(2*i), recs(i%2 == 0, fmt.Sprint(i, "a"), fmt.Sprint(i, "b"))))
+	}
+	for i, f := range fs {
+		if err := f.Wait(ctx); err != nil {
+			t.Fatalf("pipelined append %d: %v", i, err)
+		}
+	}
+	s = h.Reopen()
+	r := replayAll(t, s)
+	if n := len(r.data(7)); n != 200 {
+		t.Fatalf("replayed %d of 200 pipelined records", n)
+	}
+	for i, p := range r.positions(7) {
+		if p != uint64(i+1) {
+			t.Fatalf("position %d at index %d", p, i)
+		}
+	}
+}
+
+func failedAppend(t *testing.T, h *Harness) {
+	if h.Fail == nil {
+		t.Skip("this store cannot inject write failures")
+	}
+	s := h.Store
+	defer func() { s.Close() }()
+	mustAppend(t, s, 3, 0, "a", "b")
+	h.Fail(true)
+	f1 := s.Append(3, 2, recs(true, "lost1"))
+	err1 := f1.Wait(ctx)
+	h.Fail(false)
+	f2 := s.Append(3, 3, recs(true, "lost2")) // pipelined behind the failure
+	err2 := f2.Wait(ctx)
+	if err1 == nil {
+		t.Fatal("an append on a failing disk succeeded")
+	}
+	if !errors.Is(err2, store.ErrFenced) {
+		t.Fatalf("the append behind a failed one: %v, want ErrFenced", err2)
+	}
+	mustAppend(t, s, 3, 2, "c")
+	s = h.Reopen()
+	if got := replayAll(t, s).data(3); !equal(got, []string{"a", "b", "c"}) {
+		t.Fatalf("after a failed append, replayed %q", got)
+	}
+}
+
+func replayAfterReopen(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	want := map[store.PartitionID][]string{}
+	last := map[store.PartitionID]uint64{}
+	for i := 0; i < 300; i++ {
+		p := store.PartitionID(1 + i%5)
+		d := fmt.Sprintf("p%d-%d", p, i)
+		mustAppend(t, s, p, last[p], d)
+		last[p]++
+		want[p] = append(want[p], d)
+	}
+	s = h.Reopen()
+	r := replayAll(t, s)
+	for p, w := range want {
+		if got := r.data(p); !equal(got, w) {
+			t.Fatalf("partition %d replayed %d records, want %d", p, len(got), len(w))
+		}
+	}
+	s = h.Reopen() // replay again: replay changes nothing
+	if got := replayAll(t, s).data(3); !equal(got, want[3]) {
+		t.Fatal("a second reopen replays something else")
+	}
+}
+
+func snapshotReplaces(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	mustAppend(t, s, 1, 0, "a", "b", "c")
+	mustAppend(t, s, 2, 0, "x")
+	if err := s.Snapshot(1, 3, recs(false, "state1", "state2")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, 1, 5, "d")
+	if err := s.Snapshot(1, 0, recs(false, "stale")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a snapshot after the wrong position: %v, want ErrFenced", err)
+	}
+	s = h.Reopen()
+	r := replayAll(t, s)
+	if got := r.data(1); !equal(got, []string{"state1", "state2", "d"}) {
+		t.Fatalf("after a snapshot, replayed %q", got)
+	}
+	es := r[1]
+	if !es[0].Reset || !es[0].Snapshot || !es[1].Snapshot || es[1].Reset || es[2].Snapshot {
+		t.Fatalf("snapshot flags wrong: %+v", es)
+	}
+	if got := r.positions(1); !equal(got, []uint64{4, 5, 6}) {
+		t.Fatalf("positions %v, want 4 5 6", got)
+	}
+	if got := r.data(2); !equal(got, []string{"x"}) {
+		t.Fatalf("another partition's records changed: %q", got)
+	}
+	// A second snapshot replaces the first.
+	if err := s.Snapshot(1, 6, recs(false, "newer")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen()
+	if got := replayAll(t, s).data(1); !equal(got, []string{"newer"}) {
+		t.Fatalf("after a second snapshot, replayed %q", got)
+	}
+}
+
+func keptOutlive(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	hints := mustAppend(t, s, 1, 0, "body1", "body2", "body3")
+	if err := s.Snapshot(1, 3, recs(false, "index")).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{"body1", "body2", "body3"} {
+		got, err := s.Read(1, uint64(i+1), hints[i])
+		if err != nil || string(got) != want {
+			t.Fatalf("read of a kept record after a snapshot: %q %v", got, err)
+		}
+	}
+	s.Release(1, 2, hints[1])
+	s = h.Reopen()
+	replayAll(t, s)
+	for _, i := range []int{0, 2} {
+		s.Keep(1, uint64(i+1), hints[i])
+	}
+	for _, i := range []int{0, 2} {
+		if got, err := s.Read(1, uint64(i+1), hints[i]); err != nil || string(got) != fmt.Sprint("body", i+1) {
+			t.Fatalf("read of a kept record after a reopen: %q %v", got, err)
+		}
+	}
+}
+
+func readChecks(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	ha := mustAppend(t, s, 1, 0, "one", "two")
+	hb := mustAppend(t, s, 2, 0, "other")
+	if got, err := s.Read(1, 2, ha[1]); err != nil || string(got) != "two" {
+		t.Fatalf("read: %q %v", got, err)
+	}
+	// A hint of another record never yields that record as this one.
+	if got, err := s.Read(1, 1, hb[0]); err == nil && string(got) != "one" {
+		t.Fatalf("read of (1, 1) with another record's hint returned %q", got)
+	}
+	if got, err := s.Read(1, 9, ha[0]); err == nil {
+		t.Fatalf("read of a position never written returned %q", got)
+	}
+}
+
+func drop(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	hs := mustAppend(t, s, 4, 0, "a", "b")
+	mustAppend(t, s, 5, 0, "keep")
+	if err := s.Drop(4).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s = h.Reopen()
+	r := replayAll(t, s)
+	if len(r.data(4)) != 0 {
+		t.Fatalf("a dropped partition replayed %q", r.data(4))
+	}
+	if got := r.data(5); !equal(got, []string{"keep"}) {
+		t.Fatalf("another partition after a drop: %q", got)
+	}
+	if got, err := s.Read(4, 1, hs[0]); err == nil {
+		t.Fatalf("read from a dropped partition returned %q", got)
+	}
+}
+
+func replayFrom(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	mustAppend(t, s, 1, 0, "a", "b", "c", "d")
+	mustAppend(t, s, 2, 0, "x", "y")
+	var got []string
+	err := s.ReplayPartition(1, 3, func(e store.Entry) error {
+		if e.P != 1 {
+			return fmt.Errorf("entry of partition %d", e.P)
+		}
+		got = append(got, string(e.Data))
+		return nil
+	})
+	if err != nil || !equal(got, []string{"c", "d"}) {
+		t.Fatalf("replay of partition 1 from 3: %q %v", got, err)
+	}
+}
+
+func concurrent(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(p store.PartitionID) {
+			defer wg.Done()
+			var fs []store.Future
+			for i := 0; i < 100; i++ {
+				fs = append(fs, s.Append(p, uint64(i), recs(i%3 == 0, fmt.Sprint(p, "-", i))))
+				if i%10 == 9 {
+					for _, f := range fs {
+						if err := f.Wait(ctx); err != nil {
+							errs <- err
+							return
+						}
+					}
+					fs = nil
+				}
+			}
+		}(store.PartitionID(10 + g))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	s = h.Reopen()
+	r := replayAll(t, s)
+	for g := 0; g < 8; g++ {
+		p := store.PartitionID(10 + g)
+		d := r.data(p)
+		if len(d) != 100 {
+			t.Fatalf("partition %d replayed %d of 100", p, len(d))
+		}
+		for i, x := range d {
+			if x != fmt.Sprint(p, "-", i) {
+				t.Fatalf("partition %d record %d is %q", p, i, x)
+			}
+		}
+	}
+}
+
+// spaceFollowsLiveData: after many kept records are released and their
+// partitions snapshotted, the store holds about what is live, not what
+// passed through.
+func spaceFollowsLive(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	body := string(bytes.Repeat([]byte("b"), 4000))
+	type live struct {
+		pos  uint64
+		hint store.Hint
+	}
+	var last uint64
+	var kept []live
+	for round := 0; round < 40; round++ {
+		var batch []string
+		for i := 0; i < 50; i++ {
+			batch = append(batch, body)
+		}
+		hs := mustAppend(t, s, 1, last, batch...)
+		for i := range hs {
+			kept = append(kept, live{last + 1 + uint64(i), hs[i]})
+		}
+		last += uint64(len(hs))
+		// Release all but the newest few, then snapshot.
+		for len(kept) > 5 {
+			s.Release(1, kept[0].pos, kept[0].hint)
+			kept = kept[1:]
+		}
+		if err := s.Snapshot(1, last, recs(false, "state")).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		last++
+	}
+	st := s.Stats()
+	if st.KeptRecords > 5 {
+		t.Fatalf("%d records kept, want at most the 5 live ones", st.KeptRecords)
+	}
+	// 2,000 records of 4 KB passed through: 8 MB. What stays must be far less.
+	if st.DiskBytes > 4<<20 || st.LogBytes > 4<<20 {
+		t.Fatalf("after 8 MB passed and 20 KB stayed live: %d bytes of files, %d of log to replay", st.DiskBytes, st.LogBytes)
+	}
+	for _, k := range kept {
+		if got, err := s.Read(1, k.pos, k.hint); err != nil || string(got) != body {
+			t.Fatalf("live record %d unreadable: %v", k.pos, err)
+		}
+	}
+}
+
+func crash(t *testing.T, h *Harness) {
+	if h.Crash == nil {
+		t.Skip("this store has no power to lose")
+	}
+	s := h.Store
+	var acked []string
+	var last uint64
+	for i := 0; i < 50; i++ {
+		d := fmt.Sprint("r", i)
+		mustAppend(t, s, 1, last, d)
+		last++
+		acked = append(acked, d)
+		if i == 20 {
+			if err := s.Snapshot(1, last, recs(false, "snap")).Wait(ctx); err != nil {
+				t.Fatal(err)
+			}
+			last++
+			acked = []string{"snap"}
+		}
+	}
+	s = h.Crash()
+	defer func() { s.Close() }()
+	got := replayAll(t, s).data(1)
+	sort.Strings(got)
+	sort.Strings(acked)
+	if !equal(got, acked) {
+		t.Fatalf("after a power loss replayed %d records, want the %d acknowledged", len(got), len(acked))
+	}
+}
