@@ -1,246 +1,32 @@
 // Package queue is the per-queue state machine: messages, visibility,
-// delays, FIFO groups, deduplication, receive counts and the dead-letter
-// hand-off. It is deterministic: no goroutines, no clock calls, no I/O.
-// Every operation takes the current time; the caller (the broker) owns the
-// lock, the durability of the records it persists, and the clock.
+// delays, FIFO groups, deduplication, receive counts, the retry ladder and
+// the dead-letter hand-off. It is deterministic: no goroutines, no clock
+// calls, no I/O, no dependence on map order; every operation takes the
+// current time.
+//
+// It works the way etcd raft's RawNode does. A command (Send, Receive, a
+// verdict, DeleteRecord …) returns the records to persist, each with its
+// position in the queue's partition; what else happened (messages made
+// ready, messages leaving for another queue, storage to release, records
+// the retry ladder wrote on the way) accumulates until the owner takes it
+// with TakeEffects. A change that gives something up (a delete, a
+// visibility change, a purge) is made by Apply once its record is durable;
+// a change that takes something (a delivery, a verdict on a delivery) is
+// made at once, so that nobody else takes the same message, through the
+// same Apply, and undone with Revert if its record cannot be persisted.
+// Recovery applies the records it reads through that same Apply.
 package queue
 
 import (
 	"container/heap"
 	"crypto/sha256"
 	"encoding/hex"
-	"math"
+	"sort"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
 )
-
-// State is where a message is in its lifecycle.
-type State uint8
-
-const (
-	// Pending: sent, waiting for its record to be durable; never delivered.
-	Pending State = iota
-	// Delayed or invisible: waits in the timer heap until VisibleAt.
-	Waiting
-	// Ready: may be delivered.
-	Ready
-	// InFlight: delivered, invisible until VisibleAt.
-	InFlight
-)
-
-// Msg is the in-memory index entry of one live message: what scheduling
-// needs, and where the rest (body, attributes, ids) lives on disk. A
-// queue stores its entries by value (see table): 88 bytes each.
-type Msg struct {
-	sched.Entry // where the scheduler keeps it (standard queues)
-
-	Seq       uint64
-	Sent      int64 // unix ms
-	VisibleAt int64 // unix ms
-	Loc       Loc
-	g         *gname    // MessageGroupId (FIFO order), nil when none
-	dlv       *delivery // nil until the first receive
-	// x holds what few messages have (a tenant other than the group, a
-	// dead-letter source, failures): one pointer instead of 40 bytes in
-	// every entry. Entries are copied (into records, into other queues,
-	// to readers outside the lock), so x and dlv are never modified in
-	// place: setters replace them.
-	x       *extra
-	heapIdx int32
-	State   State
-	// Level is the retry level (0: first attempts), the lane it waits in.
-	Level uint8
-	flags msgFlags
-}
-
-// gname is a message group id, shared by a queue's messages of that group
-// (refs counts them).
-type gname struct {
-	s    string
-	refs int32
-}
-
-// delivery is what a message's receives left: receive count, first and
-// latest receive (unix ms) and the fence of the latest.
-type delivery struct {
-	first, last int64
-	count       int32
-	fence       uint32
-}
-
-// Group is the message group id ("" if none).
-func (m *Msg) Group() string {
-	if m.g == nil {
-		return ""
-	}
-	return m.g.s
-}
-
-// SetGroup sets the message group id; a queue shares one copy of the
-// name among its messages once the entry is stored.
-func (m *Msg) SetGroup(g string) {
-	if g == "" {
-		m.g = nil
-		return
-	}
-	m.g = &gname{s: g}
-}
-
-// deliveryOf is the message's delivery record; zero if never received.
-func (m *Msg) deliveryOf() delivery {
-	if m.dlv == nil {
-		return delivery{}
-	}
-	return *m.dlv
-}
-
-// RecvCount is how many times the message was received.
-func (m *Msg) RecvCount() int32 { return m.deliveryOf().count }
-
-// FirstRecv is the unix ms of the first receive, 0 if none.
-func (m *Msg) FirstRecv() int64 { return m.deliveryOf().first }
-
-// Delivered is the unix ms of the latest receive, 0 if none.
-func (m *Msg) Delivered() int64 { return m.deliveryOf().last }
-
-// Fence counts deliveries: a receipt handle carries the fence of its
-// delivery, so an older handle is recognisable.
-func (m *Msg) Fence() uint32 { return m.deliveryOf().fence }
-
-// SetDelivery sets the receive count, first and latest receive times and
-// fence.
-func (m *Msg) SetDelivery(count int32, first, last int64, fence uint32) {
-	if count == 0 && first == 0 && last == 0 && fence == 0 {
-		m.dlv = nil
-		return
-	}
-	m.dlv = &delivery{first: first, last: last, count: count, fence: fence}
-}
-
-// msgFlags: fExpired: retention passed while in flight, dropped when it
-// returns (fAged: to the dead-letter queue); fMoving: leaving for another
-// queue with its storage; fPrepared: sent, its record not yet durable
-// (never delivered); fGone: left the queue (see table).
-type msgFlags uint8
-
-const (
-	fExpired msgFlags = 1 << iota
-	fAged
-	fMoving
-	fPrepared
-)
-
-func (m *Msg) is(f msgFlags) bool { return m.flags&f != 0 }
-
-func (m *Msg) set(f msgFlags, on bool) {
-	if on {
-		m.flags |= f
-	} else {
-		m.flags &^= f
-	}
-}
-
-type extra struct {
-	tenant    string
-	hasTenant bool // tenant differs from the group
-	dlqSource string
-	fail      *FailInfo
-}
-
-func (m *Msg) withExtra(f func(x *extra)) {
-	var x extra
-	if m.x != nil {
-		x = *m.x
-	}
-	f(&x)
-	if x == (extra{}) {
-		m.x = nil
-		return
-	}
-	m.x = &x
-}
-
-// Tenant is the message's tenant key.
-func (m *Msg) Tenant() string {
-	if m.x != nil && m.x.hasTenant {
-		return m.x.tenant
-	}
-	return m.Group()
-}
-
-// SetTenant sets the tenant key (free when it is the group).
-func (m *Msg) SetTenant(t string) {
-	if t == m.Group() && (m.x == nil || !m.x.hasTenant) {
-		return
-	}
-	m.withExtra(func(x *extra) {
-		x.tenant, x.hasTenant = t, true
-		if t == m.Group() {
-			x.tenant, x.hasTenant = "", false
-		}
-	})
-}
-
-// DLQSource is the ARN of the queue a dead-lettered message came from.
-func (m *Msg) DLQSource() string {
-	if m.x == nil {
-		return ""
-	}
-	return m.x.dlqSource
-}
-
-// SetDLQSource sets the dead-letter source ("" clears it).
-func (m *Msg) SetDLQSource(s string) {
-	if s == m.DLQSource() {
-		return
-	}
-	m.withExtra(func(x *extra) { x.dlqSource = s })
-}
-
-// Fail is the message's failure record, nil if it never failed. Do not
-// modify it: SetFail replaces it.
-func (m *Msg) Fail() *FailInfo {
-	if m.x == nil {
-		return nil
-	}
-	return m.x.fail
-}
-
-// SetFail replaces the failure record (nil clears it).
-func (m *Msg) SetFail(f *FailInfo) {
-	if f == m.Fail() {
-		return
-	}
-	m.withExtra(func(x *extra) { x.fail = f })
-}
-
-// FailInfo is what a message's failures left behind.
-type FailInfo struct {
-	Reason    string // VisibilityTimeout, Retry, Reject, MaxReceiveCount, MaxMessageAge
-	LastError string // the consumer's reason text, if it gave one
-	First     int64  // unix ms of the first failure
-	Failures  int32
-}
-
-// Failed records one failure of a message at now.
-func (m *Msg) Failed(now int64, reason, lastError string) {
-	f := FailInfo{First: now}
-	if old := m.Fail(); old != nil {
-		f = *old // entries are copied into records: never modify a shared one
-	}
-	f.Reason = reason
-	if lastError != "" {
-		f.LastError = lastError
-	}
-	f.Failures++
-	m.SetFail(&f)
-}
-
-// Loc is where the message's full record is stored; opaque to the queue.
-type Loc struct {
-	Seg, Off, FLen, Idx uint32
-}
 
 // Config is the part of a queue's attributes the state machine needs.
 type Config struct {
@@ -257,8 +43,8 @@ type Config struct {
 	AgeToDLQ bool
 	// RetryDelays is the retry ladder: a message that fails (its
 	// visibility expires, or Retry) moves up one level and waits that
-	// level's delay in its own lane; past the last level it leaves for the
-	// dead-letter queue (TakeExhausted). Empty: plain SQS behaviour.
+	// level's delay in its own lane; past the last level it leaves (for
+	// the dead-letter queue). Empty: plain SQS behaviour.
 	RetryDelays []time.Duration
 	// Sched is the delivery policy of standard queues (fairness, limits,
 	// lanes, partitions); FIFO queues use its send limits only.
@@ -279,9 +65,10 @@ const DedupWindow = 5 * time.Minute
 const MaxInFlight = 120000
 
 type dedupEntry struct {
-	until  int64
-	id     string
-	seqnum string
+	until   int64
+	id      string
+	seqnum  string
+	pending uint64 // the Send being written (0: durable)
 }
 
 type group struct {
@@ -289,6 +76,38 @@ type group struct {
 	msgs     []*Msg // in order; deleted ones removed
 	inFlight int
 	queued   bool
+}
+
+// Gone is a message that left the queue: its storage can be released.
+type Gone struct {
+	Seq uint64
+	Loc Loc
+}
+
+// Handoff is a message on its way to another queue. Msg is its index as
+// it leaves (its failure recorded); Prev is how it was, for Revert when the
+// move cannot be made.
+type Handoff struct {
+	Msg  Msg
+	Prev Msg
+}
+
+// Effects is what happened besides a command's records, for the owner to
+// act on (TakeEffects).
+type Effects struct {
+	// Ready is how many messages became deliverable (wake as many waiting
+	// receivers); WakeAll says every waiting receiver may find something
+	// or must look at its timer again.
+	Ready   int
+	WakeAll bool
+	// Gone are messages that left: their storage goes.
+	Gone []Gone
+	// Handoffs are messages to move to another queue: the owner moves them
+	// and then persists a Delete (ByMove) here, or reverts them.
+	Handoffs []Handoff
+	// Records are records the queue made and applied on its own (the retry
+	// ladder): the owner persists them.
+	Records []*record.Record
 }
 
 // Queue is one queue's state. Not safe for concurrent use.
@@ -306,22 +125,19 @@ type Queue struct {
 	gready   []*group // FIFO: groups that may have a deliverable head
 	dedup    map[string]dedupEntry
 	dedupQ   []string
-	dropped  []Loc
-	aged     []*Msg // past MaxAge, leaving for the dead-letter queue
-	failed   []*Msg // left the retry ladder (exhausted or rejected)
-	updated  []*Msg // changed by the ladder: the owner persists them
+	eff      Effects
 	stats    Stats
 	now      int64 // the latest time seen
-	pending  int   // prepared messages
 	inFlight int
 	delayed  int
-	nextSeq  uint64
-	lastNum  uint64
+	leaving  int
+	last     uint64 // the last position taken in the queue's partition
+	lastNum  uint64 // the last FIFO sequence number handed out
 }
 
 // New returns an empty queue.
 func New(cfg Config) *Queue {
-	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}, nextSeq: 1}
+	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}}
 	q.s = sched.New(cfg.Sched, q.entry)
 	return q
 }
@@ -340,7 +156,10 @@ func (q *Queue) SetConfig(cfg Config) {
 	q.s.SetConfig(q.now, cfg.Sched)
 }
 
-// Sched exposes the scheduler for its figures and send limits.
+// Config returns the configuration.
+func (q *Queue) Config() Config { return q.cfg }
+
+// Sched exposes the scheduler for its figures.
 func (q *Queue) Sched() *sched.Sched { return q.s }
 
 // Stats returns the queue's counters.
@@ -350,13 +169,25 @@ func (q *Queue) Stats() Stats {
 	return st
 }
 
-// AllowSend applies the tenant's send limits (see sched.AllowSend).
-func (q *Queue) AllowSend(now time.Time, tenant string, n int) (bool, time.Duration) {
-	return q.s.AllowSend(ms(now), tenant, n)
+// TakeEffects returns what happened since the last call.
+func (q *Queue) TakeEffects() Effects {
+	e := q.eff
+	q.eff = Effects{}
+	return e
 }
 
-// Config returns the configuration.
-func (q *Queue) Config() Config { return q.cfg }
+// Last is the last position taken in the queue's partition.
+func (q *Queue) Last() uint64 { return q.last }
+
+// SetLast sets the last position (after a failed write: the partition's
+// durable end).
+func (q *Queue) SetLast(pos uint64) { q.last = pos }
+
+// take takes the next position.
+func (q *Queue) take() uint64 {
+	q.last++
+	return q.last
+}
 
 // Counts are the approximate counts SQS reports.
 type Counts struct {
@@ -368,12 +199,12 @@ type Counts struct {
 func (q *Queue) Counts(now time.Time) Counts {
 	q.Advance(now)
 	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
-	c.Visible = q.t.n - q.inFlight - q.delayed - q.pending
+	c.Visible = q.t.n - q.inFlight - q.delayed - q.leaving
 	if m := q.t.oldest(); m != nil {
 		c.OldestSent = m.Sent
 	}
-	for _, m := range q.t.odd {
-		if c.OldestSent == 0 || m.Sent < c.OldestSent {
+	for _, seq := range q.t.oddSeqs() {
+		if m := q.t.odd[seq]; c.OldestSent == 0 || m.Sent < c.OldestSent {
 			c.OldestSent = m.Sent
 		}
 	}
@@ -385,15 +216,28 @@ func (q *Queue) InFlight() int { return q.inFlight }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
-// Dedup checks FIFO deduplication. It returns the earlier message id and
-// sequence number when the send is a duplicate.
-func (q *Queue) Dedup(now time.Time, group, dedupID string) (id, seqnum string, dup bool) {
-	q.expireDedup(now)
-	e, ok := q.dedup[q.dedupKey(group, dedupID)]
-	if ok && e.until > ms(now) {
-		return e.id, e.seqnum, true
+// Lookup returns a message by sequence (its Send's position), unless it is
+// leaving.
+func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
+	m, ok := q.t.get(seq)
+	if !ok || m.State == Leaving {
+		return nil, false
 	}
-	return "", "", false
+	return m, true
+}
+
+// Messages calls f for every message, leaving ones included, in sequence
+// order (for snapshots and peeking).
+func (q *Queue) Messages(f func(*Msg)) {
+	q.t.each(func(m *Msg) bool { f(m); return true })
+}
+
+// NextWake is the earliest time a waiting message becomes visible, or zero.
+func (q *Queue) NextWake() time.Time {
+	if len(q.timers) == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(q.timers[0].VisibleAt)
 }
 
 func (q *Queue) dedupKey(group, id string) string {
@@ -403,105 +247,33 @@ func (q *Queue) dedupKey(group, id string) string {
 	return id
 }
 
-func (q *Queue) expireDedup(now time.Time) {
+func (q *Queue) expireDedup(now int64) {
 	for len(q.dedupQ) > 0 {
 		k := q.dedupQ[0]
-		e := q.dedup[k]
-		if e.until > ms(now) {
+		e, ok := q.dedup[k]
+		if ok && e.until > now {
 			return
 		}
-		delete(q.dedup, k)
+		if ok && e.pending == 0 {
+			delete(q.dedup, k)
+		}
+		q.dedupQ[0] = ""
 		q.dedupQ = q.dedupQ[1:]
 	}
+}
+
+// remember records a FIFO deduplication id until until (unix ms).
+func (q *Queue) remember(key, id, seqNum string, until int64, pending uint64) {
+	if _, ok := q.dedup[key]; !ok {
+		q.dedupQ = append(q.dedupQ, key)
+	}
+	q.dedup[key] = dedupEntry{until: until, id: id, seqnum: seqNum, pending: pending}
 }
 
 // ContentDedupID is the deduplication id SQS derives from a body.
 func ContentDedupID(body string) string {
 	h := sha256.Sum256([]byte(body))
 	return hex.EncodeToString(h[:])
-}
-
-// Prepare fills a new message's sequence (unless the caller set one), sequence number and times. The
-// message is Pending until Commit.
-func (q *Queue) Prepare(now time.Time, m *Msg, delay time.Duration) (seqNum string) {
-	if m.Seq == 0 {
-		m.Seq = q.nextSeq
-	}
-	if m.Seq >= q.nextSeq {
-		q.nextSeq = m.Seq + 1
-	}
-	m.Sent = ms(now)
-	m.VisibleAt = ms(now.Add(delay))
-	if q.cfg.FIFO {
-		n := uint64(now.UnixNano())
-		if n <= q.lastNum {
-			n = q.lastNum + 1
-		}
-		q.lastNum = n
-		seqNum = formatSeqNum(n)
-	}
-	m.State = Pending
-	m.set(fPrepared, true)
-	q.pending++
-	p := q.insert(m)
-	if q.cfg.FIFO {
-		g := q.group(p.Group())
-		g.msgs = append(g.msgs, p)
-	}
-	return seqNum
-}
-
-// insert stores a copy of m, sharing its group name with the queue's
-// other messages of that group, and returns the stored entry.
-func (q *Queue) insert(m *Msg) *Msg {
-	if m.g != nil {
-		n := q.names[m.g.s]
-		if n == nil {
-			n = &gname{s: m.g.s}
-			q.names[n.s] = n
-		}
-		n.refs++
-		m.g = n
-	}
-	return q.t.add(m)
-}
-
-// Remember records a FIFO deduplication id for the window after sent, with
-// the message id and sequence number a duplicate send is answered with.
-func (q *Queue) Remember(sent time.Time, group, dedupID, id, seqNum string) {
-	until := ms(sent.Add(DedupWindow))
-	k := q.dedupKey(group, dedupID)
-	q.dedup[k] = dedupEntry{until: until, id: id, seqnum: seqNum}
-	q.dedupQ = append(q.dedupQ, k)
-}
-
-// Forget drops a remembered deduplication id (its send failed).
-func (q *Queue) Forget(group, dedupID string) { delete(q.dedup, q.dedupKey(group, dedupID)) }
-
-// DedupEntry is one remembered deduplication id.
-type DedupEntry struct {
-	Key, ID, SeqNum string
-	Until           int64 // unix ms
-}
-
-// DedupEntries lists the deduplication ids still in their window.
-func (q *Queue) DedupEntries(now time.Time) []DedupEntry {
-	q.expireDedup(now)
-	out := make([]DedupEntry, 0, len(q.dedup))
-	seen := make(map[string]bool, len(q.dedup))
-	for _, k := range q.dedupQ {
-		if e, ok := q.dedup[k]; ok && !seen[k] {
-			seen[k] = true
-			out = append(out, DedupEntry{Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
-		}
-	}
-	return out
-}
-
-// RestoreDedup puts back a remembered deduplication id (recovery).
-func (q *Queue) RestoreDedup(e DedupEntry) {
-	q.dedup[e.Key] = dedupEntry{until: e.Until, id: e.ID, seqnum: e.SeqNum}
-	q.dedupQ = append(q.dedupQ, e.Key)
 }
 
 func formatSeqNum(n uint64) string {
@@ -514,56 +286,42 @@ func formatSeqNum(n uint64) string {
 	return string(s)
 }
 
-// Commit makes a prepared message deliverable: its record is durable at loc.
-// It reports false when the message is gone (purged while it was written).
-func (q *Queue) Commit(now time.Time, seq uint64, loc Loc) bool {
-	m, ok := q.t.get(seq)
-	if !ok || !m.is(fPrepared) {
-		return false
-	}
-	m.set(fPrepared, false)
-	q.pending--
-	m.Loc = loc
-	q.schedule(now, m)
-	return true
-}
-
-// Abort forgets a prepared message whose record failed to persist.
-func (q *Queue) Abort(seq uint64) {
-	if m, ok := q.t.get(seq); ok && m.is(fPrepared) {
-		q.remove(m)
-	}
-}
-
-// Restore inserts a recovered (or moved-in) message in its recorded state.
-// It stores a copy: in is not the queue's entry.
-func (q *Queue) Restore(now time.Time, in *Msg) {
-	if _, ok := q.t.get(in.Seq); ok {
-		return
-	}
-	if in.Seq >= q.nextSeq {
-		q.nextSeq = in.Seq + 1
-	}
-	// A restored message may be a copy of one held elsewhere: its links
-	// into that queue's structures mean nothing here.
-	c := *in
+// insert stores a copy of m, sharing its group name with the queue's
+// other messages of that group (and its group's order for FIFO queues),
+// and returns the stored entry, in no structure yet (Pending).
+func (q *Queue) insert(m *Msg) *Msg {
+	c := *m
 	c.Entry, c.heapIdx = sched.Entry{}, -1
-	c.set(fExpired|fAged|fGone|fPrepared|fMoving, false)
-	m := q.insert(&c)
+	c.flags = 0
+	c.State = Pending
+	if c.g != nil {
+		n := q.names[c.g.s]
+		if n == nil {
+			n = &gname{s: c.g.s}
+			q.names[n.s] = n
+		}
+		n.refs++
+		c.g = n
+	}
+	p := q.t.add(&c)
 	if q.cfg.FIFO {
-		g := q.group(m.Group())
-		// keep group order by sequence
+		g := q.group(p.Group())
 		i := len(g.msgs)
-		for i > 0 && g.msgs[i-1].Seq > m.Seq {
+		for i > 0 && g.msgs[i-1].Seq > p.Seq { // keep group order by sequence
 			i--
 		}
 		g.msgs = append(g.msgs, nil)
 		copy(g.msgs[i+1:], g.msgs[i:])
-		g.msgs[i] = m
+		g.msgs[i] = p
 	}
-	wasInFlight := m.State == InFlight
-	m.State = Pending
-	if wasInFlight && m.VisibleAt > ms(now) {
+	return p
+}
+
+// place puts a message (in no structure) where its state says: in flight
+// (an InFlight state), or by its VisibleAt.
+func (q *Queue) place(now time.Time, m *Msg, state State) {
+	switch state {
+	case InFlight:
 		m.State = InFlight
 		q.inFlight++
 		if q.cfg.FIFO {
@@ -572,9 +330,12 @@ func (q *Queue) Restore(now time.Time, in *Msg) {
 			q.s.Acquire(&m.Entry, m.Tenant())
 		}
 		heap.Push(&q.timers, m)
-		return
+	case Leaving:
+		m.State = Leaving
+		q.leaving++
+	default:
+		q.schedule(now, m)
 	}
-	q.schedule(now, m)
 }
 
 func (q *Queue) group(name string) *group {
@@ -586,12 +347,13 @@ func (q *Queue) group(name string) *group {
 	return g
 }
 
-// schedule puts a non-in-flight message where its VisibleAt says.
+// schedule puts a message that is not in flight where its VisibleAt says.
 func (q *Queue) schedule(now time.Time, m *Msg) {
 	if m.VisibleAt > ms(now) {
 		m.State = Waiting
 		q.delayed++
 		heap.Push(&q.timers, m)
+		q.eff.WakeAll = true // waiting receivers' timers may be too late now
 		return
 	}
 	q.makeReady(ms(now), m)
@@ -599,6 +361,7 @@ func (q *Queue) schedule(now time.Time, m *Msg) {
 
 func (q *Queue) makeReady(now int64, m *Msg) {
 	m.State = Ready
+	q.eff.Ready++
 	if q.cfg.FIFO {
 		q.queueGroup(q.group(m.Group()))
 		return
@@ -613,567 +376,8 @@ func (q *Queue) queueGroup(g *group) {
 	}
 }
 
-// Advance moves every message whose time has come out of the timer heap.
-func (q *Queue) Advance(now time.Time) {
-	t := ms(now)
-	q.now = max(q.now, t)
-	for len(q.timers) > 0 && q.timers[0].VisibleAt <= t {
-		m := heap.Pop(&q.timers).(*Msg)
-		switch m.State {
-		case Waiting:
-			q.delayed--
-		case InFlight:
-			q.inFlight--
-			if q.cfg.FIFO {
-				q.group(m.Group()).inFlight--
-			}
-			if !m.is(fExpired) && len(q.cfg.RetryDelays) > 0 {
-				// A visibility timeout is a failure: up the ladder.
-				m.State = Pending
-				q.climb(m, m.VisibleAt, "VisibilityTimeout", "", -1)
-				continue
-			}
-		}
-		if m.is(fExpired) {
-			m.State = Pending // unlinked already
-			if m.is(fAged) {
-				q.ageOut(m, t)
-			} else {
-				q.remove(m)
-			}
-			continue
-		}
-		q.makeReady(t, m)
-	}
-	q.expire(t)
-}
-
-// expire applies retention and MaxAge: messages sent before the cut are
-// dropped (or dead-lettered, by MaxAge with AgeToDLQ); one in flight is
-// dealt with when its visibility ends.
-func (q *Queue) expire(now int64) {
-	retCut, ageCut := int64(-1<<62), int64(-1<<62)
-	if q.cfg.Retention > 0 {
-		retCut = now - q.cfg.Retention.Milliseconds()
-	}
-	if q.cfg.MaxAge > 0 {
-		ageCut = now - q.cfg.MaxAge.Milliseconds()
-	}
-	cut := max(retCut, ageCut)
-	if cut == -1<<62 {
-		return
-	}
-	// Sends arrive in time order: walk from the oldest entry not looked
-	// at yet (those in flight or being sent stay behind the cursor), and
-	// look at the few that arrived out of order once a second.
-	for {
-		m := q.t.oldest()
-		if m == nil || m.Seq < q.expSeq {
-			m = q.t.from(q.expSeq)
-		}
-		if m == nil {
-			break
-		}
-		q.expSeq = m.Seq
-		if m.Sent > cut {
-			break
-		}
-		q.expSeq = m.Seq + 1
-		q.expireOne(m, now, retCut)
-	}
-	if len(q.t.odd) > 0 && now-q.oddScan >= 1000 {
-		q.oddScan = now
-		var old []*Msg
-		for _, m := range q.t.odd {
-			if m.Sent <= cut {
-				old = append(old, m)
-			}
-		}
-		for _, m := range old {
-			q.expireOne(m, now, retCut)
-		}
-	}
-}
-
-// expireOne drops (or dead-letters) m, past its retention or MaxAge; one
-// in flight is marked, and dealt with when its visibility ends.
-func (q *Queue) expireOne(m *Msg, now, retCut int64) {
-	byAge := m.Sent > retCut // past MaxAge, not retention
-	switch m.State {
-	case InFlight:
-		m.set(fExpired, true)
-		m.set(fAged, byAge && q.cfg.AgeToDLQ && m.DLQSource() == "")
-		return
-	case Pending:
-		return // not committed yet: leave it (its send is in progress)
-	}
-	if byAge && q.cfg.AgeToDLQ && m.DLQSource() == "" {
-		q.ageOut(m, now)
-		return
-	}
-	if byAge {
-		q.stats.DroppedMaxAge++
-	} else {
-		q.stats.DroppedRetention++
-	}
-	q.remove(m)
-}
-
-// takeOut removes a message that leaves with its storage (for another
-// queue): its location is not released.
-func (q *Queue) takeOut(m *Msg) {
-	m.set(fMoving, true)
-	q.remove(m)
-	m.set(fMoving, false)
-}
-
-// ageOut takes a message past MaxAge out for the dead-letter queue.
-func (q *Queue) ageOut(m *Msg, now int64) {
-	m.Failed(now, "MaxMessageAge", "")
-	q.takeOut(m)
-	q.aged = append(q.aged, m)
-}
-
-// TakeAged returns the messages that passed MaxAge and must go to the
-// dead-letter queue (their storage goes with them).
-func (q *Queue) TakeAged() []*Msg {
-	a := q.aged
-	q.aged = nil
-	return a
-}
-
-// climb moves a failed message (not in any structure) one level up the
-// retry ladder at time at: it waits the level's delay (or delay, when not
-// negative) in its retry lane, or leaves for the dead-letter queue past
-// the last level.
-func (q *Queue) climb(m *Msg, at int64, reason, text string, delay time.Duration) {
-	m.Failed(at, reason, text)
-	if int(m.Level) >= len(q.cfg.RetryDelays) {
-		q.stats.Exhausted++
-		q.takeFailed(m)
-		return
-	}
-	m.Level++
-	if delay < 0 {
-		delay = q.cfg.RetryDelays[m.Level-1]
-	}
-	m.VisibleAt = at + delay.Milliseconds()
-	q.stats.Retried++
-	q.updated = append(q.updated, m)
-	m.State = Waiting
-	q.delayed++
-	heap.Push(&q.timers, m)
-}
-
-func (q *Queue) takeFailed(m *Msg) {
-	q.takeOut(m)
-	q.failed = append(q.failed, m)
-}
-
-// TakeFailed returns the messages that left the retry ladder (exhausted
-// or rejected): they go to the dead-letter queue with their storage.
-func (q *Queue) TakeFailed() []*Msg {
-	f := q.failed
-	q.failed = nil
-	return f
-}
-
-// TakeUpdated returns the messages the ladder changed since the last
-// call, for the owner to persist (ApplyUpdate replays them).
-func (q *Queue) TakeUpdated() []*Msg {
-	u := q.updated
-	q.updated = nil
-	return u
-}
-
-// Retry fails an in-flight message on the consumer's word: it climbs
-// the retry ladder (with delay instead of the level's when delay >= 0);
-// without a ladder it becomes visible after delay (0 when negative). It
-// reports false when the message is not in flight.
-func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason string) bool {
-	q.Advance(now)
-	m, ok := q.t.get(seq)
-	if !ok || m.State != InFlight {
-		return false
-	}
-	q.unlink(m)
-	if len(q.cfg.RetryDelays) == 0 {
-		m.Failed(ms(now), "Retry", reason)
-		q.stats.Retried++
-		m.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
-		q.updated = append(q.updated, m)
-		q.schedule(now, m)
-		return true
-	}
-	q.climb(m, ms(now), "Retry", reason, delay)
-	q.Advance(now)
-	return true
-}
-
-// Defer puts an in-flight message off for delay without counting it as a
-// failure (its receive does not count toward maxReceiveCount).
-func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) bool {
-	q.Advance(now)
-	m, ok := q.t.get(seq)
-	if !ok || m.State != InFlight {
-		return false
-	}
-	q.unlink(m)
-	if rc := m.RecvCount(); rc > 0 {
-		m.SetDelivery(rc-1, m.FirstRecv(), m.Delivered(), m.Fence())
-	}
-	m.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
-	q.stats.Deferred++
-	q.updated = append(q.updated, m)
-	q.schedule(now, m)
-	return true
-}
-
-// Reject fails an in-flight message for good: it leaves for the
-// dead-letter queue (TakeFailed).
-func (q *Queue) Reject(now time.Time, seq uint64, reason string) bool {
-	q.Advance(now)
-	m, ok := q.t.get(seq)
-	if !ok || m.State != InFlight {
-		return false
-	}
-	m.Failed(ms(now), "Reject", reason)
-	q.stats.Rejected++
-	q.takeFailed(m)
-	return true
-}
-
-// ApplyUpdate replays a persisted ladder change: the message takes the
-// recorded level, failure info, receive count and visibility time.
-func (q *Queue) ApplyUpdate(now time.Time, u *Msg) {
-	m, ok := q.t.get(u.Seq)
-	if !ok || m.is(fPrepared) {
-		return
-	}
-	q.unlink(m)
-	m.Level, m.VisibleAt = u.Level, u.VisibleAt
-	m.SetDelivery(u.RecvCount(), m.FirstRecv(), m.Delivered(), m.Fence())
-	m.SetFail(u.Fail())
-	q.schedule(now, m)
-}
-
-// NextWake is the earliest time a waiting message becomes visible, or zero.
-func (q *Queue) NextWake() time.Time {
-	if len(q.timers) == 0 {
-		return time.Time{}
-	}
-	return time.UnixMilli(q.timers[0].VisibleAt)
-}
-
-// Delivery is the result of a receive for one message.
-type Delivery struct {
-	Msg *Msg
-	// Prev is the message as it was before this receive: Revert(Prev)
-	// undoes the delivery when its record cannot be persisted.
-	Prev Msg
-	// DeadLetter is true when the message exceeded maxReceiveCount: it left
-	// this queue and must go to the dead-letter queue.
-	DeadLetter bool
-}
-
-// Receive delivers up to max ready messages, each invisible for vis.
-// Messages over the receive limit come back with DeadLetter set and are
-// already removed from this queue.
-func (q *Queue) Receive(now time.Time, max int, vis time.Duration) []Delivery {
-	return q.ReceivePartition(now, max, vis, -1, math.MaxInt)
-}
-
-// ReceivePartition is Receive from one partition of a standard queue
-// (-1: any, served in turn). spare is the number of other receivers
-// waiting on the queue, for the scheduler's headroom.
-func (q *Queue) ReceivePartition(now time.Time, max int, vis time.Duration, part, spare int) []Delivery {
-	q.Advance(now)
-	var out []Delivery
-	if q.cfg.FIFO {
-		return q.receiveFIFO(now, max, vis)
-	}
-	for len(out) < max && q.inFlight < MaxInFlight {
-		seq, ok := q.s.Pop(ms(now), part, spare)
-		if !ok {
-			break
-		}
-		m, ok := q.t.get(seq)
-		if !ok {
-			continue
-		}
-		if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
-			q.stats.DroppedRetention++
-			q.remove(m)
-			continue
-		}
-		out = append(out, q.deliver(now, m, vis))
-	}
-	return out
-}
-
-func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Delivery {
-	var out []Delivery
-	for len(out) < max && len(q.gready) > 0 {
-		g := q.gready[0]
-		q.gready[0] = nil
-		q.gready = q.gready[1:]
-		g.queued = false
-		if g.inFlight > 0 {
-			continue // locked: requeued when its in-flight messages settle
-		}
-		// Deliver from the head of the group, in order. Messages delivered
-		// in this receive are in flight; stop at the first that is not ready.
-		for i := 0; i < len(g.msgs) && len(out) < max; {
-			m := g.msgs[i]
-			if m.State == InFlight {
-				i++
-				continue
-			}
-			if m.State != Ready {
-				break
-			}
-			if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
-				q.stats.DroppedRetention++
-				q.remove(m) // shifts g.msgs
-				continue
-			}
-			d := q.deliver(now, m, vis)
-			out = append(out, d)
-			if !d.DeadLetter {
-				i++
-			}
-		}
-	}
-	return out
-}
-
-func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) Delivery {
-	prev := *m
-	prev.State = Ready // the scheduler took it off its lane already
-	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount()) >= q.cfg.MaxReceiveCount {
-		m.Failed(ms(now), "MaxReceiveCount", "")
-		q.takeOut(m) // its storage goes to the dead-letter queue with it
-		return Delivery{Msg: m, Prev: prev, DeadLetter: true}
-	}
-	first := m.FirstRecv()
-	if first == 0 {
-		first = ms(now)
-	}
-	m.SetDelivery(m.RecvCount()+1, first, ms(now), m.Fence()+1)
-	m.VisibleAt = ms(now.Add(vis))
-	m.State = InFlight
-	q.inFlight++
-	if q.cfg.FIFO {
-		q.group(m.Group()).inFlight++
-	}
-	heap.Push(&q.timers, m)
-	return Delivery{Msg: m, Prev: prev}
-}
-
-// Revert puts a message back exactly as prev (a copy taken before a
-// change) says: delivery, visibility, level, failures and state, whether
-// the message is still in the queue or was taken out of it (its storage
-// stays counted either way). It undoes a change whose record could not
-// be persisted.
-func (q *Queue) Revert(now time.Time, prev Msg) {
-	if m, ok := q.t.get(prev.Seq); ok {
-		if m.is(fPrepared) {
-			return
-		}
-		q.takeOut(m)
-	}
-	c := prev
-	c.Entry, c.heapIdx = sched.Entry{}, -1
-	c.set(fExpired|fAged|fGone|fPrepared|fMoving, false)
-	state := c.State
-	m := q.insert(&c)
-	if q.cfg.FIFO {
-		g := q.group(m.Group())
-		i := len(g.msgs)
-		for i > 0 && g.msgs[i-1].Seq > m.Seq {
-			i--
-		}
-		g.msgs = append(g.msgs, nil)
-		copy(g.msgs[i+1:], g.msgs[i:])
-		g.msgs[i] = m
-	}
-	m.State = Pending
-	if state == InFlight {
-		m.State = InFlight
-		q.inFlight++
-		if q.cfg.FIFO {
-			q.group(m.Group()).inFlight++
-		} else {
-			q.s.Acquire(&m.Entry, m.Tenant())
-		}
-		heap.Push(&q.timers, m)
-		return
-	}
-	q.schedule(now, m)
-}
-
-// Lookup returns a live message by sequence.
-func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
-	m, ok := q.t.get(seq)
-	if !ok || m.is(fPrepared) {
-		return nil, false
-	}
-	return m, true
-}
-
-// Delete removes a message. It reports whether it was live.
-func (q *Queue) Delete(seq uint64) bool {
-	m, ok := q.t.get(seq)
-	if !ok || m.is(fPrepared) {
-		return false
-	}
-	q.remove(m)
-	return true
-}
-
-// SetVisibility makes an in-flight message visible at now+d. It returns
-// false when the message is not in flight.
-func (q *Queue) SetVisibility(now time.Time, seq uint64, d time.Duration) bool {
-	q.Advance(now)
-	m, ok := q.t.get(seq)
-	if !ok || m.State != InFlight {
-		return false
-	}
-	m.VisibleAt = ms(now.Add(d))
-	heap.Fix(&q.timers, int(m.heapIdx))
-	q.Advance(now)
-	return true
-}
-
-// ApplyReceive sets a message's delivery state as a replayed record says.
-func (q *Queue) ApplyReceive(now time.Time, seq uint64, rc int32, first, delivered, visibleAt int64, fence uint32, level uint8) {
-	m, ok := q.t.get(seq)
-	if !ok {
-		return
-	}
-	q.unlink(m)
-	m.SetDelivery(rc, first, delivered, fence)
-	m.VisibleAt, m.Level = visibleAt, level
-	m.State = InFlight
-	q.inFlight++
-	if q.cfg.FIFO {
-		q.group(m.Group()).inFlight++
-	} else {
-		q.s.Acquire(&m.Entry, m.Tenant())
-	}
-	heap.Push(&q.timers, m)
-	q.Advance(now)
-}
-
-// ApplyVisibility sets VisibleAt of an in-flight message (replay).
-func (q *Queue) ApplyVisibility(now time.Time, seq uint64, visibleAt int64) {
-	m, ok := q.t.get(seq)
-	if !ok || m.State != InFlight {
-		return
-	}
-	m.VisibleAt = visibleAt
-	heap.Fix(&q.timers, int(m.heapIdx))
-	q.Advance(now)
-}
-
-// Purge removes every message with a sequence below upTo (0: all).
-func (q *Queue) Purge(upTo uint64) []uint64 {
-	if upTo == 0 || q.allBelow(upTo) {
-		return q.purgeAll()
-	}
-	var seqs []uint64
-	q.t.each(func(m *Msg) bool {
-		if upTo == 0 || m.Seq < upTo {
-			seqs = append(seqs, m.Seq)
-			q.remove(m)
-		}
-		return true
-	})
-	q.s.Forget(q.now)
-	// Go maps keep their size: copy what is left into fresh ones.
-	names := make(map[string]*gname, len(q.names))
-	for k, v := range q.names {
-		names[k] = v
-	}
-	groups := make(map[string]*group, len(q.groups))
-	for k, v := range q.groups {
-		groups[k] = v
-	}
-	q.names, q.groups = names, groups
-	return seqs
-}
-
-// allBelow reports whether every message's sequence is below upTo.
-func (q *Queue) allBelow(upTo uint64) bool {
-	if q.t.top >= upTo {
-		return false
-	}
-	for seq := range q.t.odd {
-		if seq >= upTo {
-			return false
-		}
-	}
-	return true
-}
-
-// purgeAll removes every message by starting afresh, instead of taking
-// each out of every structure it is in: a purge of millions of messages
-// takes a pass over them. Per-tenant state goes too (send buckets
-// included: a tenant may burst again after a purge).
-func (q *Queue) purgeAll() []uint64 {
-	seqs := make([]uint64, 0, q.t.n)
-	q.t.each(func(m *Msg) bool {
-		seqs = append(seqs, m.Seq)
-		if m.Loc.Seg != 0 && !m.is(fPrepared) {
-			q.dropped = append(q.dropped, m.Loc)
-		}
-		return true
-	})
-	s := q.s
-	q.s = sched.New(q.cfg.Sched, q.entry)
-	q.s.Sidelined, q.s.Spilled, q.s.HeldBack = s.Sidelined, s.Spilled, s.HeldBack
-	q.t = table{}
-	q.names, q.groups = map[string]*gname{}, map[string]*group{}
-	q.gready, q.timers, q.updated = nil, nil, nil
-	q.pending, q.inFlight, q.delayed = 0, 0, 0
-	q.expSeq = 0
-	return seqs
-}
-
-// SentBefore lists the messages sent before (unix ms), of one tenant
-// unless anyTenant: what the watermark drops (DropWatermarked).
-func (q *Queue) SentBefore(before int64, tenant string, anyTenant bool) []uint64 {
-	var seqs []uint64
-	q.t.each(func(m *Msg) bool {
-		if !m.is(fPrepared) && m.Sent < before && (anyTenant || m.Tenant() == tenant) {
-			seqs = append(seqs, m.Seq)
-		}
-		return true
-	})
-	return seqs
-}
-
-// DropWatermarked removes the listed messages, counted as dropped by the
-// watermark, and returns how many were live.
-func (q *Queue) DropWatermarked(seqs []uint64) int {
-	n := 0
-	for _, s := range seqs {
-		if q.Delete(s) {
-			n++
-		}
-	}
-	q.stats.DroppedWatermark += uint64(n)
-	return n
-}
-
-// Messages calls f for every live message, in sequence order (for
-// snapshots and peeking).
-func (q *Queue) Messages(f func(*Msg)) {
-	q.t.each(func(m *Msg) bool { f(m); return true })
-}
-
 // unlink takes a message out of whatever structure holds its state,
-// leaving it in msgs and its group.
+// leaving it in the table and its group (Pending).
 func (q *Queue) unlink(m *Msg) {
 	switch m.State {
 	case Waiting:
@@ -1185,6 +389,8 @@ func (q *Queue) unlink(m *Msg) {
 			q.group(m.Group()).inFlight--
 		}
 		heap.Remove(&q.timers, int(m.heapIdx))
+	case Leaving:
+		q.leaving--
 	}
 	if !q.cfg.FIFO {
 		q.s.Remove(&m.Entry) // leaves its lane, or settles
@@ -1192,10 +398,11 @@ func (q *Queue) unlink(m *Msg) {
 	m.State = Pending
 }
 
+// remove takes a message out of the queue; its storage is released unless
+// fKeep is set (it is put back elsewhere).
 func (q *Queue) remove(m *Msg) {
-	if m.is(fPrepared) {
-		m.set(fPrepared, false)
-		q.pending--
+	if q.cfg.FIFO && (m.State == InFlight || m.State == Leaving) {
+		q.eff.WakeAll = true // its group may be deliverable again
 	}
 	q.unlink(m)
 	q.t.del(m)
@@ -1223,30 +430,166 @@ func (q *Queue) remove(m *Msg) {
 		}
 	}
 	m.State = 255
-	if m.Loc.Seg != 0 && !m.is(fMoving) {
-		q.dropped = append(q.dropped, m.Loc)
+	if m.Loc.Seg != 0 && !m.is(fKeep) {
+		q.eff.Gone = append(q.eff.Gone, Gone{Seq: m.Seq, Loc: m.Loc})
 	}
 }
 
-// TakeReleased returns the locations of messages that left the queue
-// (deleted, purged, expired) since the last call, so their owner can
-// release the storage. Messages taken with TakeForMove are not listed:
-// their storage goes with them.
-func (q *Queue) TakeReleased() []Loc {
-	d := q.dropped
-	q.dropped = nil
-	return d
+// leave takes a message out of delivery for a move to another queue. prev
+// is how it was before whatever made it leave.
+func (q *Queue) leave(m *Msg, prev Msg) {
+	q.unlink(m)
+	m.State = Leaving
+	q.leaving++
+	if q.cfg.FIFO {
+		q.eff.WakeAll = true
+	}
+	q.eff.Handoffs = append(q.eff.Handoffs, Handoff{Msg: *m, Prev: prev})
 }
 
-// TakeForMove removes a live message that leaves for another queue along
-// with its storage (a redrive), and returns it.
-func (q *Queue) TakeForMove(seq uint64) (*Msg, bool) {
-	m, ok := q.t.get(seq)
-	if !ok || m.is(fPrepared) {
-		return nil, false
+// Advance moves every message whose time has come out of the timer heap:
+// delayed messages become ready, expired deliveries become visible again
+// (or climb the retry ladder), and retention and MaxAge apply.
+func (q *Queue) Advance(now time.Time) {
+	t := ms(now)
+	q.now = max(q.now, t)
+	for len(q.timers) > 0 && q.timers[0].VisibleAt <= t {
+		m := heap.Pop(&q.timers).(*Msg)
+		prev := *m
+		switch m.State {
+		case Waiting:
+			q.delayed--
+		case InFlight:
+			q.inFlight--
+			if q.cfg.FIFO {
+				q.group(m.Group()).inFlight--
+				q.eff.WakeAll = true
+			}
+			if !m.is(fExpired) && len(q.cfg.RetryDelays) > 0 {
+				// A visibility timeout is a failure: up the ladder.
+				if !q.cfg.FIFO {
+					q.s.Remove(&m.Entry)
+				}
+				m.State = Pending
+				q.climb(now, m, prev, m.VisibleAt, "VisibilityTimeout", "", -1)
+				continue
+			}
+		}
+		if m.is(fExpired) {
+			if !q.cfg.FIFO {
+				q.s.Remove(&m.Entry)
+			}
+			m.State = Pending
+			if m.is(fAged) {
+				m.Failed(t, "MaxMessageAge", "")
+				q.leave(m, prev)
+			} else {
+				q.remove(m)
+			}
+			continue
+		}
+		q.makeReady(t, m)
 	}
-	q.takeOut(m)
-	return m, true
+	q.expire(now)
+	q.expireDedup(t)
+}
+
+// expire applies retention and MaxAge: messages sent before the cut are
+// dropped (or dead-lettered, by MaxAge with AgeToDLQ); one in flight is
+// dealt with when its visibility ends. Drops need no record: recovery
+// makes them again from the same times.
+func (q *Queue) expire(now time.Time) {
+	t := ms(now)
+	retCut, ageCut := int64(-1<<62), int64(-1<<62)
+	if q.cfg.Retention > 0 {
+		retCut = t - q.cfg.Retention.Milliseconds()
+	}
+	if q.cfg.MaxAge > 0 {
+		ageCut = t - q.cfg.MaxAge.Milliseconds()
+	}
+	cut := max(retCut, ageCut)
+	if cut == -1<<62 {
+		return
+	}
+	// Sends arrive in time order: walk from the oldest entry not looked
+	// at yet, and look at the few that arrived out of order once a second.
+	for {
+		m := q.t.oldest()
+		if m == nil || m.Seq < q.expSeq {
+			m = q.t.from(q.expSeq)
+		}
+		if m == nil {
+			break
+		}
+		q.expSeq = m.Seq
+		if m.Sent > cut {
+			break
+		}
+		q.expSeq = m.Seq + 1
+		q.expireOne(now, m, retCut)
+	}
+	if len(q.t.odd) > 0 && t-q.oddScan >= 1000 {
+		q.oddScan = t
+		var old []*Msg
+		for _, seq := range q.t.oddSeqs() {
+			if m := q.t.odd[seq]; m.Sent <= cut {
+				old = append(old, m)
+			}
+		}
+		for _, m := range old {
+			q.expireOne(now, m, retCut)
+		}
+	}
+}
+
+// expireOne drops (or dead-letters) m, past its retention or MaxAge; one
+// in flight is marked, and dealt with when its visibility ends.
+func (q *Queue) expireOne(now time.Time, m *Msg, retCut int64) {
+	byAge := m.Sent > retCut // past MaxAge, not retention
+	switch m.State {
+	case InFlight:
+		m.set(fExpired, true)
+		m.set(fAged, byAge && q.cfg.AgeToDLQ && m.DLQSource() == "")
+		return
+	case Leaving:
+		return
+	}
+	if byAge && q.cfg.AgeToDLQ && m.DLQSource() == "" {
+		prev := *m
+		m.Failed(ms(now), "MaxMessageAge", "")
+		q.leave(m, prev)
+		return
+	}
+	if byAge {
+		q.stats.DroppedMaxAge++
+	} else {
+		q.stats.DroppedRetention++
+	}
+	q.remove(m)
+}
+
+// climb moves a failed message (in no structure) one level up the retry
+// ladder at time at: it waits the level's delay (or delay, when not
+// negative) in its retry lane, or, past the last level, leaves for the
+// dead-letter queue. The change is an Update record, applied here and
+// handed to the owner to persist.
+func (q *Queue) climb(now time.Time, m *Msg, prev Msg, at int64, reason, text string, delay time.Duration) {
+	m.Failed(at, reason, text)
+	if int(m.Level) >= len(q.cfg.RetryDelays) {
+		q.stats.Exhausted++
+		q.leave(m, prev)
+		return
+	}
+	if delay < 0 {
+		delay = q.cfg.RetryDelays[m.Level]
+	}
+	q.stats.Retried++
+	u := *m
+	u.Level++
+	u.VisibleAt = at + delay.Milliseconds()
+	r := &record.Record{Type: record.Update, Pos: q.take(), Seq: m.Seq, Msg: toRecord(&u)}
+	q.eff.Records = append(q.eff.Records, r)
+	q.applyUpdate(now, m, r.Msg)
 }
 
 // timerHeap orders waiting and in-flight messages by VisibleAt.
@@ -1276,4 +619,45 @@ func (h *timerHeap) Pop() any {
 	*h = old[:len(old)-1]
 	m.heapIdx = -1
 	return m
+}
+
+// toRecord is a message's index as records carry it.
+func toRecord(m *Msg) *record.Msg {
+	r := &record.Msg{Seq: m.Seq, Sent: m.Sent, VisibleAt: m.VisibleAt, Group: m.Group(), DLQSource: m.DLQSource(),
+		Count: m.RecvCount(), First: m.FirstRecv(), Last: m.Delivered(), Fence: m.Fence(), State: uint8(m.State), Level: m.Level}
+	if t := m.Tenant(); t != m.Group() {
+		r.Tenant = t
+	}
+	if f := m.Fail(); f != nil {
+		r.Fail = &record.Fail{Reason: f.Reason, LastError: f.LastError, First: f.First, Failures: f.Failures}
+	}
+	r.Hint.A, r.Hint.B, r.Hint.C, r.Hint.D = m.Loc.Seg, m.Loc.Off, m.Loc.FLen, m.Loc.Idx
+	return r
+}
+
+// fromRecord makes an index entry (in no structure) from a record's.
+func fromRecord(r *record.Msg) *Msg {
+	m := &Msg{Seq: r.Seq, Sent: r.Sent, VisibleAt: r.VisibleAt, Level: r.Level, State: State(r.State), heapIdx: -1}
+	m.SetGroup(r.Group)
+	if r.Tenant != "" {
+		m.SetTenant(r.Tenant)
+	}
+	m.SetDLQSource(r.DLQSource)
+	m.SetDelivery(r.Count, r.First, r.Last, r.Fence)
+	if r.Fail != nil {
+		m.SetFail(&FailInfo{Reason: r.Fail.Reason, LastError: r.Fail.LastError, First: r.Fail.First, Failures: r.Fail.Failures})
+	}
+	m.Loc = Loc{Seg: r.Hint.A, Off: r.Hint.B, FLen: r.Hint.C, Idx: r.Hint.D}
+	return m
+}
+
+// oddSeqs are the sequences of the out-of-order entries, sorted (map order
+// must never decide anything).
+func (t *table) oddSeqs() []uint64 {
+	out := make([]uint64, 0, len(t.odd))
+	for s := range t.odd {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
 }

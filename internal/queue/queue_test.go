@@ -7,6 +7,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
 )
 
@@ -127,9 +128,7 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				delay = time.Duration(rng.Intn(20)) * time.Second
 			}
 			g := groups[rng.Intn(len(groups))]
-			m := withGroup(&Msg{Seq: seq, Loc: Loc{Seg: 1, Off: uint32(seq)}}, g)
-			q.Prepare(now, m, delay)
-			q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
+			seq = send(t, q, now, g, delay)
 			ref.msgs = append(ref.msgs, &refMsg{seq: seq, group: g, visibleAt: now.Add(delay), sent: now})
 		case op < 6: // receive
 			ref.settle(now)
@@ -147,7 +146,21 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 					allowed[m.seq] = true
 				}
 			}
-			ds := q.Receive(now, max, vis)
+			ds := q.ReceiveAll(now, max, vis)
+			for _, h := range q.TakeEffects().Handoffs {
+				rm := ref.findMsg(h.Msg.Seq)
+				if rm == nil || !allowed[rm.seq] {
+					t.Fatalf("step %d: dead-lettered %d, which the model holds back", step, h.Msg.Seq)
+				}
+				if rm.rc < ref.maxRC {
+					t.Fatalf("step %d: dead-lettered %d after %d receives", step, rm.seq, rm.rc)
+				}
+				apply(t, q, now, q.DeleteRecord(h.Msg.Seq, record.ByMove)) // the move is done
+				i, _ := ref.find(rm.seq)
+				ref.msgs = append(ref.msgs[:i], ref.msgs[i+1:]...)
+				ref.dlq++
+				want--
+			}
 			got := 0
 			lastInGroup := map[string]uint64{}
 			for _, d := range ds {
@@ -163,15 +176,6 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				}
 				if !allowed[rm.seq] {
 					t.Fatalf("step %d: delivered message %d the model holds back", step, d.Msg.Seq)
-				}
-				if d.DeadLetter {
-					if rm.rc < ref.maxRC {
-						t.Fatalf("step %d: dead-lettered %d after %d receives", step, rm.seq, rm.rc)
-					}
-					i, _ := ref.find(rm.seq)
-					ref.msgs = append(ref.msgs[:i], ref.msgs[i+1:]...)
-					ref.dlq++
-					continue
 				}
 				got++
 				rm.rc++
@@ -198,18 +202,17 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 				continue
 			}
 			s := inflight[rng.Intn(len(inflight))]
-			if !q.Delete(s) {
-				t.Fatalf("step %d: delete of live %d failed", step, s)
+			if _, ok := q.Lookup(s); !ok {
+				t.Fatalf("step %d: in-flight %d not found", step, s)
 			}
+			apply(t, q, now, q.DeleteRecord(s, record.ByClient))
 			i, _ := ref.find(s)
 			ref.msgs = append(ref.msgs[:i], ref.msgs[i+1:]...)
 		case op == 8: // change visibility
 			for _, m := range ref.msgs {
 				if m.inFlight {
 					d := time.Duration(rng.Intn(5)) * time.Second
-					if !q.SetVisibility(now, m.seq, d) {
-						t.Fatalf("step %d: set visibility on in-flight %d failed", step, m.seq)
-					}
+					apply(t, q, now, q.VisibilityRecord(m.seq, now.Add(d).UnixMilli()))
 					m.visibleAt = now.Add(d)
 					if d == 0 {
 						m.inFlight = false
@@ -236,17 +239,12 @@ func runDifferential(t *testing.T, seed int64, fifo bool) {
 func TestFIFOGroupsDoNotStarveEachOther(t *testing.T) {
 	now := time.Unix(1e9, 0)
 	q := New(Config{FIFO: true, VisibilityTimeout: time.Minute})
-	var seq uint64
 	for i := 0; i < 50000; i++ { // a huge backlog in one group
-		seq++
-		q.Prepare(now, withGroup(&Msg{Seq: seq}, "big"), 0)
-		q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
+		send(t, q, now, "big", 0)
 	}
-	seq++
-	q.Prepare(now, withGroup(&Msg{Seq: seq}, "small"), 0)
-	q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
-	first := q.Receive(now, 10, time.Minute)
-	second := q.Receive(now, 10, time.Minute)
+	send(t, q, now, "small", 0)
+	first := q.ReceiveAll(now, 10, time.Minute)
+	second := q.ReceiveAll(now, 10, time.Minute)
 	if len(second) != 1 || second[0].Msg.Group() != "small" {
 		t.Fatalf("the small group waited behind the big one: first %d, second %v", len(first), second)
 	}
@@ -296,27 +294,20 @@ func TestPurgeForgetsTenants(t *testing.T) {
 			now := time.Unix(1_700_000_000, 0)
 			q := New(Config{VisibilityTimeout: 30 * time.Second, Sched: sched.Config{Fair: true}})
 			const n = 20000
-			var seq uint64
-			send := func(tenant string) {
-				seq++
-				m := &Msg{Seq: seq}
-				m.SetGroup(tenant)
-				q.Prepare(now, m, 0)
-				q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
-			}
 			for i := 0; i < n; i++ {
-				send(fmt.Sprint("t", i))
+				send(t, q, now, fmt.Sprint("t", i), 0)
 			}
-			if got := q.Receive(now, 10, time.Minute); len(got) != 10 {
+			if got := q.ReceiveAll(now, 10, time.Minute); len(got) != 10 {
 				t.Fatalf("received %d", len(got))
 			}
-			upTo := seq + 1
+			q.TakeEffects()
+			purge := q.PurgeRecord()
 			if partial {
-				send("late") // sent after the purge began: it stays
+				send(t, q, now, "late", 0) // sent after the purge's record: it stays
 			}
-			q.Purge(upTo)
-			if released := q.TakeReleased(); len(released) != n {
-				t.Fatalf("purge released %d locations, want %d", len(released), n)
+			apply(t, q, now, purge)
+			if gone := q.TakeEffects().Gone; len(gone) != n {
+				t.Fatalf("purge released %d messages, want %d", len(gone), n)
 			}
 			want := 0
 			if partial {
@@ -328,11 +319,38 @@ func TestPurgeForgetsTenants(t *testing.T) {
 			if c := q.Counts(now); c.Visible != want || c.InFlight != 0 || c.Delayed != 0 {
 				t.Fatalf("counts after the purge: %+v", c)
 			}
-			send("after")
-			got := q.Receive(now, 10, time.Minute)
+			send(t, q, now, "after", 0)
+			got := q.ReceiveAll(now, 10, time.Minute)
 			if len(got) != want+1 {
 				t.Fatalf("received %d after the purge, want %d", len(got), want+1)
 			}
 		})
 	}
+}
+
+// send sends one message to q and applies its record, as an owner does
+// once it is durable; it returns the message's sequence.
+func send(t testing.TB, q *Queue, now time.Time, group string, delay time.Duration) uint64 {
+	t.Helper()
+	res := q.Send(now, &SendSpec{Group: group, Tenant: group, Dedup: fmt.Sprint("d", q.Last()+1), Delay: delay, Payload: &record.Payload{ID: "id", Body: "b"}})
+	if res.Record == nil {
+		t.Fatalf("send: %+v", res)
+	}
+	if err := q.Apply(now, res.Record, Loc{Seg: 1, Off: uint32(res.Record.Pos)}); err != nil {
+		t.Fatal(err)
+	}
+	return res.Record.Pos
+}
+
+// apply applies a record as an owner does once it is durable.
+func apply(t testing.TB, q *Queue, now time.Time, r *record.Record) {
+	t.Helper()
+	if err := q.Apply(now, r, Loc{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (r *refQueue) findMsg(seq uint64) *refMsg {
+	_, m := r.find(seq)
+	return m
 }

@@ -72,25 +72,20 @@ func TestTableAgainstMap(t *testing.T) {
 func TestHistoryDoesNotStay(t *testing.T) {
 	q := New(Config{VisibilityTimeout: time.Hour, Retention: 4 * 24 * time.Hour})
 	now := time.Unix(1700000000, 0)
-	var seq uint64
-	send := func() {
-		seq++
-		q.Prepare(now, &Msg{Seq: seq}, 0)
-		q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
-	}
-	send()
-	if d := q.Receive(now, 1, time.Hour); len(d) != 1 {
+	send(t, q, now, "", 0)
+	if d := q.ReceiveAll(now, 1, time.Hour); len(d) != 1 {
 		t.Fatal("no first message")
 	}
 	for i := 0; i < 1000000; i++ {
-		send()
-		d := q.Receive(now, 1, time.Hour)
-		if len(d) != 1 || !q.Delete(d[0].Msg.Seq) {
+		send(t, q, now, "", 0)
+		d := q.ReceiveAll(now, 1, time.Hour)
+		if len(d) != 1 {
 			t.Fatalf("message %d: %v", i, d)
 		}
+		apply(t, q, now, q.DeleteRecord(d[0].Msg.Seq, 0))
 		if i%1000 == 0 {
 			now = now.Add(time.Millisecond)
-			q.TakeReleased()
+			q.TakeEffects()
 		}
 	}
 	if live := len(q.t.chunks) - q.t.head - q.t.dead; live > 2 || len(q.t.chunks) > 64 {
@@ -106,11 +101,10 @@ func TestHistoryDoesNotStay(t *testing.T) {
 func TestRetentionPassesInFlight(t *testing.T) {
 	q := New(Config{VisibilityTimeout: time.Hour, Retention: time.Minute})
 	now := time.Unix(1700000000, 0)
-	for seq := uint64(1); seq <= 10; seq++ {
-		q.Prepare(now, &Msg{Seq: seq}, 0)
-		q.Commit(now, seq, Loc{Seg: 1, Off: uint32(seq)})
+	for i := 0; i < 10; i++ {
+		send(t, q, now, "", 0)
 	}
-	if d := q.Receive(now, 1, 10*time.Hour); len(d) != 1 || d[0].Msg.Seq != 1 {
+	if d := q.ReceiveAll(now, 1, 10*time.Hour); len(d) != 1 || d[0].Msg.Seq != 1 {
 		t.Fatalf("first receive: %v", d)
 	}
 	now = now.Add(2 * time.Minute)

@@ -272,7 +272,9 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 	}
 	if old.Partitions == cfg.Partitions && old.PartitionsPerTenant == cfg.PartitionsPerTenant &&
 		old.RetryLevels == cfg.RetryLevels && old.Fair == cfg.Fair {
-		for _, t := range s.tenants {
+		// In name order: uncapped tenants join the rounds in this order,
+		// which must not depend on map order.
+		for _, t := range s.sortedTenants() {
 			s.uncap(t)
 		}
 		return
@@ -316,9 +318,19 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 		}
 		s.Push(now, x.seq, e, name, min(x.lane, s.dqLanes()-1))
 	}
-	for _, t := range s.tenants {
+	for _, t := range s.sortedTenants() {
 		s.maybeIdle(t)
 	}
+}
+
+// sortedTenants lists the tenants in name order.
+func (s *Sched) sortedTenants() []*tenant {
+	out := make([]*tenant, 0, len(s.tenants))
+	for _, t := range s.tenants {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
 }
 
 func (s *Sched) limits(name string) Limits {

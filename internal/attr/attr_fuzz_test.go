@@ -1,8 +1,10 @@
-package sluice
+package attr
 
 import (
 	"sort"
 	"testing"
+
+	"github.com/sluicemq/sluice/internal/record"
 )
 
 // FuzzQueueAttributes: any value of any settable attribute is accepted or
@@ -10,7 +12,7 @@ import (
 // a panic.
 func FuzzQueueAttributes(f *testing.F) {
 	var names []string
-	for n := range attrSpecs {
+	for n := range specs {
 		names = append(names, n)
 	}
 	sort.Strings(names)
@@ -23,11 +25,11 @@ func FuzzQueueAttributes(f *testing.F) {
 	f.Fuzz(func(t *testing.T, i uint8, v string) {
 		name := names[int(i)%len(names)]
 		for _, fifo := range []bool{false, true} {
-			clean, err := validateAttrs(map[string]string{name: v}, fifo, true)
+			clean, err := Validate(map[string]string{name: v}, fifo, true)
 			if err != nil {
 				continue
 			}
-			queueConfig(queueMeta{Attrs: clean, FIFO: fifo})
+			Parse(&record.QueueMeta{Attrs: clean, FIFO: fifo})
 		}
 	})
 }

@@ -1,0 +1,246 @@
+package queue
+
+import (
+	"container/heap"
+	"fmt"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/sched"
+)
+
+// Apply applies a record of the queue's partition: once it is durable on
+// the live path, or as recovery reads it. loc is where the record is (a
+// Send's body). Every record states a result, so applying one twice, or
+// one that a snapshot already holds, changes nothing. A Meta record is the
+// owner's (SetConfig): Apply ignores it.
+func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
+	q.last = max(q.last, r.Pos)
+	q.now = max(q.now, ms(now))
+	switch r.Type {
+	case record.Meta:
+	case record.Send, record.Index:
+		if r.Msg == nil {
+			return fmt.Errorf("queue: %s record without a message", r.Type)
+		}
+		if _, dup := q.t.get(r.Msg.Seq); dup {
+			return nil
+		}
+		m := fromRecord(r.Msg)
+		state := m.State
+		if r.Type == record.Send {
+			m.Loc, state = loc, Pending
+			q.applySendDedup(r)
+		}
+		q.place(now, q.insert(m), state)
+	case record.Receive:
+		if m, ok := q.t.get(r.Seq); ok {
+			q.applyReceive(now, m, r)
+		}
+	case record.Visibility:
+		q.applyVisibility(now, r.Seq, r.VisibleAt)
+	case record.Update:
+		if m, ok := q.t.get(r.Seq); ok && r.Msg != nil {
+			q.applyUpdate(now, m, r.Msg)
+		}
+	case record.Delete:
+		if m, ok := q.t.get(r.Seq); ok {
+			if r.Reason == record.ByWatermark {
+				q.stats.DroppedWatermark++
+			}
+			q.remove(m)
+		}
+	case record.Purge:
+		q.purge(r.Pos)
+	case record.Dedup:
+		if r.Until > ms(now) {
+			q.remember(r.Key, r.ID, r.SeqNum, r.Until, 0)
+		}
+	case record.State:
+		q.lastNum = max(q.lastNum, r.NextSeqNum)
+	default:
+		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
+	}
+	q.Advance(now)
+	return nil
+}
+
+// applySendDedup confirms (live) or restores (recovery) a FIFO
+// deduplication id held for a Send's window.
+func (q *Queue) applySendDedup(r *record.Record) {
+	p := r.Payload
+	if !q.cfg.FIFO || p == nil || p.Dedup == "" {
+		return
+	}
+	until := r.Msg.Sent + DedupWindow.Milliseconds()
+	if until <= q.now {
+		return
+	}
+	key := q.dedupKey(r.Msg.Group, p.Dedup)
+	if e, ok := q.dedup[key]; ok && e.pending != 0 && e.pending != r.Pos {
+		return // a later send holds it
+	}
+	q.remember(key, p.ID, p.SeqNum, until, 0)
+	if n, err := parseSeqNum(p.SeqNum); err == nil && n > q.lastNum {
+		q.lastNum = n
+	}
+}
+
+func parseSeqNum(s string) (uint64, error) {
+	var n uint64
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("queue: sequence number %q", s)
+		}
+		n = n*10 + uint64(c-'0')
+	}
+	return n, nil
+}
+
+// applyReceive makes a delivery: the message is in flight until the
+// record's VisibleAt, with its receive count, times and fence.
+func (q *Queue) applyReceive(now time.Time, m *Msg, r *record.Record) {
+	if m.State == Leaving {
+		return
+	}
+	q.unlink(m)
+	m.SetDelivery(r.Count, r.First, r.Last, r.Fence)
+	m.VisibleAt, m.Level = r.VisibleAt, r.Level
+	q.place(now, m, InFlight)
+}
+
+// applyUpdate gives a message the level, failure, receive count and
+// visibility a record states, and places it by them.
+func (q *Queue) applyUpdate(now time.Time, m *Msg, u *record.Msg) {
+	if m.State == Leaving {
+		return
+	}
+	q.unlink(m)
+	m.Level, m.VisibleAt = u.Level, u.VisibleAt
+	m.SetDelivery(u.Count, m.FirstRecv(), m.Delivered(), m.Fence())
+	if u.Fail != nil {
+		m.SetFail(&FailInfo{Reason: u.Fail.Reason, LastError: u.Fail.LastError, First: u.Fail.First, Failures: u.Fail.Failures})
+	} else {
+		m.SetFail(nil)
+	}
+	m.set(fExpired|fAged, false)
+	q.schedule(now, m)
+}
+
+// applyVisibility sets VisibleAt of an in-flight message.
+func (q *Queue) applyVisibility(now time.Time, seq uint64, at int64) {
+	m, ok := q.t.get(seq)
+	if !ok || m.State != InFlight {
+		return
+	}
+	m.VisibleAt = at
+	heap.Fix(&q.timers, int(m.heapIdx))
+	q.eff.WakeAll = true
+	q.Advance(now)
+}
+
+// purge removes every message with a sequence below upTo.
+func (q *Queue) purge(upTo uint64) {
+	if q.allBelow(upTo) {
+		q.purgeAll()
+		return
+	}
+	q.t.each(func(m *Msg) bool {
+		if m.Seq < upTo {
+			q.remove(m)
+		}
+		return true
+	})
+	q.s.Forget(q.now)
+	// Go maps keep their size: copy what is left into fresh ones.
+	names := make(map[string]*gname, len(q.names))
+	for k, v := range q.names {
+		names[k] = v
+	}
+	groups := make(map[string]*group, len(q.groups))
+	for k, v := range q.groups {
+		groups[k] = v
+	}
+	q.names, q.groups = names, groups
+	q.eff.WakeAll = true
+}
+
+// allBelow reports whether every message's sequence is below upTo.
+func (q *Queue) allBelow(upTo uint64) bool {
+	if q.t.top >= upTo {
+		return false
+	}
+	for seq := range q.t.odd {
+		if seq >= upTo {
+			return false
+		}
+	}
+	return true
+}
+
+// purgeAll removes every message by starting afresh, instead of taking
+// each out of every structure it is in: a purge of millions of messages
+// takes one pass over them. Per-tenant state goes too (send buckets
+// included: a tenant may burst again after a purge).
+func (q *Queue) purgeAll() {
+	q.t.each(func(m *Msg) bool {
+		if m.Loc.Seg != 0 {
+			q.eff.Gone = append(q.eff.Gone, Gone{Seq: m.Seq, Loc: m.Loc})
+		}
+		return true
+	})
+	s := q.s
+	q.s = sched.New(q.cfg.Sched, q.entry)
+	q.s.Sidelined, q.s.Spilled, q.s.HeldBack = s.Sidelined, s.Spilled, s.HeldBack
+	q.t = table{}
+	q.names, q.groups = map[string]*gname{}, map[string]*group{}
+	q.gready, q.timers = nil, nil
+	q.inFlight, q.delayed, q.leaving = 0, 0, 0
+	q.expSeq = 0
+	q.eff.WakeAll = true
+}
+
+// Revert puts a message back exactly as prev (a copy taken before a
+// change) says: delivery, visibility, level, failures and state, whether
+// it is still in the queue or left it. It undoes a change whose record
+// could not be persisted, or a move that could not be made.
+func (q *Queue) Revert(now time.Time, prev Msg) {
+	if m, ok := q.t.get(prev.Seq); ok {
+		m.set(fKeep, true)
+		q.remove(m)
+	}
+	state := prev.State
+	if state == Leaving || state == Pending || state > Leaving {
+		state = Ready
+	}
+	q.place(now, q.insert(&prev), state)
+	q.eff.WakeAll = true
+}
+
+// Snapshot returns the queue's state as records (its settings aside: the
+// owner's Meta comes first): the FIFO sequence counter, the deduplication
+// ids in their window, and every message's index entry, in sequence order
+// (a message leaving is written as it was: its move is not recorded yet).
+func (q *Queue) Snapshot(now time.Time) []*record.Record {
+	t := ms(now)
+	q.expireDedup(t)
+	out := make([]*record.Record, 0, q.t.n+len(q.dedup)+1)
+	out = append(out, &record.Record{Type: record.State, NextSeqNum: q.lastNum})
+	seen := make(map[string]bool, len(q.dedup))
+	for _, k := range q.dedupQ {
+		if e, ok := q.dedup[k]; ok && !seen[k] && e.pending == 0 && e.until > t {
+			seen[k] = true
+			out = append(out, &record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
+		}
+	}
+	q.t.each(func(m *Msg) bool {
+		r := toRecord(m)
+		if m.State == Leaving {
+			r.State = uint8(Ready)
+		}
+		out = append(out, &record.Record{Type: record.Index, Msg: r})
+		return true
+	})
+	return out
+}

@@ -1,0 +1,312 @@
+package queue
+
+import (
+	"math"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/record"
+)
+
+// SendSpec is one message to send, already checked by the owner.
+type SendSpec struct {
+	Group, Tenant string
+	// Dedup is the MessageDeduplicationId (FIFO; "" with content-based
+	// deduplication: derived from the body).
+	Dedup string
+	Delay time.Duration
+	// Payload is the message's payload without its FIFO sequence number
+	// (set here). Raw, when not nil, is Payload encoded already (standard
+	// queues encode it before taking the queue's lock).
+	Payload *record.Payload
+	Raw     []byte
+}
+
+// SendResult is the outcome of one send.
+type SendResult struct {
+	// Record is the Send to persist (nil for a duplicate or a throttle);
+	// Apply makes the message deliverable once it is durable, SendFailed
+	// forgets it when it is not.
+	Record *record.Record
+	SeqNum string // FIFO sequence number
+	// Dup: a FIFO duplicate within the window: DupID and SeqNum are the
+	// earlier message's.
+	Dup   bool
+	DupID string
+	// Throttled: over the tenant's send limit; try again after RetryAfter.
+	Throttled  bool
+	RetryAfter time.Duration
+}
+
+// Send checks a message against the tenant's send limits and the FIFO
+// deduplication window and returns its record. A FIFO deduplication id is
+// held for the message while its record is written, so that a duplicate
+// sent meanwhile is answered as one.
+func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
+	t := ms(now)
+	q.now = max(q.now, t)
+	if ok, after := q.s.AllowSend(t, in.Tenant, 1); !ok {
+		return SendResult{Throttled: true, RetryAfter: after}
+	}
+	var key string
+	p := in.Payload
+	if q.cfg.FIFO {
+		q.expireDedup(t)
+		if p.Dedup == "" {
+			p.Dedup = in.Dedup
+			if p.Dedup == "" {
+				p.Dedup = ContentDedupID(p.Body)
+			}
+		}
+		key = q.dedupKey(in.Group, p.Dedup)
+		if e, ok := q.dedup[key]; ok && e.until > t {
+			return SendResult{Dup: true, DupID: e.id, SeqNum: e.seqnum}
+		}
+		n := uint64(now.UnixNano())
+		if n <= q.lastNum {
+			n = q.lastNum + 1
+		}
+		q.lastNum = n
+		p.SeqNum = formatSeqNum(n)
+	}
+	m := &record.Msg{Sent: t, VisibleAt: t + in.Delay.Milliseconds(), Group: in.Group}
+	if in.Tenant != in.Group {
+		m.Tenant = in.Tenant
+	}
+	r := &record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
+	m.Seq = r.Pos
+	if q.cfg.FIFO {
+		q.remember(key, p.ID, p.SeqNum, t+DedupWindow.Milliseconds(), r.Pos)
+	} else {
+		r.Raw = in.Raw
+	}
+	return SendResult{Record: r, SeqNum: p.SeqNum}
+}
+
+// SendFailed forgets a send whose record could not be written.
+func (q *Queue) SendFailed(r *record.Record) {
+	if !q.cfg.FIFO || r.Payload == nil {
+		return
+	}
+	key := q.dedupKey(r.Msg.Group, r.Payload.Dedup)
+	if e, ok := q.dedup[key]; ok && e.pending == r.Pos {
+		delete(q.dedup, key)
+	}
+}
+
+// Delivery is one message a receive took.
+type Delivery struct {
+	// Record is the Receive to persist (applied already).
+	Record *record.Record
+	// Msg is the message as delivered (a copy); Prev as it was before, for
+	// Revert when Record cannot be persisted.
+	Msg, Prev Msg
+}
+
+// Receive delivers up to max ready messages from partition part of a
+// standard queue (-1: any, in turn), each invisible for vis. spare is the
+// number of other receivers waiting (the scheduler's headroom). The
+// deliveries are made at once. A message over maxReceiveCount leaves for
+// the dead-letter queue instead (Effects.Handoffs).
+func (q *Queue) Receive(now time.Time, max int, vis time.Duration, part, spare int) []Delivery {
+	q.Advance(now)
+	var out []Delivery
+	if q.cfg.FIFO {
+		return q.receiveFIFO(now, max, vis)
+	}
+	for len(out) < max && q.inFlight < MaxInFlight {
+		seq, ok := q.s.Pop(ms(now), part, spare)
+		if !ok {
+			break
+		}
+		m, ok := q.t.get(seq)
+		if !ok {
+			continue
+		}
+		if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+			q.stats.DroppedRetention++
+			q.remove(m)
+			continue
+		}
+		if d, ok := q.deliver(now, m, vis); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ReceiveAll is Receive from any partition with no headroom (tests).
+func (q *Queue) ReceiveAll(now time.Time, max int, vis time.Duration) []Delivery {
+	return q.Receive(now, max, vis, -1, math.MaxInt)
+}
+
+func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Delivery {
+	var out []Delivery
+	for len(out) < max && len(q.gready) > 0 {
+		g := q.gready[0]
+		q.gready[0] = nil
+		q.gready = q.gready[1:]
+		g.queued = false
+		if g.inFlight > 0 {
+			continue // locked: requeued when its in-flight messages settle
+		}
+		// Deliver from the head of the group, in order. Messages delivered
+		// in this receive are in flight; stop at the first that is not
+		// ready. A message that leaves is out of the group's way.
+		for i := 0; i < len(g.msgs) && len(out) < max; {
+			m := g.msgs[i]
+			if m.State == InFlight || m.State == Leaving {
+				i++
+				continue
+			}
+			if m.State != Ready {
+				break
+			}
+			if q.cfg.Retention > 0 && m.Sent <= ms(now)-q.cfg.Retention.Milliseconds() {
+				q.stats.DroppedRetention++
+				q.remove(m) // shifts g.msgs
+				continue
+			}
+			if d, ok := q.deliver(now, m, vis); ok {
+				out = append(out, d)
+			}
+			i++
+		}
+	}
+	return out
+}
+
+// deliver makes one delivery through a Receive record, or sends a message
+// over maxReceiveCount away.
+func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) (Delivery, bool) {
+	prev := *m
+	prev.State = Ready
+	if q.cfg.MaxReceiveCount > 0 && int(m.RecvCount()) >= q.cfg.MaxReceiveCount {
+		m.Failed(ms(now), "MaxReceiveCount", "")
+		q.leave(m, prev)
+		return Delivery{}, false
+	}
+	first := m.FirstRecv()
+	if first == 0 {
+		first = ms(now)
+	}
+	r := &record.Record{Type: record.Receive, Pos: q.take(), Seq: m.Seq, Count: m.RecvCount() + 1, First: first, Last: ms(now),
+		VisibleAt: ms(now.Add(vis)), Fence: m.Fence() + 1, Level: m.Level}
+	q.applyReceive(now, m, r)
+	return Delivery{Record: r, Msg: *m, Prev: prev}, true
+}
+
+// Retry fails an in-flight message on the consumer's word: it climbs the
+// retry ladder (waiting delay instead of the level's when delay >= 0);
+// without a ladder it becomes visible after delay (0 when negative). The
+// change is made at once; rec, when not nil, is its Update to persist
+// (nil: the message left the ladder: Effects.Handoffs). ok is false when the
+// message is not in flight.
+func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason string) (rec *record.Record, prev Msg, ok bool) {
+	q.Advance(now)
+	m, live := q.t.get(seq)
+	if !live || m.State != InFlight {
+		return nil, Msg{}, false
+	}
+	prev = *m
+	q.stats.Retried++
+	if len(q.cfg.RetryDelays) == 0 {
+		u := *m
+		u.Failed(ms(now), "Retry", reason)
+		u.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
+		rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: toRecord(&u)}
+		q.applyUpdate(now, m, rec.Msg)
+		return rec, prev, true
+	}
+	q.stats.Retried-- // climb counts it
+	q.unlink(m)
+	n := len(q.eff.Records)
+	q.climb(now, m, prev, ms(now), "Retry", reason, delay)
+	if len(q.eff.Records) > n {
+		rec = q.eff.Records[n]
+		q.eff.Records = q.eff.Records[:n] // the caller persists it
+	}
+	return rec, prev, true
+}
+
+// Defer puts an in-flight message off for delay without counting it as a
+// failure (its receive does not count toward maxReceiveCount).
+func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) (rec *record.Record, prev Msg, ok bool) {
+	q.Advance(now)
+	m, live := q.t.get(seq)
+	if !live || m.State != InFlight {
+		return nil, Msg{}, false
+	}
+	prev = *m
+	u := *m
+	if rc := u.RecvCount(); rc > 0 {
+		u.SetDelivery(rc-1, u.FirstRecv(), u.Delivered(), u.Fence())
+	}
+	u.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
+	q.stats.Deferred++
+	rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: toRecord(&u)}
+	q.applyUpdate(now, m, rec.Msg)
+	return rec, prev, true
+}
+
+// Reject fails an in-flight message for good: it leaves at once
+// (Effects.Handoffs: to the dead-letter queue, or dropped by the owner when
+// there is none).
+func (q *Queue) Reject(now time.Time, seq uint64, reason string) (prev Msg, ok bool) {
+	q.Advance(now)
+	m, live := q.t.get(seq)
+	if !live || m.State != InFlight {
+		return Msg{}, false
+	}
+	prev = *m
+	m.Failed(ms(now), "Reject", reason)
+	q.stats.Rejected++
+	q.leave(m, prev)
+	return prev, true
+}
+
+// Leave takes a ready message (that ok accepts) out for a move to another
+// queue (a redrive): Effects.Handoffs gets it.
+func (q *Queue) Leave(now time.Time, seq uint64, ok func(m *Msg) bool) bool {
+	q.Advance(now)
+	m, live := q.t.get(seq)
+	if !live || m.State == Leaving || (ok != nil && !ok(m)) {
+		return false
+	}
+	q.leave(m, *m)
+	return true
+}
+
+// DeleteRecord is the record that deletes a message (applied once durable).
+func (q *Queue) DeleteRecord(seq uint64, reason uint8) *record.Record {
+	return &record.Record{Type: record.Delete, Pos: q.take(), Seq: seq, Reason: reason}
+}
+
+// VisibilityRecord is the record that makes an in-flight message visible
+// at at (unix ms; applied once durable).
+func (q *Queue) VisibilityRecord(seq uint64, at int64) *record.Record {
+	return &record.Record{Type: record.Visibility, Pos: q.take(), Seq: seq, VisibleAt: at}
+}
+
+// PurgeRecord is the record that purges every message before it (applied
+// once durable).
+func (q *Queue) PurgeRecord() *record.Record {
+	return &record.Record{Type: record.Purge, Pos: q.take()}
+}
+
+// MetaRecord is the record of the queue's settings (the owner applies it).
+func (q *Queue) MetaRecord(m *record.QueueMeta) *record.Record {
+	return &record.Record{Type: record.Meta, Pos: q.take(), Meta: m}
+}
+
+// SentBefore lists the messages sent before (unix ms), of one tenant
+// unless anyTenant: what the watermark drops.
+func (q *Queue) SentBefore(before int64, tenant string, anyTenant bool) []uint64 {
+	var seqs []uint64
+	q.t.each(func(m *Msg) bool {
+		if m.State != Leaving && m.Sent < before && (anyTenant || m.Tenant() == tenant) {
+			seqs = append(seqs, m.Seq)
+		}
+		return true
+	})
+	return seqs
+}

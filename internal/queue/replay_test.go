@@ -1,0 +1,206 @@
+package queue
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/sched"
+)
+
+// recorder drives a queue as an owner does and keeps every record it
+// would persist, in position order, with the time it was applied.
+type recorder struct {
+	t    *testing.T
+	q    *Queue
+	recs []timed
+}
+
+type timed struct {
+	at  time.Time
+	rec *record.Record
+	loc Loc
+}
+
+func (r *recorder) keep(at time.Time, rec *record.Record, loc Loc) {
+	r.recs = append(r.recs, timed{at, rec, loc})
+}
+
+// settle persists what the queue made on its own and finishes its moves.
+func (r *recorder) settle(now time.Time) {
+	for {
+		e := r.q.TakeEffects()
+		for _, rec := range e.Records {
+			r.keep(now, rec, Loc{})
+		}
+		if len(e.Handoffs) == 0 {
+			return
+		}
+		for _, h := range e.Handoffs {
+			d := r.q.DeleteRecord(h.Msg.Seq, record.ByMove)
+			r.keep(now, d, Loc{})
+			if err := r.q.Apply(now, d, Loc{}); err != nil {
+				r.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestReplayMatchesLive: a queue driven by random commands, and a fresh
+// queue that applies the same records at the same times through Apply (as
+// recovery does), end in the same state; and a queue rebuilt from a
+// snapshot holds what the snapshot says.
+func TestReplayMatchesLive(t *testing.T) {
+	for seed := int64(1); seed <= 40; seed++ {
+		fifo := seed%3 == 0
+		t.Run(fmt.Sprintf("seed%d-fifo=%v", seed, fifo), func(t *testing.T) {
+			cfg := Config{FIFO: fifo, VisibilityTimeout: 20 * time.Second, Retention: 30 * time.Minute, MaxReceiveCount: 4,
+				Sched: sched.Config{Fair: true}}
+			if seed%2 == 0 {
+				cfg.RetryDelays = []time.Duration{5 * time.Second, 30 * time.Second}
+			}
+			if seed%5 == 0 {
+				cfg.MaxAge, cfg.AgeToDLQ = 10*time.Minute, true
+			}
+			rng := rand.New(rand.NewSource(seed))
+			now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+			r := &recorder{t: t, q: New(cfg)}
+			q := r.q
+			var inflight []Delivery
+			for step := 0; step < 800; step++ {
+				switch op := rng.Intn(12); {
+				case op < 4:
+					res := q.Send(now, &SendSpec{Group: fmt.Sprint("g", rng.Intn(5)), Tenant: fmt.Sprint("g", rng.Intn(5)), Dedup: fmt.Sprint(step),
+						Delay: time.Duration(rng.Intn(3)) * time.Second * time.Duration(btoi(!fifo)), Payload: &record.Payload{ID: fmt.Sprint(step), Body: "b"}})
+					if res.Record == nil {
+						continue
+					}
+					loc := Loc{Seg: 1, Off: uint32(res.Record.Pos)}
+					if rng.Intn(15) == 0 { // the write failed
+						q.SendFailed(res.Record)
+						q.SetLast(res.Record.Pos - 1)
+						continue
+					}
+					r.keep(now, res.Record, loc)
+					if err := q.Apply(now, res.Record, loc); err != nil {
+						t.Fatal(err)
+					}
+				case op < 7:
+					ds := q.Receive(now, 1+rng.Intn(5), time.Duration(rng.Intn(30))*time.Second, -1, 1<<30)
+					if rng.Intn(10) == 0 { // the write failed: undone
+						for i := len(ds) - 1; i >= 0; i-- {
+							q.Revert(now, ds[i].Prev)
+						}
+						q.SetLast(q.Last() - uint64(len(ds)))
+						continue
+					}
+					for _, d := range ds {
+						r.keep(now, d.Record, Loc{})
+					}
+					inflight = append(inflight, ds...)
+				case op < 9 && len(inflight) > 0:
+					i := rng.Intn(len(inflight))
+					d := inflight[i]
+					inflight = append(inflight[:i], inflight[i+1:]...)
+					m, ok := q.Lookup(d.Msg.Seq)
+					if !ok || m.Fence() != d.Msg.Fence() || m.State != InFlight {
+						continue
+					}
+					var rec *record.Record
+					switch rng.Intn(5) {
+					case 0:
+						rec = q.DeleteRecord(d.Msg.Seq, record.ByClient)
+					case 1:
+						rec = q.VisibilityRecord(d.Msg.Seq, now.Add(time.Duration(rng.Intn(10))*time.Second).UnixMilli())
+					case 2:
+						if rec, _, _ = q.Retry(now, d.Msg.Seq, -1, "x"); rec != nil {
+							r.keep(now, rec, Loc{})
+						}
+						r.settle(now)
+						continue
+					case 3:
+						if rec, _, _ = q.Defer(now, d.Msg.Seq, 3*time.Second); rec != nil {
+							r.keep(now, rec, Loc{})
+						}
+						continue
+					case 4:
+						q.Reject(now, d.Msg.Seq, "bad")
+						r.settle(now)
+						continue
+					}
+					r.keep(now, rec, Loc{})
+					if err := q.Apply(now, rec, Loc{}); err != nil {
+						t.Fatal(err)
+					}
+				case op == 9 && rng.Intn(20) == 0:
+					p := q.PurgeRecord()
+					r.keep(now, p, Loc{})
+					q.Apply(now, p, Loc{})
+				default:
+					now = now.Add(time.Duration(rng.Intn(20)) * time.Second)
+					if rng.Intn(40) == 0 {
+						now = now.Add(time.Hour)
+					}
+					q.Advance(now)
+				}
+				r.settle(now)
+			}
+			// Replay every record, in position order, at its time.
+			sort.SliceStable(r.recs, func(i, j int) bool { return r.recs[i].rec.Pos < r.recs[j].rec.Pos })
+			replay := New(cfg)
+			for _, x := range r.recs {
+				rec, err := record.Decode(record.Encode(x.rec), true)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rec.Pos = x.rec.Pos
+				if err := replay.Apply(x.at, rec, x.loc); err != nil {
+					t.Fatal(err)
+				}
+				replay.TakeEffects()
+			}
+			replay.Advance(now)
+			q.Advance(now)
+			want, got := q.Snapshot(now), replay.Snapshot(now)
+			if !reflect.DeepEqual(describe(want), describe(got)) {
+				t.Fatalf("replayed state differs from the live one\nlive:   %v\nreplay: %v", describe(want), describe(got))
+			}
+			// A snapshot rebuilds the same state.
+			fresh := New(cfg)
+			for _, rec := range want {
+				if err := fresh.Apply(now, rec, Loc{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if again := fresh.Snapshot(now); !reflect.DeepEqual(describe(want), describe(again)) {
+				t.Fatalf("a snapshot rebuilds another state\nsnapshot: %v\nrebuilt:  %v", describe(want), describe(again))
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// describe is a comparable text of snapshot records.
+func describe(recs []*record.Record) []string {
+	var out []string
+	for _, r := range recs {
+		switch r.Type {
+		case record.Index:
+			m := *r.Msg
+			out = append(out, fmt.Sprintf("msg %d state=%d vis=%d count=%d fence=%d level=%d fail=%v", m.Seq, m.State, m.VisibleAt, m.Count, m.Fence, m.Level, m.Fail != nil))
+		case record.Dedup:
+			out = append(out, fmt.Sprintf("dedup %s %s", r.Key, r.ID))
+		}
+	}
+	return out
+}

@@ -1,0 +1,382 @@
+package record
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// Version is the codec version written. Records of an unknown version are
+// refused, never guessed at (versions 1 to 3 were the single-log format of
+// releases before partitions).
+const Version = 16
+
+// ErrShort is a record cut short or with a field out of range.
+var ErrShort = errors.New("record: truncated or malformed")
+
+type enc struct{ b []byte }
+
+func (e *enc) u(v uint64)     { e.b = binary.AppendUvarint(e.b, v) }
+func (e *enc) i(v int64)      { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) str(v string)   { e.u(uint64(len(v))); e.b = append(e.b, v...) }
+func (e *enc) bytes(v []byte) { e.u(uint64(len(v))); e.b = append(e.b, v...) }
+func (e *enc) byte1(v uint8)  { e.b = append(e.b, v) }
+func (e *enc) flag(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+	} else {
+		e.b = append(e.b, 0)
+	}
+}
+
+// Encode encodes r.
+func Encode(r *Record) []byte {
+	size := 32 + len(r.Raw)
+	if r.Payload != nil && r.Raw == nil {
+		size += len(r.Payload.Body) + 160
+	}
+	return Append(make([]byte, 0, size), r)
+}
+
+// Append appends r's encoding to b.
+func Append(b []byte, r *Record) []byte {
+	if r.Type == 0 || r.Type >= maxType {
+		panic(fmt.Sprintf("record: encoding a record of type %d", r.Type)) // a programming error
+	}
+	e := &enc{b: append(b, Version, byte(r.Type))}
+	switch r.Type {
+	case Meta:
+		raw, err := json.Marshal(r.Meta)
+		if err != nil {
+			panic(fmt.Sprintf("record: encoding queue metadata: %v", err)) // plain data: cannot fail
+		}
+		e.bytes(raw)
+	case Send:
+		encodeMsg(e, r.Msg)
+		if r.Raw != nil {
+			e.b = append(e.b, r.Raw...)
+		} else {
+			encodePayload(e, r.Payload)
+		}
+	case Index:
+		encodeMsg(e, r.Msg)
+	case Receive:
+		e.u(r.Seq)
+		e.u(uint64(r.Count))
+		e.i(r.First)
+		e.i(r.Last)
+		e.i(r.VisibleAt)
+		e.u(uint64(r.Fence))
+		e.byte1(r.Level)
+	case Visibility:
+		e.u(r.Seq)
+		e.i(r.VisibleAt)
+	case Delete:
+		e.u(r.Seq)
+		e.byte1(r.Reason)
+	case Purge:
+	case Update:
+		e.u(r.Seq)
+		encodeMsg(e, r.Msg)
+	case Dedup:
+		e.str(r.Key)
+		e.str(r.ID)
+		e.str(r.SeqNum)
+		e.i(r.Until)
+	case State:
+		e.u(r.NextSeqNum)
+	case Create:
+		e.u(r.Partition)
+		e.str(r.Name)
+	case Drop:
+		e.u(r.Partition)
+	case Catalog:
+		e.u(r.NextPartition)
+	}
+	return e.b
+}
+
+func encodeMsg(e *enc, m *Msg) {
+	if m == nil {
+		m = &Msg{}
+	}
+	e.u(m.Seq)
+	e.i(m.Sent)
+	e.i(m.VisibleAt)
+	e.str(m.Group)
+	e.str(m.Tenant)
+	e.str(m.DLQSource)
+	e.u(uint64(m.Count))
+	e.i(m.First)
+	e.i(m.Last)
+	e.u(uint64(m.Fence))
+	e.byte1(m.State)
+	e.byte1(m.Level)
+	e.flag(m.Fail != nil)
+	if m.Fail != nil {
+		e.str(m.Fail.Reason)
+		e.str(m.Fail.LastError)
+		e.i(m.Fail.First)
+		e.u(uint64(m.Fail.Failures))
+	}
+	for _, v := range []uint32{m.Hint.A, m.Hint.B, m.Hint.C, m.Hint.D} {
+		e.u(uint64(v))
+	}
+}
+
+// EncodePayload encodes a payload on its own (so a sender can do it before
+// taking a queue's lock); AppendSend puts it in a Send record.
+func EncodePayload(p *Payload) []byte {
+	e := &enc{b: make([]byte, 0, len(p.Body)+160)}
+	encodePayload(e, p)
+	return e.b
+}
+
+// AppendSend appends a Send record of m with a payload EncodePayload made.
+func AppendSend(b []byte, m *Msg, payload []byte) []byte {
+	e := &enc{b: append(b, Version, byte(Send))}
+	encodeMsg(e, m)
+	e.b = append(e.b, payload...)
+	return e.b
+}
+
+func encodePayload(e *enc, p *Payload) {
+	if p == nil {
+		p = &Payload{}
+	}
+	for _, s := range []string{p.ID, p.Body, p.Trace, p.Sender, p.Dedup, p.SeqNum, p.TraceParent, p.MD5} {
+		e.str(s)
+	}
+	names := make([]string, 0, len(p.Attrs))
+	for n := range p.Attrs {
+		names = append(names, n)
+	}
+	sort.Strings(names) // the same payload always encodes the same
+	e.u(uint64(len(names)))
+	for _, name := range names {
+		a := p.Attrs[name]
+		e.str(name)
+		e.str(a.DataType)
+		e.flag(a.StringValue != nil)
+		if a.StringValue != nil {
+			e.str(*a.StringValue)
+		}
+		e.flag(a.BinaryValue != nil)
+		if a.BinaryValue != nil {
+			e.bytes(a.BinaryValue)
+		}
+		e.u(uint64(len(a.StringListValues)))
+		for _, s := range a.StringListValues {
+			e.str(s)
+		}
+		e.u(uint64(len(a.BinaryListValues)))
+		for _, b := range a.BinaryListValues {
+			e.bytes(b)
+		}
+	}
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) u() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.err = ErrShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) u32() uint32 {
+	v := d.u()
+	if v > math.MaxUint32 {
+		d.err = ErrShort
+	}
+	return uint32(v)
+}
+
+func (d *dec) i() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.err = ErrShort
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) raw() []byte {
+	n := d.u()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.err = ErrShort
+		return nil
+	}
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) str() string { return string(d.raw()) }
+
+func (d *dec) byte1() uint8 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.err = ErrShort
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) flag() bool { return d.byte1() == 1 }
+
+// Decode decodes a record. With body false, a Send's payload keeps its
+// small fields (ids, deduplication) but not its body and attributes
+// (recovery needs only those).
+func Decode(b []byte, body bool) (*Record, error) {
+	if len(b) < 2 {
+		return nil, ErrShort
+	}
+	if b[0] != Version {
+		return nil, fmt.Errorf("record: codec version %d is not supported by this build (data written by another release?)", b[0])
+	}
+	r := &Record{Type: Type(b[1])}
+	if r.Type == 0 || r.Type >= maxType {
+		return nil, fmt.Errorf("record: unknown type %d", b[1])
+	}
+	d := &dec{b: b[2:]}
+	switch r.Type {
+	case Meta:
+		raw := d.raw()
+		if d.err == nil {
+			r.Meta = &QueueMeta{}
+			if err := json.Unmarshal(raw, r.Meta); err != nil {
+				return nil, fmt.Errorf("record: queue metadata: %w", err)
+			}
+		}
+	case Send:
+		r.Msg = decodeMsg(d)
+		r.Payload = decodePayload(d, body)
+	case Index:
+		r.Msg = decodeMsg(d)
+	case Receive:
+		r.Seq = d.u()
+		c := d.u()
+		if c > math.MaxInt32 {
+			d.err = ErrShort
+		}
+		r.Count = int32(c)
+		r.First, r.Last, r.VisibleAt = d.i(), d.i(), d.i()
+		r.Fence = d.u32()
+		r.Level = d.byte1()
+	case Visibility:
+		r.Seq, r.VisibleAt = d.u(), d.i()
+	case Delete:
+		r.Seq, r.Reason = d.u(), d.byte1()
+	case Purge:
+	case Update:
+		r.Seq = d.u()
+		r.Msg = decodeMsg(d)
+	case Dedup:
+		r.Key, r.ID, r.SeqNum, r.Until = d.str(), d.str(), d.str(), d.i()
+	case State:
+		r.NextSeqNum = d.u()
+	case Create:
+		r.Partition, r.Name = d.u(), d.str()
+	case Drop:
+		r.Partition = d.u()
+	case Catalog:
+		r.NextPartition = d.u()
+	}
+	if d.err != nil {
+		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)
+	}
+	if len(d.b) != 0 && (r.Type != Send || body) {
+		return nil, fmt.Errorf("record: %s: trailing bytes", r.Type)
+	}
+	return r, nil
+}
+
+func decodeMsg(d *dec) *Msg {
+	m := &Msg{Seq: d.u(), Sent: d.i(), VisibleAt: d.i(), Group: d.str(), Tenant: d.str(), DLQSource: d.str()}
+	c := d.u()
+	if c > math.MaxInt32 {
+		d.err = ErrShort
+	}
+	m.Count = int32(c)
+	m.First, m.Last = d.i(), d.i()
+	m.Fence = d.u32()
+	m.State, m.Level = d.byte1(), d.byte1()
+	if d.flag() {
+		m.Fail = &Fail{Reason: d.str(), LastError: d.str(), First: d.i()}
+		f := d.u()
+		if f > math.MaxInt32 {
+			d.err = ErrShort
+		}
+		m.Fail.Failures = int32(f)
+	}
+	m.Hint = store.Hint{A: d.u32(), B: d.u32(), C: d.u32(), D: d.u32()}
+	return m
+}
+
+func decodePayload(d *dec, body bool) *Payload {
+	p := &Payload{ID: d.str()}
+	if body {
+		p.Body = d.str()
+	} else {
+		d.raw() // the body: skipped, not copied
+	}
+	p.Trace, p.Sender, p.Dedup, p.SeqNum, p.TraceParent, p.MD5 = d.str(), d.str(), d.str(), d.str(), d.str(), d.str()
+	if !body {
+		return p
+	}
+	n := d.u()
+	if n > 10 {
+		d.err = ErrShort
+		return p
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		if p.Attrs == nil {
+			p.Attrs = map[string]st.AttributeValue{}
+		}
+		name := d.str()
+		a := st.AttributeValue{DataType: d.str()}
+		if d.flag() {
+			s := d.str()
+			a.StringValue = &s
+		}
+		if d.flag() {
+			a.BinaryValue = append([]byte{}, d.raw()...)
+		}
+		for k := d.u(); k > 0 && d.err == nil; k-- {
+			a.StringListValues = append(a.StringListValues, d.str())
+		}
+		for k := d.u(); k > 0 && d.err == nil; k-- {
+			a.BinaryListValues = append(a.BinaryListValues, append([]byte{}, d.raw()...))
+		}
+		p.Attrs[name] = a
+	}
+	return p
+}

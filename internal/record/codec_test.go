@@ -1,0 +1,89 @@
+package record
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func samples() []*Record {
+	msg := &Msg{Seq: 42, Sent: 1700000000000, VisibleAt: 1700000005000, Group: "g", Tenant: "t", DLQSource: "arn:aws:sqs:us-east-1:000000000000:src",
+		Count: 3, First: 1700000001000, Last: 1700000004000, Fence: 3, State: 3, Level: 2,
+		Fail: &Fail{Reason: "Retry", LastError: "boom", First: 1700000002000, Failures: 2}, Hint: store.Hint{A: 1, B: 2, C: 3, D: 4}}
+	payload := &Payload{ID: "id", Body: "hello ☃", Trace: "Root=1", Sender: "alice", Dedup: "d", SeqNum: "000001", TraceParent: "00-x", MD5: "0123456789abcdef",
+		Attrs: map[string]st.AttributeValue{"s": {DataType: "String", StringValue: ptr("v")}, "b": {DataType: "Binary", BinaryValue: []byte{0, 1}},
+			"l": {DataType: "String", StringListValues: []string{"a", "b"}, BinaryListValues: [][]byte{{9}}}}}
+	return []*Record{
+		{Type: Meta, Meta: &QueueMeta{ID: 7, Name: "q", FIFO: true, Attrs: map[string]string{"VisibilityTimeout": "5"}, Created: 1, Modified: 2,
+			Tenants: map[string]TenantLimits{"a": {Weight: 2, MaxInFlight: 3}}}},
+		{Type: Send, Msg: msg, Payload: payload},
+		{Type: Index, Msg: msg},
+		{Type: Receive, Seq: 9, Count: 2, First: 10, Last: 11, VisibleAt: 12, Fence: 2, Level: 1},
+		{Type: Visibility, Seq: 9, VisibleAt: -5},
+		{Type: Delete, Seq: 9, Reason: ByWatermark},
+		{Type: Purge},
+		{Type: Update, Seq: 42, Msg: msg},
+		{Type: Dedup, Key: "k", ID: "i", SeqNum: "n", Until: 99},
+		{Type: State, NextSeqNum: 123},
+		{Type: Create, Partition: 5, Name: "orders"},
+		{Type: Drop, Partition: 5},
+		{Type: Catalog, NextPartition: 6},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, r := range samples() {
+		got, err := Decode(Encode(r), true)
+		if err != nil {
+			t.Fatalf("%s: %v", r.Type, err)
+		}
+		if !reflect.DeepEqual(got, r) {
+			t.Fatalf("%s: round trip\n got %+v\nwant %+v", r.Type, got, r)
+		}
+	}
+}
+
+func TestAppendSendEqualsEncode(t *testing.T) {
+	r := samples()[1]
+	a := AppendSend(nil, r.Msg, EncodePayload(r.Payload))
+	if string(a) != string(Encode(r)) {
+		t.Fatal("AppendSend and Encode differ")
+	}
+	head, err := Decode(a, false)
+	if err != nil || head.Payload.Body != "" || head.Payload.ID != "id" || head.Payload.SeqNum != "000001" || head.Msg.Seq != 42 {
+		t.Fatalf("decoding without the body: %+v %v", head, err)
+	}
+}
+
+func TestDecodeRefusesGarbage(t *testing.T) {
+	for _, b := range [][]byte{nil, {Version}, {3, 2, 0}, {Version, 99}, {Version, byte(Receive), 0xff}} {
+		if _, err := Decode(b, true); err == nil {
+			t.Fatalf("decoded %x", b)
+		}
+	}
+	full := Encode(samples()[1])
+	for i := 2; i < len(full); i++ {
+		if _, err := Decode(full[:i], true); err == nil {
+			t.Fatalf("decoded a record cut at %d of %d", i, len(full))
+		}
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, r := range samples() {
+		f.Add(Encode(r))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := Decode(b, true)
+		if err != nil {
+			return
+		}
+		if _, err := Decode(Encode(r), true); err != nil {
+			t.Fatalf("re-encoding a decoded record: %v", err)
+		}
+	})
+}

@@ -1,0 +1,183 @@
+// Package record holds the records of Sluice's logs and their codec. A
+// queue's partition holds its settings (Meta), its messages with their
+// bodies (Send), what happened to them (Receive, Visibility, Update,
+// Delete, Purge) and, in a snapshot, its state (State, Dedup, Index); the
+// catalog partition holds which queues exist (Create, Drop, Catalog). Every
+// record states a result, not a change, so that one replayed on top of a
+// snapshot that already holds it does no harm.
+//
+// The codec is binary (a version byte, a type byte, then the type's fields
+// as varints and length-prefixed strings), so the hot path and recovery do
+// no JSON; queue metadata, rare and nested, is embedded as JSON.
+package record
+
+import (
+	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/sluicetype"
+)
+
+// Type is a record's type.
+type Type uint8
+
+// Record types.
+const (
+	// Queue partitions.
+	Meta       Type = iota + 1 // the queue's identity and settings, whole
+	Send                       // a message stored: its index and payload
+	Receive                    // a delivery: receive count, times, fence, level
+	Visibility                 // an in-flight message's visibility changed
+	Delete                     // a message left the queue
+	Purge                      // every message before this record left the queue
+	Update                     // a failure or verdict: level, failure, count, visibility
+	Index                      // snapshot: a message's index entry (body stays in its Send)
+	Dedup                      // snapshot: a FIFO deduplication id in its window
+	State                      // snapshot: the queue's own counters
+	// The catalog partition.
+	Create  // a queue created: its partition and name
+	Drop    // a queue deleted
+	Catalog // snapshot: the catalog's counters
+	maxType
+)
+
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog"}
+
+func (t Type) String() string {
+	if int(t) < len(typeNames) {
+		return typeNames[t]
+	}
+	return "unknown"
+}
+
+// Delete reasons (for the counters replay rebuilds).
+const (
+	ByClient    uint8 = iota // DeleteMessage, a filtered purge
+	ByWatermark              // DropBefore
+	ByMove                   // moved to another queue (its copy is there)
+	ByDrop                   // dropped off the retry ladder with nowhere to go
+	ByLoss                   // its body could not be read back
+)
+
+// Record is one record. Which fields a type uses:
+//
+//	Meta: Meta                 Send, Index: Msg (Index: with Msg.Hint), Payload (Send)
+//	Receive: Seq, Count, First, Last, VisibleAt, Fence, Level
+//	Visibility: Seq, VisibleAt Delete: Seq, Reason   Purge: (its position)
+//	Update: Seq, Msg (level, failure, count, visibility)
+//	Dedup: Key, ID, SeqNum, Until   State: NextSeqNum
+//	Create: Partition, Name    Drop: Partition    Catalog: NextPartition
+type Record struct {
+	Type Type
+	// Pos is the record's position in its partition (set by the writer of
+	// the record and by replay; not encoded: the log holds it).
+	Pos uint64
+
+	Seq       uint64
+	Count     int32
+	First     int64
+	Last      int64
+	VisibleAt int64
+	Fence     uint32
+	Level     uint8
+	Reason    uint8
+
+	Meta    *QueueMeta
+	Msg     *Msg
+	Payload *Payload
+	// Raw is a Send's payload encoded already (EncodePayload): Encode uses
+	// it instead of Payload.
+	Raw []byte
+
+	Key, ID, SeqNum string
+	Until           int64
+	NextSeqNum      uint64
+
+	Partition     uint64
+	Name          string
+	NextPartition uint64
+}
+
+// QueueMeta is a queue's identity and settings, persisted whole on every
+// change (so its record is idempotent).
+type QueueMeta struct {
+	ID       uint64            `json:"id"`
+	Name     string            `json:"name"`
+	FIFO     bool              `json:"fifo,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Created  int64             `json:"created"`
+	Modified int64             `json:"modified"`
+	// Tenants holds per-tenant overrides of weight and limits (admin API).
+	Tenants map[string]TenantLimits `json:"tenants,omitempty"`
+}
+
+// TenantLimits are one tenant's overrides (zero: the queue's setting).
+type TenantLimits struct {
+	Weight        float64 `json:"weight,omitempty"`
+	MaxInFlight   int     `json:"max_in_flight,omitempty"`
+	SendRate      float64 `json:"send_rate,omitempty"`
+	SendBurst     float64 `json:"send_burst,omitempty"`
+	ReceiveRate   float64 `json:"receive_rate,omitempty"`
+	ReceiveBurst  float64 `json:"receive_burst,omitempty"`
+	BacklogTarget int     `json:"backlog_target,omitempty"`
+}
+
+// Clone copies m deeply (its maps are not shared).
+func (m QueueMeta) Clone() QueueMeta {
+	c := m
+	c.Attrs = cloneMap(m.Attrs)
+	c.Tags = cloneMap(m.Tags)
+	if m.Tenants != nil {
+		c.Tenants = make(map[string]TenantLimits, len(m.Tenants))
+		for k, v := range m.Tenants {
+			c.Tenants[k] = v
+		}
+	}
+	return c
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// Msg is a message's index entry as records carry it.
+type Msg struct {
+	Seq       uint64
+	Sent      int64 // unix ms
+	VisibleAt int64 // unix ms
+	Group     string
+	Tenant    string // "" when it is the group
+	DLQSource string
+	Count     int32 // receives
+	First     int64 // unix ms of the first receive
+	Last      int64 // unix ms of the latest receive
+	Fence     uint32
+	State     uint8
+	Level     uint8
+	Fail      *Fail
+	// Hint is where its body's Send record is (Index records).
+	Hint store.Hint
+}
+
+// Fail is what a message's failures left behind.
+type Fail struct {
+	Reason    string
+	LastError string
+	First     int64
+	Failures  int32
+}
+
+// Payload is the part of a message only its Send record holds: read back
+// on receive.
+type Payload struct {
+	ID, Body, Trace, Sender, Dedup, SeqNum string
+	TraceParent                            string
+	MD5                                    string // MD5 of Body, 16 raw bytes
+	Attrs                                  map[string]sluicetype.AttributeValue
+}
