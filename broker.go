@@ -1,6 +1,12 @@
-// Package sluice is the embeddable broker: it opens a data directory, owns
-// the queues in it and offers the SQS operations as Go calls. The SQS wire
-// front (internal/sqs), the CLI and tests all drive a *Broker.
+// Package sluice is the embeddable broker: it opens a data directory (or a
+// store in memory), owns the queues in it and offers the SQS operations as
+// Go calls. The SQS wire front (internal/sqs), the admin API, the CLI and
+// tests all drive a *Broker.
+//
+// This package only wires: Config is checked and completed here, the store
+// is opened here, and every operation is the engine's (internal/engine)
+// or, for the dead-letter tools, internal/redrive's. docs/architecture.md
+// describes the packages, the message lifecycle and the store seam.
 //
 // Queues are named as in SQS (1-80 characters of [A-Za-z0-9_-], FIFO names
 // end in ".fifo"); the broker serves one account (Config.AccountID) in one
@@ -9,10 +15,18 @@ package sluice
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"log/slog"
+	"path/filepath"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/engine"
+	"github.com/sluicemq/sluice/internal/redrive"
+	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk"
 	"github.com/sluicemq/sluice/internal/vfs"
 	"github.com/sluicemq/sluice/sluicetype"
 )
@@ -28,8 +42,8 @@ const (
 	// SyncInterval: a power failure (not a process crash) may lose up to one
 	// interval of acknowledged writes.
 	SyncBatch SyncMode = "batch"
-	// SyncNone never fsyncs except at Close: a power failure may lose
-	// everything written since the last clean Close or checkpoint.
+	// SyncNone never fsyncs except at segment ends and Close: a power
+	// failure may lose everything written since.
 	SyncNone SyncMode = "none"
 )
 
@@ -39,7 +53,28 @@ type Clock = clock.Clock
 // Timer is a stoppable timer from a Clock.
 type Timer = clock.Timer
 
-// Config configures Open. Zero values mean the documented default.
+// The public types, defined in the leaf package sluicetype.
+type (
+	QueueInfo        = sluicetype.QueueInfo
+	MoveTask         = sluicetype.MoveTask
+	VisibilityChange = sluicetype.VisibilityChange
+	PeekFilter       = sluicetype.PeekFilter
+	PeekedMessage    = sluicetype.PeekedMessage
+	TenantLimits     = sluicetype.TenantLimits
+	TenantInfo       = sluicetype.TenantInfo
+	QueueStats       = sluicetype.QueueStats
+	StoreStats       = sluicetype.StoreStats
+)
+
+// FirstAttemptBounds are the upper bounds (seconds) of the age-at-first-
+// attempt histogram.
+var FirstAttemptBounds = sluicetype.FirstAttemptBounds
+
+// StatsTenants is how many tenants Stats names per queue.
+const StatsTenants = sluicetype.StatsTenants
+
+// Config configures Open. Zero values mean the documented default
+// (WithDefaults).
 type Config struct {
 	// Dir is the data directory; created if missing. Required unless
 	// InMemory is set.
@@ -60,12 +95,15 @@ type Config struct {
 	MaxQueues int
 	// Clock is the time source. Default: the real clock.
 	Clock Clock
+	// Rand is the source of message ids and receipt handle nonces.
+	// Default: crypto/rand. A simulator passes a seeded one.
+	Rand io.Reader
 	// Logger receives structured logs. Default: slog.Default().
 	Logger *slog.Logger
 	// FS is the file system under Dir. Default: the real one. Tests pass a
 	// fault-injecting one.
 	FS vfs.FS
-	// SegmentBytes is the log segment size. Default 64 MiB.
+	// SegmentBytes is the log segment size in bytes. Default 64 MiB.
 	SegmentBytes int64
 	// NoPreallocate turns off preparing each next segment full of zeros
 	// in the background (on by default on the real file system: appends
@@ -73,8 +111,9 @@ type Config struct {
 	// off on copy-on-write file systems (btrfs, ZFS), where the zeros buy
 	// nothing.
 	NoPreallocate bool
-	// CheckpointBytes is how much log since the last checkpoint triggers a
-	// new one (or the last checkpoint's size if larger). Default 64 MiB.
+	// CheckpointBytes is how much log after the oldest snapshot makes the
+	// broker renew the snapshots that pin it (or the size of all newest
+	// snapshots, if larger), in bytes. Default 64 MiB.
 	CheckpointBytes int64
 	// CompactInterval is the period of compaction rounds, each copying at
 	// most 16 MiB of live messages out of mostly-dead segments. Default 1s.
@@ -83,178 +122,320 @@ type Config struct {
 	// messages are refused (a retryable ServiceUnavailable error naming the
 	// free space) while receives, deletes and purges go on, so that a full
 	// disk can always be drained; sends resume by themselves once space is
-	// back. The reserve in effect is at least twice the newest checkpoint
+	// back. The reserve in effect is at least twice the newest snapshots
 	// plus one segment. Default 256 MiB; negative: only that minimum.
 	DiskReserve int64
 }
 
-// QueueInfo is what the broker knows of a queue's identity.
-type QueueInfo struct {
-	Name string
-	ARN  string
-	FIFO bool
+// WithDefaults returns the configuration with every zero field set to its
+// default.
+func (c Config) WithDefaults() Config {
+	if c.Sync == "" {
+		c.Sync = SyncAlways
+	}
+	if c.SyncInterval <= 0 {
+		c.SyncInterval = 10 * time.Millisecond
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.AccountID == "" {
+		c.AccountID = "000000000000"
+	}
+	if c.MaxQueues <= 0 {
+		c.MaxQueues = 10000
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.SegmentBytes <= 0 {
+		c.SegmentBytes = 64 << 20
+	}
+	if c.CheckpointBytes <= 0 {
+		c.CheckpointBytes = 64 << 20
+	}
+	if c.CompactInterval <= 0 {
+		c.CompactInterval = time.Second
+	}
+	if c.DiskReserve == 0 {
+		c.DiskReserve = 256 << 20
+	}
+	return c
 }
 
-// MoveTask is one message move task as ListMessageMoveTasks reports it.
-type MoveTask struct {
-	TaskHandle                        string // set while RUNNING only
-	Status                            string // RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
-	SourceArn                         string
-	DestinationArn                    string
-	MaxNumberOfMessagesPerSecond      int // 0 when not set
-	ApproximateNumberOfMessagesMoved  int64
-	ApproximateNumberOfMessagesToMove int64
-	FailureReason                     string
-	StartedTimestamp                  time.Time
+func (c Config) validate() error {
+	if !c.InMemory && c.Dir == "" {
+		return errors.New("sluice: Config.Dir is required unless InMemory is set")
+	}
+	switch c.Sync {
+	case SyncAlways, SyncBatch, SyncNone:
+	default:
+		return fmt.Errorf("sluice: unknown sync mode %q (want always, batch or none)", c.Sync)
+	}
+	if c.SegmentBytes > 1<<30 {
+		return errors.New("sluice: SegmentBytes is at most 1 GiB")
+	}
+	return nil
 }
 
 // Broker owns the queues of one data directory. All methods are safe for
 // concurrent use. Errors are *sluicetype.Error values with SQS codes.
 type Broker struct {
-	impl *broker
+	e     *engine.Engine
+	tools *redrive.Tools
 }
 
-// Open opens (or creates) the store in cfg.Dir, recovers its queues and
-// starts serving.
-func Open(cfg Config) (*Broker, error) { return open(cfg) }
+// Open opens (or creates) the store, recovers its queues and starts
+// serving.
+func Open(cfg Config) (*Broker, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	var st store.Store
+	if cfg.InMemory {
+		st = store.NewMemory()
+	} else {
+		mode := map[SyncMode]disk.SyncMode{SyncAlways: disk.SyncAlways, SyncBatch: disk.SyncBatch, SyncNone: disk.SyncNone}[cfg.Sync]
+		fs := cfg.FS
+		if fs == nil {
+			fs = vfs.OS{}
+		}
+		l, err := disk.Open(fs, filepath.Clean(cfg.Dir), disk.Options{Sync: mode, SyncInterval: cfg.SyncInterval,
+			SegmentBytes: cfg.SegmentBytes, SnapshotBytes: cfg.CheckpointBytes, Reserve: max(cfg.DiskReserve, 0), Logger: cfg.Logger,
+			Preallocate: cfg.FS == nil && !cfg.NoPreallocate}) // real disks only
+		if err != nil {
+			return nil, err
+		}
+		st = l
+	}
+	e, err := engine.Open(engine.Config{Store: st, Region: cfg.Region, AccountID: cfg.AccountID, MaxQueues: cfg.MaxQueues,
+		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	return &Broker{e: e, tools: redrive.New(e)}, nil
+}
 
-// Close stops background work, wakes long polls (they return empty), flushes
-// and closes the store.
-func (b *Broker) Close() error { return b.impl.close() }
+// Close stops background work, wakes long polls (they return empty), and
+// flushes and closes the store.
+func (b *Broker) Close() error {
+	b.tools.StopAll()
+	return b.e.Close()
+}
 
 // CreateQueue creates a queue, or returns the existing one when every given
 // attribute matches (tags are not compared); QueueNameExists otherwise.
+// The ctx's authorizer (sluicetype.WithAuthorizer) must allow every queue
+// the attributes name (a dead-letter target).
 func (b *Broker) CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (QueueInfo, error) {
-	return b.impl.createQueue(ctx, name, attrs, tags)
+	return b.e.CreateQueue(ctx, name, attrs, tags)
 }
 
 // GetQueue returns a queue's identity, or QueueDoesNotExist.
-func (b *Broker) GetQueue(name string) (QueueInfo, error) { return b.impl.getQueue(name) }
+func (b *Broker) GetQueue(name string) (QueueInfo, error) { return b.e.GetQueue(name) }
 
 // ListQueues lists queue names with the prefix in name order, at most max
 // (1-1000; 0 means 1000) from nextToken on. allow, when not nil, hides queues
 // it returns false for. The returned token is "" when nothing remains.
 func (b *Broker) ListQueues(prefix string, max int, nextToken string, allow func(name string) bool) ([]string, string, error) {
-	return b.impl.listQueues(prefix, max, nextToken, allow)
+	return b.e.ListQueues(prefix, max, nextToken, allow)
 }
 
 // DeleteQueue deletes a queue and its messages. The name can be reused
 // after 60 seconds (QueueDeletedRecently before that).
-func (b *Broker) DeleteQueue(ctx context.Context, name string) error {
-	return b.impl.deleteQueue(ctx, name)
-}
+func (b *Broker) DeleteQueue(ctx context.Context, name string) error { return b.e.DeleteQueue(ctx, name) }
 
 // GetQueueAttributes returns the named attributes ("All" for all) as SQS
 // renders them.
 func (b *Broker) GetQueueAttributes(name string, names []string) (map[string]string, error) {
-	return b.impl.getQueueAttributes(name, names)
+	return b.e.GetQueueAttributes(name, names)
 }
 
 // SetQueueAttributes validates and sets attributes.
 func (b *Broker) SetQueueAttributes(ctx context.Context, name string, attrs map[string]string) error {
-	return b.impl.setQueueAttributes(ctx, name, attrs)
+	return b.e.SetQueueAttributes(ctx, name, attrs)
 }
 
 // Send sends one message; it returns after the message is durable.
 func (b *Broker) Send(ctx context.Context, queue string, in sluicetype.SendInput) (sluicetype.SendResult, error) {
-	return b.impl.send(ctx, queue, in)
+	return b.e.Send(ctx, queue, in)
 }
 
 // SendBatch sends up to 10 messages in one durable write. errs[i] is nil
 // when entry i succeeded. err is set only when the whole call failed (for
 // example QueueDoesNotExist).
 func (b *Broker) SendBatch(ctx context.Context, queue string, in []sluicetype.SendInput) (res []sluicetype.SendResult, errs []error, err error) {
-	return b.impl.sendBatch(ctx, queue, in)
+	return b.e.SendBatch(ctx, queue, in)
 }
 
 // Receive receives up to in.MaxMessages messages, waiting up to the wait
 // time for the first one. It returns early, empty, when ctx is done.
 func (b *Broker) Receive(ctx context.Context, queue string, in sluicetype.ReceiveInput) ([]sluicetype.Message, error) {
-	return b.impl.receive(ctx, queue, in)
+	return b.e.Receive(ctx, queue, in)
 }
 
 // Delete deletes the message a receipt handle names.
 func (b *Broker) Delete(ctx context.Context, queue, receiptHandle string) error {
-	return b.impl.delete(ctx, queue, receiptHandle)
+	return b.e.Delete(ctx, queue, receiptHandle)
 }
 
 // DeleteBatch deletes several messages in one durable write; errs[i] is nil
 // when entry i succeeded.
 func (b *Broker) DeleteBatch(ctx context.Context, queue string, receiptHandles []string) (errs []error, err error) {
-	return b.impl.deleteBatch(ctx, queue, receiptHandles)
+	return b.e.DeleteBatch(ctx, queue, receiptHandles)
 }
 
 // ChangeVisibility sets the message's visibility timeout to seconds from
 // now (0-43200).
 func (b *Broker) ChangeVisibility(ctx context.Context, queue, receiptHandle string, seconds int) error {
-	return b.impl.changeVisibility(ctx, queue, receiptHandle, seconds)
-}
-
-// VisibilityChange is one entry of ChangeVisibilityBatch.
-type VisibilityChange struct {
-	ReceiptHandle string
-	Seconds       int
+	return b.e.ChangeVisibility(ctx, queue, receiptHandle, seconds)
 }
 
 // ChangeVisibilityBatch changes several visibility timeouts; errs[i] is nil
 // when entry i succeeded.
 func (b *Broker) ChangeVisibilityBatch(ctx context.Context, queue string, in []VisibilityChange) (errs []error, err error) {
-	return b.impl.changeVisibilityBatch(ctx, queue, in)
+	return b.e.ChangeVisibilityBatch(ctx, queue, in)
 }
 
 // Purge deletes every message in the queue (at most once per 60 seconds).
-func (b *Broker) Purge(ctx context.Context, queue string) error { return b.impl.purge(ctx, queue) }
+func (b *Broker) Purge(ctx context.Context, queue string) error { return b.e.Purge(ctx, queue) }
 
 // ListDeadLetterSourceQueues lists the queues whose RedrivePolicy targets
 // queue, paged like ListQueues.
 func (b *Broker) ListDeadLetterSourceQueues(queue string, max int, nextToken string) ([]string, string, error) {
-	return b.impl.listDeadLetterSourceQueues(queue, max, nextToken)
+	return b.e.ListDeadLetterSourceQueues(queue, max, nextToken)
 }
 
 // TagQueue adds or overwrites tags.
 func (b *Broker) TagQueue(ctx context.Context, queue string, tags map[string]string) error {
-	return b.impl.tagQueue(ctx, queue, tags)
+	return b.e.TagQueue(ctx, queue, tags)
 }
 
 // UntagQueue removes tags; missing keys are ignored.
 func (b *Broker) UntagQueue(ctx context.Context, queue string, keys []string) error {
-	return b.impl.untagQueue(ctx, queue, keys)
+	return b.e.UntagQueue(ctx, queue, keys)
 }
 
 // ListQueueTags returns the queue's tags.
-func (b *Broker) ListQueueTags(queue string) (map[string]string, error) {
-	return b.impl.listQueueTags(queue)
-}
+func (b *Broker) ListQueueTags(queue string) (map[string]string, error) { return b.e.ListQueueTags(queue) }
 
 // AddPermission adds a statement to the queue's Policy.
 func (b *Broker) AddPermission(ctx context.Context, queue, label string, accountIDs, actions []string) error {
-	return b.impl.addPermission(ctx, queue, label, accountIDs, actions)
+	return b.e.AddPermission(ctx, queue, label, accountIDs, actions)
 }
 
 // RemovePermission removes the statement with the label.
 func (b *Broker) RemovePermission(ctx context.Context, queue, label string) error {
-	return b.impl.removePermission(ctx, queue, label)
+	return b.e.RemovePermission(ctx, queue, label)
 }
 
 // StartMoveTask starts moving messages out of a dead-letter queue, to
 // destinationArn or (when "") back to each message's source queue, at most
 // rate messages per second (0: as fast as the store allows; at most 500).
 func (b *Broker) StartMoveTask(ctx context.Context, sourceArn, destinationArn string, rate int) (taskHandle string, err error) {
-	return b.impl.startMoveTask(ctx, sourceArn, destinationArn, rate)
+	return b.tools.StartMoveTask(ctx, sourceArn, destinationArn, rate)
 }
 
 // ListMoveTasks lists the move tasks of a source queue, newest first, at
 // most max (1-10; 0 means 1).
-func (b *Broker) ListMoveTasks(sourceArn string, max int) ([]MoveTask, error) {
-	return b.impl.listMoveTasks(sourceArn, max)
+func (b *Broker) ListMoveTasks(ctx context.Context, sourceArn string, max int) ([]MoveTask, error) {
+	return b.tools.ListMoveTasks(ctx, sourceArn, max)
 }
 
 // CancelMoveTask cancels a running move task and returns how many messages
 // it has moved.
 func (b *Broker) CancelMoveTask(ctx context.Context, taskHandle string) (moved int64, err error) {
-	return b.impl.cancelMoveTask(ctx, taskHandle)
+	return b.tools.CancelMoveTask(ctx, taskHandle)
 }
 
 // QueueNameFromARN returns the queue name of an ARN of this broker's
-// account and region, or QueueDoesNotExist / ResourceNotFound style errors.
-func (b *Broker) QueueNameFromARN(arn string) (string, error) { return b.impl.queueNameFromARN(arn) }
+// account, or an SQS error.
+func (b *Broker) QueueNameFromARN(arn string) (string, error) { return b.e.QueueNameFromARN(arn) }
+
+// RetryMessage fails a received message on the consumer's word: it climbs
+// the queue's retry ladder (RetryDelays), waiting delaySeconds instead of
+// the level's delay when not nil; without a ladder it becomes visible
+// again after delaySeconds (0 when nil). reason travels with the message
+// (SluiceLastError).
+func (b *Broker) RetryMessage(ctx context.Context, queue, receiptHandle string, delaySeconds *int, reason string) error {
+	return b.e.RetryMessage(ctx, queue, receiptHandle, delaySeconds, reason)
+}
+
+// RejectMessage fails a received message for good: it goes to the
+// dead-letter queue at once (or is dropped when there is none), with its
+// reason.
+func (b *Broker) RejectMessage(ctx context.Context, queue, receiptHandle, reason string) error {
+	return b.e.RejectMessage(ctx, queue, receiptHandle, reason)
+}
+
+// DeferMessage puts a received message off for delaySeconds without
+// counting it as a failure or as a receive.
+func (b *Broker) DeferMessage(ctx context.Context, queue, receiptHandle string, delaySeconds int) error {
+	return b.e.DeferMessage(ctx, queue, receiptHandle, delaySeconds)
+}
+
+// SetTenantLimits sets (or, with a zero value, clears) one tenant's
+// overrides on a queue. They are stored with the queue.
+func (b *Broker) SetTenantLimits(ctx context.Context, queue, tenant string, l TenantLimits) error {
+	return b.e.SetTenantLimits(ctx, queue, tenant, l)
+}
+
+// Tenants lists the tenants of a queue that hold messages, largest backlog
+// first, at most max (0: all).
+func (b *Broker) Tenants(queue string, max int) ([]TenantInfo, error) { return b.e.Tenants(queue, max) }
+
+// Tenant describes one tenant of a queue, including the partitions it
+// hashes to, whether or not it holds messages.
+func (b *Broker) Tenant(queue, tenant string) (TenantInfo, error) { return b.e.Tenant(queue, tenant) }
+
+// DropBefore drops every message of a queue sent before t, of one tenant
+// (all when allTenants): the watermark. The drops are durable and the
+// storage is reclaimed. It returns how many were dropped.
+func (b *Broker) DropBefore(ctx context.Context, queue string, before time.Time, tenant string, allTenants bool) (int, error) {
+	return b.e.DropBefore(ctx, queue, before, tenant, allTenants)
+}
+
+// Stats returns every queue's figures (for metrics and the dashboard).
+func (b *Broker) Stats() []QueueStats { return b.e.Stats() }
+
+// StoreStats returns the store's figures.
+func (b *Broker) StoreStats() StoreStats { return b.e.StoreStats() }
+
+// Peek lists messages of a queue without receiving them (they stay where
+// they are, their receive counts untouched), oldest first.
+func (b *Broker) Peek(queue string, f PeekFilter) ([]PeekedMessage, string, error) {
+	return b.tools.Peek(queue, f)
+}
+
+// PurgeFiltered deletes the messages that match the filter (Max and After
+// are ignored) and returns how many. With an empty filter it deletes
+// everything, like PurgeQueue but at once.
+func (b *Broker) PurgeFiltered(ctx context.Context, queue string, f PeekFilter) (int, error) {
+	return b.tools.PurgeFiltered(ctx, queue, f)
+}
+
+// RedriveFiltered moves the messages that match the filter to dest (a
+// queue name; "" sends each back to the queue it was dead-lettered from),
+// with their receive counts and retry levels reset. It returns how many
+// moved.
+func (b *Broker) RedriveFiltered(ctx context.Context, queue string, f PeekFilter, dest string) (int, error) {
+	return b.tools.RedriveFiltered(ctx, queue, f, dest)
+}
+
+// StartRedrive starts a message move task over the messages of a queue
+// that match the filter (index fields only), to dest (a queue name; ""
+// sends each back to the queue it was dead-lettered from), at most rate
+// messages a second (0: unlimited). Its progress shows in ListMoveTasks;
+// CancelMoveTask stops it.
+func (b *Broker) StartRedrive(ctx context.Context, queue string, f PeekFilter, dest string, rate int) (string, error) {
+	return b.tools.StartRedrive(ctx, queue, f, dest, rate)
+}
+
+// Snapshot renews every queue's snapshot now (the broker does it by
+// itself as its log grows; for tools, backups and tests).
+func (b *Broker) Snapshot() error { return b.e.Snapshot() }

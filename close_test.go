@@ -16,7 +16,7 @@ func TestClosedBrokerIsCollected(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		runtime.AddCleanup(br.impl, func(ch chan struct{}) { close(ch) }, collected)
+		runtime.AddCleanup(br.e, func(ch chan struct{}) { close(ch) }, collected)
 		if err := br.Close(); err != nil {
 			t.Fatal(err)
 		}

@@ -168,7 +168,7 @@ func TestPacedFilteredRedrive(t *testing.T) {
 			t.Fatalf("a second task: %v", err)
 		}
 		task := func() sluice.MoveTask {
-			ts, err := b.ListMoveTasks(dlq.ARN, 1)
+			ts, err := b.ListMoveTasks(ctx, dlq.ARN, 1)
 			if err != nil || len(ts) != 1 {
 				t.Fatalf("tasks %+v %v", ts, err)
 			}

@@ -184,3 +184,19 @@ func RequestID(ctx context.Context) string {
 	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
 }
+
+type authorizerKey struct{}
+
+// WithAuthorizer returns ctx carrying the caller's queue authorizer: the
+// broker checks every queue an action touches with it (a dead-letter
+// target, a move or redrive destination), not only the one it names.
+func WithAuthorizer(ctx context.Context, allow func(queue string) bool) context.Context {
+	return context.WithValue(ctx, authorizerKey{}, allow)
+}
+
+// Authorized reports whether ctx's caller may use a queue. Without an
+// authorizer (embedded use, the operator's admin API) every queue is.
+func Authorized(ctx context.Context, queue string) bool {
+	allow, _ := ctx.Value(authorizerKey{}).(func(string) bool)
+	return allow == nil || allow(queue)
+}

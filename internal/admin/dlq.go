@@ -157,7 +157,7 @@ func (s *Server) moveTasks(w http.ResponseWriter, r *http.Request) {
 	if info, err := s.b.GetQueue(src); err == nil {
 		src = info.ARN
 	}
-	ts, err := s.b.ListMoveTasks(src, 10)
+	ts, err := s.b.ListMoveTasks(r.Context(), src, 10)
 	if err != nil {
 		apiError(w, err)
 		return

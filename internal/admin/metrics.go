@@ -59,8 +59,8 @@ func newCollector(b *sluice.Broker) *collector {
 		live:           d("store_live_messages", "Messages whose records the log holds."),
 		segments:       d("store_segments", "Log segments on disk."),
 		logBytes:       d("store_log_bytes", "Log bytes since the last checkpoint."),
-		ckpBytes:       d("store_checkpoint_bytes", "Size of the last checkpoint."),
-		ckps:           d("store_checkpoints_total", "Checkpoints written."),
+		ckpBytes:       d("store_snapshot_bytes", "Size of every queue's newest snapshot, summed."),
+		ckps:           d("store_snapshots_total", "Snapshots written."),
 		written:        d("store_written_bytes_total", "Bytes appended to the log."),
 		failed:         d("store_failed_writes_total", "Writes or fsyncs that failed."),
 		fs:             d("store_fsync_seconds", "Latency of fsync."),
@@ -130,8 +130,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctr(c.relocated, float64(st.Relocated))
 	g(c.segments, float64(st.Segments))
 	g(c.logBytes, float64(st.LogBytes))
-	g(c.ckpBytes, float64(st.CheckpointBytes))
-	ctr(c.ckps, float64(st.Checkpoints))
+	g(c.ckpBytes, float64(st.SnapshotBytes))
+	ctr(c.ckps, float64(st.Snapshots))
 	ctr(c.written, float64(st.BytesWritten))
 	ctr(c.failed, float64(st.FailedWrites))
 	bounds := make([]float64, len(st.FsyncBounds))

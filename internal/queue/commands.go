@@ -276,6 +276,18 @@ func (q *Queue) Leave(now time.Time, seq uint64, ok func(m *Msg) bool) bool {
 	return true
 }
 
+// Enter is the record of a message moved in from another queue: its
+// index (receive count, failures, source) and payload as the move says,
+// under a new sequence here. Applied once durable, like a Send.
+func (q *Queue) Enter(m *record.Msg, p *record.Payload) *record.Record {
+	r := &record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
+	m.Seq = r.Pos
+	return r
+}
+
+// ToRecord is a message's index as records carry it.
+func ToRecord(m *Msg) *record.Msg { return toRecord(m) }
+
 // DeleteRecord is the record that deletes a message (applied once durable).
 func (q *Queue) DeleteRecord(seq uint64, reason uint8) *record.Record {
 	return &record.Record{Type: record.Delete, Pos: q.take(), Seq: seq, Reason: reason}

@@ -176,6 +176,15 @@ func (q *Queue) TakeEffects() Effects {
 	return e
 }
 
+// Requeue hands back effects taken with TakeEffects but not acted on.
+func (q *Queue) Requeue(e Effects) {
+	q.eff.Ready += e.Ready
+	q.eff.WakeAll = q.eff.WakeAll || e.WakeAll
+	q.eff.Gone = append(q.eff.Gone, e.Gone...)
+	q.eff.Handoffs = append(q.eff.Handoffs, e.Handoffs...)
+	q.eff.Records = append(q.eff.Records, e.Records...)
+}
+
 // Last is the last position taken in the queue's partition.
 func (q *Queue) Last() uint64 { return q.last }
 
@@ -225,6 +234,10 @@ func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 	}
 	return m, true
 }
+
+// Find returns a message by sequence, leaving ones included (compaction
+// moves their bodies too).
+func (q *Queue) Find(seq uint64) (*Msg, bool) { return q.t.get(seq) }
 
 // Messages calls f for every message, leaving ones included, in sequence
 // order (for snapshots and peeking).

@@ -346,6 +346,21 @@ func (s *Server) sendMessage(req *request) (obj, error) {
 	return sendResult(in, res), nil
 }
 
+// validBatchEntryID reports whether id is a valid batch entry id: 1 to 80
+// of [A-Za-z0-9_-] (a loop, not a regular expression: ten a request).
+func validBatchEntryID(id string) bool {
+	if len(id) == 0 || len(id) > 80 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
 // batchEntries checks the shape every batch action shares.
 func batchEntries(p params, entryName string) ([]params, error) {
 	es, err := p.entries("Entries")
@@ -364,7 +379,7 @@ func batchEntries(p params, entryName string) ([]params, error) {
 		if err != nil {
 			return nil, err
 		}
-		if !sluice.ValidBatchEntryID(id) {
+		if !validBatchEntryID(id) {
 			return nil, st.Errorf(st.CodeInvalidBatchEntryID, "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
 		}
 		if seen[id] {
@@ -904,7 +919,9 @@ func (s *Server) listMessageMoveTasks(req *request) (obj, error) {
 	if max != nil {
 		m = *max
 	}
-	tasks, err := s.b.ListMoveTasks(src, m)
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	tasks, err := s.b.ListMoveTasks(ctx, src, m)
 	if err != nil {
 		return nil, err
 	}

@@ -399,6 +399,9 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		// unnecessary is gone by then.
 		l.advanceFloor()
 	}
+	for _, f := range l.takeDeadSnapFiles() {
+		_ = l.fs.Remove(l.path(f))
+	}
 	for _, o := range ok {
 		if o.kind == opAppend || o.kind == opMove {
 			// Bodies are usually read soon after they are written: keep
@@ -408,9 +411,6 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		o.fut.Resolve(o.hints, nil)
 	}
 	l.noteDisk(int64(len(buf)), false)
-	for _, f := range l.takeDeadSnapFiles() {
-		_ = l.fs.Remove(l.path(f))
-	}
 	return buf
 }
 
@@ -891,9 +891,11 @@ func (l *Log) Stats() store.Stats {
 	}
 	for _, pt := range l.parts {
 		s.SnapshotBytes += pt.snapBytes
+		if pt.snapFile != "" {
+			s.DiskBytes += pt.snapBytes // a file of its own
+		}
 	}
-	s.DiskBytes += s.SnapshotBytes
-	s.DeadBytes = max(0, s.DiskBytes-s.LiveBytes-s.LogBytes)
+	s.DeadBytes = max(0, s.DiskBytes-s.LiveBytes)
 	return s
 }
 

@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"context"
@@ -7,43 +7,51 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// openWithQueue opens an in-memory broker on a clock that stands still
-// (long polls end only when woken) with queue "q".
-func openWithQueue(t *testing.T, attrs map[string]string) *Broker {
+// openWithQueue opens an engine over a memory store on a clock that
+// stands still (long polls end only when woken) with queue "q".
+func openWithQueue(t *testing.T, attrs map[string]string) *Engine {
 	t.Helper()
-	b, err := Open(Config{InMemory: true, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
-	if err != nil {
+	e := openEngine(t, store.NewMemory(), clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	if _, err := e.CreateQueue(context.Background(), "q", attrs, nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { b.Close() })
-	if _, err := b.CreateQueue(context.Background(), "q", attrs, nil); err != nil {
-		t.Fatal(err)
-	}
-	return b
+	return e
 }
 
-// The long polls waiting on a queue, as the broker holds them.
-func pollersOf(b *Broker, queue string) []*poller {
-	qs, _ := b.impl.lookup(queue)
-	qs.mu.Lock()
-	defer qs.mu.Unlock()
-	return slices.Clone(qs.pollers)
+// The long polls waiting on a queue, as the engine holds them.
+func pollersOf(e *Engine, queue string) []*poller {
+	o, _ := e.lookup(queue)
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.pollers)
 }
 
-func waitPollers(t *testing.T, b *Broker, queue string, n int) []*poller {
+// waitPollers waits until n long polls wait on the queue: the owner's
+// cond is signalled whenever one parks or leaves.
+func waitPollers(t *testing.T, e *Engine, queue string, n int) []*poller {
 	t.Helper()
-	for i := 0; ; i++ {
-		if ps := pollersOf(b, queue); len(ps) == n {
-			return ps
-		}
-		if i > 500 {
-			t.Fatalf("%d long polls waiting, want %d", len(pollersOf(b, queue)), n)
-		}
-		time.Sleep(10 * time.Millisecond)
+	o, _ := e.lookup(queue)
+	timedOut := false
+	timer := time.AfterFunc(10*time.Second, func() {
+		o.mu.Lock()
+		timedOut = true
+		o.cond.Broadcast()
+		o.mu.Unlock()
+	})
+	defer timer.Stop()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for len(o.pollers) != n && !timedOut {
+		o.cond.Wait()
 	}
+	if len(o.pollers) != n {
+		t.Fatalf("%d long polls waiting, want %d", len(o.pollers), n)
+	}
+	return slices.Clone(o.pollers)
 }
 
 // A send wakes as many waiting long polls as it has messages, the longest
@@ -103,7 +111,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	// went away) passes the wake on: here a stand-in poll, woken by a send,
 	// leaves; the real poll behind it must get the message, though the
 	// clock stands still and nothing else is sent.
-	qs, _ := b.impl.lookup("q")
+	qs, _ := b.lookup("q")
 	qs.mu.Lock()
 	standIn := qs.parkLocked(-1)
 	qs.mu.Unlock()

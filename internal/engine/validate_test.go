@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"math/rand/v2"

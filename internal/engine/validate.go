@@ -1,4 +1,4 @@
-package sluice
+package engine
 
 import (
 	"strings"
@@ -24,9 +24,6 @@ func validName(s string, max int, dot bool) bool {
 	}
 	return true
 }
-
-// ValidBatchEntryID reports whether id is a valid batch entry id.
-func ValidBatchEntryID(id string) bool { return validName(id, 80, false) }
 
 func validateQueueName(name string) error {
 	base := strings.TrimSuffix(name, ".fifo")
@@ -78,6 +75,27 @@ func invalidIDErr(param, v string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", v, param, param)
 }
 
+// messageSize is a message's size as SQS counts it against
+// MaximumMessageSize and a batch's limit: the body and every attribute's
+// name, type and values.
+func messageSize(in *st.SendInput) int {
+	size := len(in.Body)
+	for name, a := range in.Attributes {
+		size += len(name) + len(a.DataType)
+		if a.StringValue != nil {
+			size += len(*a.StringValue)
+		}
+		size += len(a.BinaryValue)
+		for _, s := range a.StringListValues {
+			size += len(s)
+		}
+		for _, b := range a.BinaryListValues {
+			size += len(b)
+		}
+	}
+	return size
+}
+
 // validateMessage checks one message against the queue's rules and returns
 // its size as SQS counts it. batch selects the error codes SQS uses inside
 // batches.
@@ -91,7 +109,6 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 	if len(in.Attributes) > 10 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Number of message attributes [%d] exceeds the allowed maximum [10].", len(in.Attributes))
 	}
-	size := len(in.Body)
 	for name, a := range in.Attributes {
 		if err := validateAttrName(name); err != nil {
 			return err
@@ -99,19 +116,8 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 		if err := validateAttrValue(name, a); err != nil {
 			return err
 		}
-		size += len(name) + len(a.DataType)
-		if a.StringValue != nil {
-			size += len(*a.StringValue)
-		}
-		size += len(a.BinaryValue)
-		for _, s := range a.StringListValues {
-			size += len(s)
-		}
-		for _, b := range a.BinaryListValues {
-			size += len(b)
-		}
 	}
-	if size > maxSize {
+	if size := messageSize(in); size > maxSize {
 		return st.Errorf(st.CodeInvalidParameterValue, "One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", maxSize)
 	}
 	if in.DelaySeconds != nil {

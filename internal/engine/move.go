@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// deadLetter moves a message that left its queue for failing (over
+// maxReceiveCount, off the retry ladder, rejected, past MaxMessageAge) to
+// the queue's dead-letter queue, or drops it, durably, when the queue has
+// none. When that cannot be done the message goes back as it was.
+func (e *Engine) deadLetter(src *owner, h queue.Handoff) error {
+	src.mu.Lock()
+	target := src.cfg.DeadLetterTarget
+	srcArn := e.ARN(src.meta.Name)
+	src.mu.Unlock()
+	if target == "" {
+		return e.drop(src, h)
+	}
+	dst := e.lookupARN(target)
+	if dst == nil {
+		e.putBack(src, h)
+		e.log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", target)
+		return noQueue()
+	}
+	err := e.move(src, dst, h, func(m *record.Msg) { m.DLQSource = srcArn })
+	if err == nil {
+		src.ctr.deadLettered.Add(1)
+	}
+	return err
+}
+
+// drop deletes, durably, a message that left with nowhere to go.
+func (e *Engine) drop(src *owner, h queue.Handoff) error {
+	src.lock()
+	err := src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByDrop)})
+	if err != nil {
+		src.q.Revert(e.clock.Now(), h.Prev)
+	} else if f := h.Msg.Fail(); f != nil && f.Reason == "Reject" {
+		src.ctr.droppedRejected.Add(1)
+	} else if f != nil && f.Reason != "MaxMessageAge" {
+		src.ctr.droppedExhausted.Add(1)
+	}
+	src.finishLocked()
+	return err
+}
+
+// putBack returns a message that could not leave its queue.
+func (e *Engine) putBack(o *owner, h queue.Handoff) {
+	o.mu.Lock()
+	o.q.Revert(e.clock.Now(), h.Prev)
+	o.finishLocked()
+}
+
+// move copies a leaving message, body and all, into dst as a new message
+// (its index as change makes it), then deletes it from src: two writes, the
+// copy first, so that a crash between them leaves the message in both
+// queues (delivered at least once), never in neither. Each queue's
+// partition holds all of its messages' bodies: no record points into
+// another queue's log.
+func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)) error {
+	pl, err := e.readPayload(src, &h.Msg)
+	if err != nil {
+		// Its body cannot be read back intact: it cannot be moved, and is
+		// never served. Dropped, as a receive would.
+		e.log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.meta.Name, "seq", h.Msg.Seq, "err", err)
+		src.lock()
+		_ = src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByLoss)})
+		src.finishLocked()
+		return err
+	}
+	idx := queue.ToRecord(&h.Msg)
+	idx.State, idx.VisibleAt, idx.Fence, idx.Level = 0, 0, 0, 0
+	change(idx)
+	dst.lock()
+	if dst.deleted {
+		dst.mu.Unlock()
+		e.putBack(src, h)
+		return noQueue()
+	}
+	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
+	dst.finishLocked()
+	if werr != nil {
+		e.putBack(src, h)
+		return werr
+	}
+	src.lock()
+	if derr := src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByMove)}); derr != nil {
+		// The copy is durable, its delete here is not: the message stays
+		// in both (at least once), rather than in neither.
+		src.q.Revert(e.clock.Now(), h.Prev)
+		e.log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dst.meta.Name, "err", derr)
+	}
+	src.finishLocked()
+	return nil
+}
+
+// Redrive moves a ready message of queue from to queue to (or, when to is
+// "", back to the queue it was dead-lettered from), with its receive
+// count reset (and its retry level and failures, unless keepFailures).
+// It reports false when the message is not there or not ready (in
+// flight, moved meanwhile).
+func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string, keepFailures bool) (bool, error) {
+	src, now, err := e.locked(from)
+	if err != nil {
+		return false, err
+	}
+	if !src.q.Leave(now, seq, func(m *queue.Msg) bool { return m.State == queue.Ready }) {
+		src.finishLocked()
+		return false, nil
+	}
+	eff := src.q.TakeEffects()
+	var mine *queue.Handoff
+	rest := eff.Handoffs[:0]
+	for i := range eff.Handoffs {
+		if eff.Handoffs[i].Msg.Seq == seq {
+			mine = &eff.Handoffs[i]
+		} else {
+			rest = append(rest, eff.Handoffs[i])
+		}
+	}
+	eff.Handoffs = rest
+	src.q.Requeue(eff)
+	src.finishLocked()
+	if mine == nil {
+		return false, nil
+	}
+	target := to
+	if target == "" {
+		if target, err = e.QueueNameFromARN(mine.Msg.DLQSource()); err != nil {
+			e.putBack(src, *mine)
+			return false, st.Errorf(st.CodeInvalidParameterValue, "Message %d was not dead-lettered: it has no source queue to go back to.", seq)
+		}
+	}
+	dst, err := e.lookup(target)
+	if err == nil && !st.Authorized(ctx, target) {
+		dst, err = nil, noQueue()
+	}
+	if err != nil {
+		e.putBack(src, *mine)
+		return false, err
+	}
+	err = e.move(src, dst, *mine, func(m *record.Msg) {
+		m.DLQSource, m.Count, m.First = "", 0, 0
+		if !keepFailures {
+			m.Level, m.Fail = 0, nil
+		}
+	})
+	if err != nil {
+		return false, err
+	}
+	src.ctr.redriven.Add(1)
+	return true, nil
+}
+

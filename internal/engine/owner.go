@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/attr"
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// owner owns one queue: its partition, state machine and waiting
+// receivers. mu guards every field below it.
+type owner struct {
+	e *Engine
+	p store.PartitionID
+	// metaMu serialises changes of meta (taken before mu), so each is
+	// computed from the one before it while that one is being written.
+	metaMu sync.Mutex
+
+	mu   sync.Mutex
+	cond *sync.Cond // signalled when a snapshot ends (writes wait for it) and the waiting list changes
+	meta record.QueueMeta
+	cfg  attr.Config
+	q    *queue.Queue
+	// deleted: the queue's deletion is durable (or it never was created).
+	deleted   bool
+	lastPurge time.Time
+	ctr       counters
+	// pollers are the long polls waiting on the queue, longest waiting
+	// first; bound counts those bound to one partition.
+	pollers []*poller
+	bound   int
+	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
+	// minutes, so a retried receive gets the same messages and handles.
+	attempts map[string]*attempt
+	// writes are the appends in flight, in position order.
+	writes []*write
+	// epoch counts position resets after failed writes: a failure only
+	// resets positions if no reset happened since its write was submitted.
+	epoch uint64
+	// snapshotting holds new writes back while a snapshot waits for the
+	// writes in flight to finish.
+	snapshotting bool
+}
+
+// write is an append in flight.
+type write struct {
+	f     store.Future
+	prev  uint64 // the partition's position before it
+	epoch uint64
+	// recs are applied once durable (nil: the change was made at once).
+	recs []*record.Record
+	// failed, when set, runs (under the lock) if the append fails.
+	failed func()
+}
+
+type counters struct {
+	sent, throttled, received, emptyReceives, deleted, deadLettered atomic.Int64
+	redriven, droppedExhausted, droppedRejected                     atomic.Int64
+	firstAttempt                                                    [18]atomic.Int64 // by FirstAttemptBounds, then above
+	firstAttemptMillis                                              atomic.Int64
+}
+
+func (c *counters) observeFirstAttempt(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(st.FirstAttemptBounds) && s > st.FirstAttemptBounds[i] {
+		i++
+	}
+	c.firstAttempt[i].Add(1)
+	c.firstAttemptMillis.Add(d.Milliseconds())
+}
+
+func newOwner(e *Engine, p store.PartitionID, meta record.QueueMeta) *owner {
+	if meta.Attrs == nil {
+		meta.Attrs = map[string]string{}
+	}
+	o := &owner{e: e, p: p, meta: meta, cfg: attr.Parse(&meta)}
+	o.cond = sync.NewCond(&o.mu)
+	o.q = queue.New(o.cfg.Queue)
+	return o
+}
+
+// lock takes the owner's lock for a new write: it waits while a snapshot
+// is being taken, and applies the writes that finished meanwhile.
+func (o *owner) lock() {
+	o.mu.Lock()
+	for o.snapshotting {
+		o.cond.Wait()
+	}
+	o.drainLocked()
+}
+
+func locOf(h store.Hint) queue.Loc { return queue.Loc{Seg: h.A, Off: h.B, FLen: h.C, Idx: h.D} }
+func hintOf(l queue.Loc) store.Hint { return store.Hint{A: l.Seg, B: l.Off, C: l.FLen, D: l.Idx} }
+
+// appendLocked submits recs (with consecutive positions from the queue
+// core) to the queue's partition. With apply set they are applied once
+// durable; otherwise the change was made already.
+func (o *owner) appendLocked(recs []*record.Record, apply bool, failed func()) *write {
+	data := make([]store.Rec, len(recs))
+	for i, r := range recs {
+		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
+	}
+	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
+	if o.e.closed.Load() {
+		w.f = store.Failed(unavailable())
+	} else {
+		w.f = o.e.st.Append(o.p, w.prev, data)
+	}
+	if apply {
+		w.recs = recs
+	}
+	o.writes = append(o.writes, w)
+	return w
+}
+
+// waitLocked waits for w without the lock and returns with the lock held
+// again and every finished write applied (or failed).
+func (o *owner) waitLocked(w *write) error {
+	o.mu.Unlock()
+	err := w.f.Wait(context.Background())
+	o.mu.Lock()
+	o.drainLocked()
+	return writeError(err)
+}
+
+// drainLocked applies, in order, the writes that have finished, up to the
+// first still under way. A failed write changes nothing; its failure
+// resets the queue's positions to the partition's durable end (once: the
+// writes behind it fail too) and runs its failed hook.
+func (o *owner) drainLocked() {
+	if len(o.writes) == 0 {
+		return
+	}
+	now := o.e.clock.Now()
+	i := 0
+	for ; i < len(o.writes); i++ {
+		w := o.writes[i]
+		done, err := w.f.Done()
+		if !done {
+			break
+		}
+		if err != nil {
+			if w.epoch == o.epoch {
+				last, ok := store.LastPosition(err)
+				if !ok {
+					last = w.prev
+				}
+				o.q.SetLast(last)
+				o.epoch++
+			}
+			for _, r := range w.recs {
+				if r.Type == record.Send {
+					o.q.SendFailed(r)
+				}
+			}
+			if w.failed != nil {
+				w.failed()
+			}
+			continue
+		}
+		if w.recs != nil {
+			hints := w.f.Hints()
+			for j, r := range w.recs {
+				var loc queue.Loc
+				if j < len(hints) {
+					loc = locOf(hints[j])
+				}
+				if r.Type == record.Meta {
+					o.applyMetaLocked(r.Meta)
+				}
+				if err := o.q.Apply(now, r, loc); err != nil {
+					o.e.log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
+				}
+			}
+		}
+	}
+	n := copy(o.writes, o.writes[i:])
+	clear(o.writes[n:])
+	o.writes = o.writes[:n]
+}
+
+// applyMetaLocked takes new settings.
+func (o *owner) applyMetaLocked(m *record.QueueMeta) {
+	meta := m.Clone()
+	if meta.Attrs == nil {
+		meta.Attrs = map[string]string{}
+	}
+	o.meta = meta
+	o.cfg = attr.Parse(&meta)
+	o.q.SetConfig(o.cfg.Queue)
+}
+
+// persistLocked submits recs, applied once durable, waits, and returns
+// with the lock held and the change applied (or not: the error says why).
+func (o *owner) persistLocked(recs []*record.Record) error {
+	return o.waitLocked(o.appendLocked(recs, true, nil))
+}
+
+// finishLocked acts on what the queue core reported (records the retry
+// ladder made, messages made ready, storage to release, messages leaving
+// for another queue), unlocks, and does what needs no lock: releasing
+// storage and moving messages away.
+func (o *owner) finishLocked() {
+	eff := o.q.TakeEffects()
+	if len(eff.Records) > 0 {
+		o.appendLocked(eff.Records, false, nil)
+	}
+	if eff.WakeAll {
+		o.wakeLocked()
+	} else if eff.Ready > 0 {
+		o.wakeSomeLocked(eff.Ready)
+	}
+	o.mu.Unlock()
+	o.release(eff.Gone)
+	for _, h := range eff.Handoffs {
+		o.e.deadLetter(o, h)
+	}
+}
+
+// release lets the store go of the bodies of messages that left.
+func (o *owner) release(gone []queue.Gone) {
+	for _, g := range gone {
+		o.e.st.Release(o.p, g.Seq, hintOf(g.Loc))
+	}
+}
+
+// ---- long polls ----
+
+// poller is a long poll waiting on a queue.
+type poller struct {
+	woken chan struct{} // closed when it is woken (and taken off the list)
+	part  int           // the partition it is bound to, or -1
+}
+
+// parkLocked puts a long poll on the queue's waiting list.
+func (o *owner) parkLocked(part int) *poller {
+	p := &poller{woken: make(chan struct{}), part: part}
+	o.pollers = append(o.pollers, p)
+	if part >= 0 {
+		o.bound++
+	}
+	o.cond.Broadcast() // for whoever waits on the waiting list (tests)
+	return p
+}
+
+// unparkLocked takes p off the waiting list. It reports false when p was
+// not on it: it had been woken.
+func (o *owner) unparkLocked(p *poller) bool {
+	i := slices.Index(o.pollers, p)
+	if i < 0 {
+		return false
+	}
+	o.pollers = slices.Delete(o.pollers, i, i+1)
+	if p.part >= 0 {
+		o.bound--
+	}
+	o.cond.Broadcast()
+	return true
+}
+
+// leave takes a long poll that gives up off the list; if it had been
+// woken meanwhile, the wake goes to the next one, so that the message it
+// was woken for is not left waiting for a poll that is gone.
+func (o *owner) leave(p *poller) {
+	o.mu.Lock()
+	if !o.unparkLocked(p) {
+		o.wakeSomeLocked(1)
+	}
+	o.mu.Unlock()
+}
+
+// wakeLocked wakes every long poll waiting on the queue.
+func (o *owner) wakeLocked() {
+	for _, p := range o.pollers {
+		close(p.woken)
+	}
+	clear(o.pollers)
+	o.pollers, o.bound = o.pollers[:0], 0
+	o.cond.Broadcast()
+}
+
+// wakeSomeLocked wakes the n longest-waiting long polls: n messages became
+// ready. Waking every poll for each send would have all of them take the
+// queue's lock to find that one got the message. Any waiting poll can take
+// any ready message, unless some are bound to a partition: then all are
+// woken.
+func (o *owner) wakeSomeLocked(n int) {
+	if n >= len(o.pollers) || o.bound > 0 {
+		o.wakeLocked()
+		return
+	}
+	for _, p := range o.pollers[:n] {
+		close(p.woken)
+	}
+	rest := copy(o.pollers, o.pollers[n:])
+	clear(o.pollers[rest:])
+	o.pollers = o.pollers[:rest]
+	o.cond.Broadcast()
+}
+
+// attempt is a FIFO receive remembered by its ReceiveRequestAttemptId.
+type attempt struct {
+	expires time.Time
+	msgs    []st.Message
+	seqs    []uint64
+	fences  []uint32
+}

@@ -1,0 +1,357 @@
+package engine
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// Receive receives up to in.MaxMessages messages, waiting up to the wait
+// time for the first one. It returns early, empty, when ctx is done.
+func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) ([]st.Message, error) {
+	max := in.MaxMessages
+	if max == 0 {
+		max = 1
+	}
+	if max < 1 || max > 10 {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", max)
+	}
+	if in.WaitTimeSeconds != nil && (*in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > 20) {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
+	}
+	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
+		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
+	}
+	if in.AttemptID != "" && !validID(in.AttemptID) {
+		return nil, invalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
+	}
+	o, err := e.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	waitFor, parts, fifo := o.cfg.ReceiveWait, o.cfg.Partitions, o.cfg.Queue.FIFO
+	o.mu.Unlock()
+	if in.WaitTimeSeconds != nil {
+		waitFor = time.Duration(*in.WaitTimeSeconds) * time.Second
+	}
+	part := -1
+	if in.Partition != nil {
+		part = *in.Partition
+		if fifo || part < -1 || part >= parts {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", part, parts)
+		}
+	}
+	deadline := e.clock.Now().Add(waitFor)
+	var p *poller // on the queue's waiting list, or woken from it
+	for {
+		now := e.clock.Now()
+		msgs, parked, next, err := e.receiveOnce(ctx, o, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
+		if p = parked; err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if p == nil {
+			if !now.Before(deadline) {
+				o.ctr.emptyReceives.Add(1)
+				return nil, nil
+			}
+			continue // messages found but unreadable, and dropped: look again
+		}
+		wakeAt := deadline
+		if !next.IsZero() && next.Before(wakeAt) {
+			wakeAt = next
+		}
+		timer := make(chan struct{})
+		t := e.clock.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
+		select {
+		case <-p.woken:
+			p = nil // off the list already
+		case <-timer: // receiveOnce takes it off the list
+		case <-ctx.Done():
+			t.Stop()
+			o.leave(p)
+			return nil, nil
+		case <-e.closing:
+			t.Stop()
+			o.leave(p)
+			return nil, nil
+		}
+		t.Stop()
+	}
+}
+
+// receiveOnce delivers what is ready now. p, if not nil, is the caller's
+// place on the waiting list from its last attempt: it is taken off.
+// canWait says the caller is a long poll with time left: only such a
+// receive is held back to keep TenantHeadroom receivers waiting, and when
+// it finds nothing it is put on the waiting list, under the same lock, so
+// that no message that comes after the look can miss it; the poller is
+// returned with the queue's next timer. The deliveries are made at once,
+// so that no other receive takes the same messages, and undone if their
+// records cannot be written.
+func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride *int, attemptID string, part int, p *poller, canWait bool) ([]st.Message, *poller, time.Time, error) {
+	o.lock()
+	if p != nil {
+		o.unparkLocked(p)
+	}
+	if o.deleted {
+		o.mu.Unlock()
+		return nil, nil, time.Time{}, noQueue()
+	}
+	now := e.clock.Now()
+	vis := o.cfg.Queue.VisibilityTimeout
+	if visOverride != nil {
+		vis = time.Duration(*visOverride) * time.Second
+	}
+	if !o.cfg.Queue.FIFO {
+		attemptID = "" // standard queues ignore it, as SQS does
+	}
+	if attemptID != "" {
+		if msgs, ok, err := e.retryAttemptLocked(o, attemptID, now, vis); ok {
+			o.finishLocked()
+			return msgs, nil, time.Time{}, err
+		}
+	}
+	spare := math.MaxInt
+	if canWait {
+		spare = len(o.pollers)
+	}
+	ds := o.q.Receive(now, max, vis, part, spare)
+	if len(ds) == 0 && !o.cfg.Queue.FIFO && o.q.InFlight() >= queue.MaxInFlight {
+		o.finishLocked()
+		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
+	}
+	var parked *poller
+	if len(ds) == 0 && canWait {
+		parked = o.parkLocked(part)
+	}
+	next := o.q.NextWake()
+	var w *write
+	if len(ds) > 0 {
+		recs := make([]*record.Record, len(ds))
+		for i := range ds {
+			recs[i] = ds[i].Record
+		}
+		w = o.appendLocked(recs, false, func() {
+			// Not recorded: the messages were not received. Put back the
+			// ones still as this receive left them.
+			for i := len(ds) - 1; i >= 0; i-- {
+				d := &ds[i]
+				if m, ok := o.q.Lookup(d.Msg.Seq); ok && m.Fence() == d.Msg.Fence() && m.State == queue.InFlight {
+					o.q.Revert(e.clock.Now(), d.Prev)
+				}
+			}
+		})
+	}
+	o.finishLocked()
+	if w == nil {
+		return nil, parked, next, nil
+	}
+	if err := writeError(w.f.Wait(context.Background())); err != nil {
+		o.mu.Lock()
+		o.drainLocked() // runs the undo, in order
+		o.finishLocked()
+		return nil, nil, next, err
+	}
+	for i := range ds {
+		if m := &ds[i].Msg; m.RecvCount() == 1 {
+			o.ctr.observeFirstAttempt(time.Duration(m.Delivered()-m.Sent) * time.Millisecond)
+		}
+	}
+	// Bodies come from the store, outside the queue's lock.
+	out := make([]st.Message, 0, len(ds))
+	var lost []uint64
+	for i := range ds {
+		m := &ds[i].Msg
+		pl, err := e.readPayload(o, m)
+		if err != nil {
+			// Never serve what cannot be read back intact.
+			e.logFor(ctx).Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "err", err)
+			lost = append(lost, m.Seq)
+			continue
+		}
+		out = append(out, e.toMessage(o.p, m, pl))
+	}
+	if len(lost) > 0 {
+		o.lock()
+		recs := make([]*record.Record, len(lost))
+		for i, s := range lost {
+			recs[i] = o.q.DeleteRecord(s, record.ByLoss)
+		}
+		_ = o.persistLocked(recs)
+		o.finishLocked()
+	}
+	o.ctr.received.Add(int64(len(out)))
+	if attemptID != "" && len(out) > 0 {
+		o.mu.Lock()
+		rememberAttemptLocked(o, attemptID, now, out, ds)
+		o.mu.Unlock()
+	}
+	return out, nil, next, nil
+}
+
+// readPayload reads a message's payload back from its Send record. When
+// compaction moved the record since the message was looked at, it reads
+// it again from where it is now.
+func (e *Engine) readPayload(o *owner, m *queue.Msg) (*record.Payload, error) {
+	pl, err := e.readAt(o, m.Seq, m.Loc)
+	if err != nil && errors.Is(err, store.ErrNotFound) {
+		o.mu.Lock()
+		cur, ok := o.q.Lookup(m.Seq)
+		moved := ok && cur.Loc != m.Loc
+		loc := m.Loc
+		if moved {
+			loc = cur.Loc
+		}
+		o.mu.Unlock()
+		if moved {
+			pl, err = e.readAt(o, m.Seq, loc)
+		}
+	}
+	return pl, err
+}
+
+func (e *Engine) readAt(o *owner, seq uint64, loc queue.Loc) (*record.Payload, error) {
+	raw, err := e.st.Read(o.p, seq, hintOf(loc))
+	if err != nil {
+		return nil, err
+	}
+	r, err := record.Decode(raw, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Type != record.Send || r.Payload == nil {
+		return nil, errors.New("engine: the record of a message is not a send")
+	}
+	return r.Payload, nil
+}
+
+// logFor is the logger for work done on behalf of ctx's request.
+func (e *Engine) logFor(ctx context.Context) interface {
+	Error(msg string, args ...any)
+} {
+	if id := st.RequestID(ctx); id != "" {
+		return e.log.With("request_id", id)
+	}
+	return e.log
+}
+
+// retryAttemptLocked answers a retried FIFO receive with the messages of
+// the earlier attempt, their visibility reset once that is durable, if
+// none of them has been deleted or delivered again since; otherwise it
+// forgets the attempt.
+func (e *Engine) retryAttemptLocked(o *owner, id string, now time.Time, vis time.Duration) ([]st.Message, bool, error) {
+	a := o.attempts[id]
+	if a == nil {
+		return nil, false, nil
+	}
+	if now.After(a.expires) {
+		delete(o.attempts, id)
+		return nil, false, nil
+	}
+	for i, seq := range a.seqs {
+		m, ok := o.q.Lookup(seq)
+		if !ok || m.Fence() != a.fences[i] || m.State != queue.InFlight {
+			delete(o.attempts, id)
+			return nil, false, nil
+		}
+	}
+	at := now.Add(vis).UnixMilli()
+	recs := make([]*record.Record, len(a.seqs))
+	for i, seq := range a.seqs {
+		recs[i] = o.q.VisibilityRecord(seq, at)
+	}
+	if err := o.persistLocked(recs); err != nil {
+		return nil, true, err
+	}
+	return a.msgs, true, nil
+}
+
+func rememberAttemptLocked(o *owner, id string, now time.Time, msgs []st.Message, ds []queue.Delivery) {
+	if o.attempts == nil {
+		o.attempts = map[string]*attempt{}
+	}
+	for k, a := range o.attempts { // keep the map bounded by the window
+		if now.After(a.expires) {
+			delete(o.attempts, k)
+		}
+	}
+	a := &attempt{expires: now.Add(5 * time.Minute), msgs: msgs}
+	for i := range ds {
+		a.seqs = append(a.seqs, ds[i].Msg.Seq)
+		a.fences = append(a.fences, ds[i].Msg.Fence())
+	}
+	o.attempts[id] = a
+}
+
+func (e *Engine) toMessage(p store.PartitionID, m *queue.Msg, pl *record.Payload) st.Message {
+	out := st.Message{
+		MessageID: pl.ID, Body: pl.Body, Attributes: pl.Attrs, TraceHeader: pl.Trace, TraceParent: pl.TraceParent, SenderID: pl.Sender,
+		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), GroupID: m.Group(), SequenceNumber: pl.SeqNum,
+		DeadLetterSourceArn: m.DLQSource(),
+	}
+	if pl.MD5 != "" {
+		out.MD5OfBody = hex.EncodeToString([]byte(pl.MD5))
+	}
+	if pl.SeqNum != "" {
+		out.DedupID = pl.Dedup
+	}
+	if m.FirstRecv() != 0 {
+		out.FirstReceiveTimestamp = time.UnixMilli(m.FirstRecv())
+	}
+	out.RetryLevel = int(m.Level)
+	if f := m.Fail(); f != nil {
+		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
+	}
+	if m.Fence() > 0 {
+		out.ReceiptHandle = e.handle(uint64(p), m.Seq, m.Fence())
+	}
+	return out
+}
+
+// Receipt handles: base64url("partition:seq:fence:nonce").
+func (e *Engine) handle(p, seq uint64, fence uint32) string {
+	var n [6]byte
+	_, _ = e.rand.Read(n[:])
+	raw := make([]byte, 0, 64)
+	raw = strconv.AppendUint(raw, p, 10)
+	raw = append(raw, ':')
+	raw = strconv.AppendUint(raw, seq, 10)
+	raw = append(raw, ':')
+	raw = strconv.AppendUint(raw, uint64(fence), 10)
+	raw = append(raw, ':')
+	raw = hex.AppendEncode(raw, n[:])
+	return base64.RawURLEncoding.EncodeToString(raw)
+}
+
+func parseHandle(h string) (p, seq uint64, fence uint32, ok bool) {
+	raw, err := base64.RawURLEncoding.DecodeString(h)
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	parts := strings.Split(string(raw), ":")
+	if len(parts) != 4 {
+		return 0, 0, 0, false
+	}
+	p, e1 := strconv.ParseUint(parts[0], 10, 64)
+	seq, e2 := strconv.ParseUint(parts[1], 10, 64)
+	f, e3 := strconv.ParseUint(parts[2], 10, 32)
+	if e1 != nil || e2 != nil || e3 != nil {
+		return 0, 0, 0, false
+	}
+	return p, seq, uint32(f), true
+}
+
+func invalidHandle(h string) error {
+	return st.Errorf(st.CodeReceiptHandleIsInvalid, "The input receipt handle \"%s\" is not a valid receipt handle.", h)
+}

@@ -1,0 +1,113 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// recover rebuilds the catalog and every queue from the store: each
+// partition's newest snapshot and the records after it, applied through
+// the same Apply the live path uses. Partitions the catalog does not name
+// (a queue whose creation or deletion was cut short) are dropped; every
+// message still live tells the store to keep its body; messages that the
+// replay found past their time leave as they would have.
+func (e *Engine) recover() error {
+	names := map[store.PartitionID]string{} // the catalog
+	parts := map[store.PartitionID]*owner{}
+	last := map[store.PartitionID]uint64{}
+	now := e.clock.Now()
+	err := e.st.Replay(func(en store.Entry) error {
+		if en.P == store.Catalog {
+			r, err := record.Decode(en.Data, false)
+			if err != nil {
+				return fmt.Errorf("catalog record %d: %w", en.Pos, err)
+			}
+			e.catLast = max(e.catLast, en.Pos)
+			if en.Reset {
+				clear(names)
+			}
+			switch r.Type {
+			case record.Create:
+				names[store.PartitionID(r.Partition)] = r.Name
+				e.nextPart = max(e.nextPart, store.PartitionID(r.Partition)+1)
+			case record.Drop:
+				delete(names, store.PartitionID(r.Partition))
+				e.nextPart = max(e.nextPart, store.PartitionID(r.Partition)+1)
+			case record.Catalog:
+				e.nextPart = max(e.nextPart, store.PartitionID(r.NextPartition))
+			default:
+				return fmt.Errorf("a %s record in the catalog", r.Type)
+			}
+			return nil
+		}
+		e.nextPart = max(e.nextPart, en.P+1)
+		last[en.P] = max(last[en.P], en.Pos)
+		o := parts[en.P]
+		if en.Reset || o == nil {
+			o = newOwner(e, en.P, record.QueueMeta{ID: uint64(en.P)})
+			parts[en.P] = o
+		}
+		if en.Moved {
+			// Compaction moved the body of message Pos.
+			if m, ok := o.q.Lookup(en.Pos); ok {
+				m.Loc = locOf(en.Hint)
+			}
+			return nil
+		}
+		r, err := record.Decode(en.Data, false)
+		if err != nil {
+			return fmt.Errorf("partition %d record %d: %w", en.P, en.Pos, err)
+		}
+		r.Pos = en.Pos
+		if r.Type == record.Meta {
+			o.applyMetaLocked(r.Meta)
+		}
+		return o.q.Apply(now, r, locOf(en.Hint))
+	})
+	if err != nil {
+		return err
+	}
+	ids := make([]store.PartitionID, 0, len(parts))
+	for p := range parts {
+		ids = append(ids, p)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	var handoffs []*owner
+	for _, p := range ids {
+		o := parts[p]
+		name, ok := names[p]
+		if !ok || o.meta.Name != name {
+			// Not (or no longer) in the catalog: its creation never
+			// completed, or its deletion was cut short.
+			if err := e.st.Drop(p).Wait(context.Background()); err != nil {
+				e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
+			}
+			continue
+		}
+		o.q.SetLast(last[p])
+		o.q.Advance(now)
+		o.q.Messages(func(m *queue.Msg) { e.st.Keep(p, m.Seq, hintOf(m.Loc)) })
+		eff := o.q.TakeEffects()
+		o.release(eff.Gone) // dropped by time during the replay
+		if len(eff.Handoffs) > 0 {
+			o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
+			handoffs = append(handoffs, o)
+		}
+		e.queues[name], e.byPart[p] = o, o
+	}
+	// Messages the replay found leaving (past their age, off the ladder)
+	// go now that every queue is there.
+	for _, o := range handoffs {
+		o.mu.Lock()
+		o.finishLocked()
+	}
+	if len(e.queues) > 0 {
+		e.log.Info("recovered", "queues", len(e.queues))
+	}
+	return nil
+}

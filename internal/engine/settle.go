@@ -1,0 +1,348 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// locked looks a queue up and returns it locked, its timers advanced to
+// now. The caller ends with finishLocked.
+func (e *Engine) locked(name string) (*owner, time.Time, error) {
+	o, err := e.lookup(name)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	o.lock()
+	if o.deleted {
+		o.mu.Unlock()
+		return nil, time.Time{}, noQueue()
+	}
+	now := e.clock.Now()
+	o.q.Advance(now)
+	return o, now, nil
+}
+
+func expired(h string) error {
+	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.", h)
+}
+
+func batchShape(n int, entry string) error {
+	if n == 0 {
+		return st.Errorf(st.CodeEmptyBatchRequest, "There should be at least one %s in the request.", entry)
+	}
+	if n > 10 {
+		return st.Errorf(st.CodeTooManyEntriesInBatchRequest, "Maximum number of entries per request are 10. You have sent %d.", n)
+	}
+	return nil
+}
+
+func failEntries(errs []error, idx []int, err error) {
+	for _, i := range idx {
+		errs[i] = err
+	}
+}
+
+// Delete deletes the message a receipt handle names.
+func (e *Engine) Delete(ctx context.Context, name, h string) error {
+	errs, err := e.deleteBatch(name, []string{h})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// DeleteBatch deletes several messages in one durable write.
+func (e *Engine) DeleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
+	if err := batchShape(len(hs), "DeleteMessageBatchRequestEntry"); err != nil {
+		return nil, err
+	}
+	return e.deleteBatch(name, hs)
+}
+
+func (e *Engine) deleteBatch(name string, hs []string) ([]error, error) {
+	o, _, err := e.locked(name)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(hs))
+	var recs []*record.Record
+	var idx []int
+	for i, h := range hs {
+		p, seq, fence, ok := parseHandle(h)
+		if !ok || p != uint64(o.p) {
+			errs[i] = invalidHandle(h)
+			continue
+		}
+		m, live := o.q.Lookup(seq)
+		if !live {
+			continue // already deleted (durably: deletes apply once written): idempotent, as SQS
+		}
+		if m.Fence() != fence {
+			// Fenced: the message was delivered again since this handle.
+			if o.cfg.Queue.FIFO {
+				errs[i] = expired(h)
+			}
+			continue
+		}
+		if o.cfg.Queue.FIFO && m.State != queue.InFlight {
+			errs[i] = expired(h)
+			continue
+		}
+		recs = append(recs, o.q.DeleteRecord(seq, record.ByClient))
+		idx = append(idx, i)
+	}
+	if len(recs) == 0 {
+		o.finishLocked()
+		return errs, nil
+	}
+	// The messages go once their deletes are durable: until then a retry
+	// finds them and writes its own delete, so it is never answered with
+	// success for a delete that was not recorded.
+	if werr := o.persistLocked(recs); werr != nil {
+		failEntries(errs, idx, werr)
+	} else {
+		o.ctr.deleted.Add(int64(len(recs)))
+		if o.q.Sched().HasCaps() {
+			o.wakeLocked() // a tenant at its in-flight cap may go on
+		}
+	}
+	o.finishLocked()
+	return errs, nil
+}
+
+// ChangeVisibility sets a message's visibility timeout to seconds from now.
+func (e *Engine) ChangeVisibility(ctx context.Context, name, h string, s int) error {
+	errs, err := e.changeVisibility(name, []st.VisibilityChange{{ReceiptHandle: h, Seconds: s}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// ChangeVisibilityBatch changes several visibility timeouts.
+func (e *Engine) ChangeVisibilityBatch(ctx context.Context, name string, in []st.VisibilityChange) ([]error, error) {
+	if err := batchShape(len(in), "ChangeMessageVisibilityBatchRequestEntry"); err != nil {
+		return nil, err
+	}
+	return e.changeVisibility(name, in)
+}
+
+func (e *Engine) changeVisibility(name string, in []st.VisibilityChange) ([]error, error) {
+	o, now, err := e.locked(name)
+	if err != nil {
+		return nil, err
+	}
+	errs := make([]error, len(in))
+	var recs []*record.Record
+	var idx []int
+	for i, c := range in {
+		if c.Seconds < 0 || c.Seconds > 43200 {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", c.Seconds)
+			continue
+		}
+		p, seq, fence, ok := parseHandle(c.ReceiptHandle)
+		if !ok || p != uint64(o.p) {
+			errs[i] = invalidHandle(c.ReceiptHandle)
+			continue
+		}
+		m, live := o.q.Lookup(seq)
+		if !live {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", c.ReceiptHandle)
+			continue
+		}
+		if m.Fence() != fence {
+			errs[i] = expired(c.ReceiptHandle)
+			continue
+		}
+		if m.State != queue.InFlight {
+			if o.cfg.Queue.FIFO {
+				errs[i] = st.Errorf(st.CodeMessageNotInflight, "The message referred to isn't in flight.")
+			}
+			continue // standard: an expired handle is answered 200, as SQS
+		}
+		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.Delivered())) > 12*time.Hour {
+			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", c.Seconds)
+			continue
+		}
+		recs = append(recs, o.q.VisibilityRecord(seq, now.Add(time.Duration(c.Seconds)*time.Second).UnixMilli()))
+		idx = append(idx, i)
+	}
+	if len(recs) == 0 {
+		o.finishLocked()
+		return errs, nil
+	}
+	if werr := o.persistLocked(recs); werr != nil {
+		failEntries(errs, idx, werr)
+	}
+	o.finishLocked()
+	return errs, nil
+}
+
+// Purge deletes every message in the queue (at most once per 60 seconds).
+func (e *Engine) Purge(ctx context.Context, name string) error {
+	o, now, err := e.locked(name)
+	if err != nil {
+		return err
+	}
+	if !o.lastPurge.IsZero() && now.Sub(o.lastPurge) < 60*time.Second {
+		o.finishLocked()
+		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)
+	}
+	last := o.lastPurge
+	o.lastPurge = now
+	err = o.persistLocked([]*record.Record{o.q.PurgeRecord()})
+	if err != nil && o.lastPurge.Equal(now) {
+		o.lastPurge = last // not purged: it may be tried again at once
+	}
+	o.finishLocked()
+	return err
+}
+
+// DeleteMessages deletes the listed messages (a filtered purge, the
+// watermark) in one durable write and returns how many were live.
+func (e *Engine) DeleteMessages(ctx context.Context, name string, seqs []uint64, reason uint8) (int, error) {
+	o, _, err := e.locked(name)
+	if err != nil {
+		return 0, err
+	}
+	var recs []*record.Record
+	for _, s := range seqs {
+		if _, ok := o.q.Lookup(s); ok {
+			recs = append(recs, o.q.DeleteRecord(s, reason))
+		}
+	}
+	if len(recs) == 0 {
+		o.finishLocked()
+		return 0, nil
+	}
+	err = o.persistLocked(recs)
+	if err == nil {
+		o.wakeLocked()
+	}
+	o.finishLocked()
+	if err != nil {
+		return 0, err
+	}
+	return len(recs), nil
+}
+
+// DropBefore drops every message of a queue sent before t, of one tenant
+// (all when allTenants): the watermark.
+func (e *Engine) DropBefore(ctx context.Context, name string, before time.Time, tenant string, allTenants bool) (int, error) {
+	o, _, err := e.locked(name)
+	if err != nil {
+		return 0, err
+	}
+	seqs := o.q.SentBefore(before.UnixMilli(), tenant, allTenants)
+	o.finishLocked()
+	return e.DeleteMessages(ctx, name, seqs, record.ByWatermark)
+}
+
+// RetryMessage fails a received message on the consumer's word: it
+// climbs the queue's retry ladder (RetryDelays), waiting delaySeconds
+// instead of the level's delay when not nil; without a ladder it becomes
+// visible again after delaySeconds (0 when nil).
+func (e *Engine) RetryMessage(ctx context.Context, name, h string, delaySeconds *int, reason string) error {
+	if delaySeconds != nil && (*delaySeconds < 0 || *delaySeconds > 43200) {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", *delaySeconds)
+	}
+	d := time.Duration(-1)
+	if delaySeconds != nil {
+		d = time.Duration(*delaySeconds) * time.Second
+	}
+	return e.verdict(name, h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+		r, _, ok := q.Retry(now, seq, d, reason)
+		return r, ok
+	})
+}
+
+// RejectMessage fails a received message for good: it goes to the
+// dead-letter queue at once (or is dropped when there is none).
+func (e *Engine) RejectMessage(ctx context.Context, name, h, reason string) error {
+	return e.verdict(name, h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+		_, ok := q.Reject(now, seq, reason)
+		return nil, ok
+	})
+}
+
+// DeferMessage puts a received message off for delaySeconds without
+// counting it as a failure or as a receive.
+func (e *Engine) DeferMessage(ctx context.Context, name, h string, delaySeconds int) error {
+	if delaySeconds < 0 || delaySeconds > 43200 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", delaySeconds)
+	}
+	return e.verdict(name, h, "", func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+		r, _, ok := q.Defer(now, seq, time.Duration(delaySeconds)*time.Second)
+		return r, ok
+	})
+}
+
+// verdict applies a consumer's verdict to the message a receipt handle
+// names, fenced like ChangeMessageVisibility. The verdict takes effect at
+// once; when it cannot be recorded (or its move to the dead-letter queue
+// cannot be made) the message is put back in flight as it was.
+func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool)) error {
+	if len(reason) > 4096 {
+		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter Reason is invalid. Reason: at most 4096 characters.")
+	}
+	o, now, err := e.locked(name)
+	if err != nil {
+		return err
+	}
+	p, seq, fence, ok := parseHandle(h)
+	if !ok || p != uint64(o.p) {
+		o.finishLocked()
+		return invalidHandle(h)
+	}
+	m, live := o.q.Lookup(seq)
+	if !live || m.Fence() != fence {
+		o.finishLocked()
+		return st.Errorf(st.CodeReceiptHandleIsInvalid, "The receipt handle %q is not valid for this message: it was delivered again or deleted.", h)
+	}
+	prev := *m
+	rec, ok := f(o.q, now, seq)
+	if !ok {
+		o.finishLocked()
+		return st.Errorf(st.CodeMessageNotInflight, "Message does not exist or is not available for visibility timeout change.")
+	}
+	o.wakeLocked()
+	undo := func() {
+		if m, ok := o.q.Lookup(seq); !ok || m.Fence() == fence {
+			o.q.Revert(e.clock.Now(), prev)
+		}
+	}
+	if rec != nil {
+		err = o.waitLocked(o.appendLocked([]*record.Record{rec}, false, undo))
+		o.finishLocked()
+		return err
+	}
+	// It left (rejected, or off the ladder): its move is this call's.
+	eff := o.q.TakeEffects()
+	var mine *queue.Handoff
+	rest := eff.Handoffs[:0]
+	for i := range eff.Handoffs {
+		if eff.Handoffs[i].Msg.Seq == seq {
+			mine = &eff.Handoffs[i]
+		} else {
+			rest = append(rest, eff.Handoffs[i])
+		}
+	}
+	eff.Handoffs = rest
+	o.requeueEffects(eff)
+	o.finishLocked()
+	if mine == nil {
+		return nil
+	}
+	mine.Prev = prev // back in flight if the move fails
+	return e.deadLetter(o, *mine)
+}
+
+// requeueEffects hands effects taken early back to the queue, for
+// finishLocked.
+func (o *owner) requeueEffects(eff queue.Effects) {
+	o.q.Requeue(eff)
+}

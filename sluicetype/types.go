@@ -1,0 +1,169 @@
+package sluicetype
+
+import "time"
+
+// The broker's public figures and inputs: shared by the engine, the
+// dead-letter tools, the root package (which re-exports them) and its
+// clients.
+
+// QueueInfo is what the broker knows of a queue's identity.
+type QueueInfo struct {
+	Name string
+	ARN  string
+	FIFO bool
+}
+
+// MoveTask is one message move task as ListMessageMoveTasks reports it.
+type MoveTask struct {
+	TaskHandle                        string // set while RUNNING only
+	Status                            string // RUNNING, COMPLETED, CANCELLING, CANCELLED, FAILED
+	SourceArn                         string
+	DestinationArn                    string
+	MaxNumberOfMessagesPerSecond      int // 0 when not set
+	ApproximateNumberOfMessagesMoved  int64
+	ApproximateNumberOfMessagesToMove int64
+	FailureReason                     string
+	StartedTimestamp                  time.Time
+}
+
+// VisibilityChange is one entry of ChangeVisibilityBatch.
+type VisibilityChange struct {
+	ReceiptHandle string
+	Seconds       int
+}
+
+// PeekFilter selects messages for Peek, PurgeFiltered and RedriveFiltered.
+// Zero fields match everything.
+type PeekFilter struct {
+	Tenant   string
+	Source   string // DeadLetterQueueSourceArn (or the source queue's name)
+	Reason   string // failure reason (RetryMessage / RejectMessage / VisibilityTimeout / MaxReceiveCount / MaxMessageAge)
+	Since    time.Time
+	Until    time.Time
+	Contains string // body substring
+	// Max is the page size (default 10, at most 100); After is the Next
+	// token of the previous page.
+	Max   int
+	After string
+}
+
+// PeekedMessage is a message seen without receiving it.
+type PeekedMessage struct {
+	MessageID    string    `json:"message_id"`
+	Body         string    `json:"body"`
+	GroupID      string    `json:"group_id,omitempty"`
+	Tenant       string    `json:"tenant,omitempty"`
+	Source       string    `json:"source_arn,omitempty"`
+	Sent         time.Time `json:"sent"`
+	ReceiveCount int       `json:"receive_count"`
+	State        string    `json:"state"` // visible, in_flight, delayed
+	RetryLevel   int       `json:"retry_level,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
+	LastError    string    `json:"last_error,omitempty"`
+	FirstFailure time.Time `json:"first_failure,omitempty"`
+}
+
+// TenantLimits overrides a queue's per-tenant attributes for one tenant.
+// Zero fields keep the queue's setting.
+type TenantLimits struct {
+	Weight        float64 `json:"weight,omitempty"`         // deficit round robin weight (default 1)
+	MaxInFlight   int     `json:"max_in_flight,omitempty"`  // TenantMaxInFlight
+	SendRate      float64 `json:"send_rate,omitempty"`      // TenantSendRate, messages/s
+	SendBurst     float64 `json:"send_burst,omitempty"`     // TenantSendBurst
+	ReceiveRate   float64 `json:"receive_rate,omitempty"`   // TenantReceiveRate, messages/s
+	ReceiveBurst  float64 `json:"receive_burst,omitempty"`  // TenantReceiveBurst
+	BacklogTarget int     `json:"backlog_target,omitempty"` // TenantBacklogTarget
+}
+
+// TenantInfo is one tenant of a queue as the scheduler sees it.
+type TenantInfo struct {
+	Name       string         `json:"name"`
+	Ready      int            `json:"ready"`
+	InFlight   int            `json:"in_flight"`
+	Lanes      map[string]int `json:"lanes"` // ready messages by lane: live, retry-N, backlog
+	OldestAge  time.Duration  `json:"oldest_age_ns"`
+	Spilled    bool           `json:"spilled"` // over its receive rate: served from the spillover lane
+	Capped     bool           `json:"capped"`  // at its in-flight cap
+	Partitions []int          `json:"partitions"`
+	Limits     *TenantLimits  `json:"limits,omitempty"` // its overrides, if any
+}
+
+// FirstAttemptBounds are the upper bounds (seconds) of the age-at-first-
+// attempt histogram: how long messages waited from send to first delivery.
+var FirstAttemptBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600}
+
+// QueueStats is one queue's figures at one moment.
+type QueueStats struct {
+	Name     string
+	FIFO     bool
+	DLQ      string // the dead-letter queue's name, if any
+	Visible  int
+	InFlight int
+	Delayed  int
+	// OldestAge is the age of the oldest message (0 when empty).
+	OldestAge time.Duration
+	// Counters since the broker opened.
+	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered int64
+	Sidelined, Spilled                                              uint64
+	// HeldBack counts receives that passed over a tenant above its share
+	// to keep TenantHeadroom receivers waiting.
+	HeldBack uint64
+	// WaitingReceives is the number of long polls waiting on the queue.
+	WaitingReceives int
+	// Redriven counts messages moved out of this queue by redrives and
+	// move tasks; Retried, Deferred, Rejected the consumers' verdicts
+	// (and visibility timeouts that climbed the retry ladder).
+	Redriven                    int64
+	Retried, Deferred, Rejected uint64
+	// Dropped counts by reason: retention, max_age, watermark, and
+	// exhausted / rejected (off the retry ladder with no dead-letter queue).
+	Dropped map[string]uint64
+	// FirstAttempt counts first deliveries by how long they waited since
+	// their send, per FirstAttemptBounds (the last bucket: above them all).
+	FirstAttempt    []int64
+	FirstAttemptSum time.Duration
+	// Tenants are the tenants with the largest backlogs (at most
+	// StatsTenants), Others the rest summed.
+	Tenants []TenantInfo
+	Others  TenantInfo
+	// Lanes sums ready messages by lane across tenants.
+	Lanes map[string]int
+	// QuietOldestAge is the age of the oldest message among tenants that
+	// are not noisy (see ApproximateAgeOfOldestMessageInQuietGroups).
+	QuietOldestAge time.Duration
+	NoisyOldestAge time.Duration
+	NoisyTenants   int
+}
+
+// StatsTenants is how many tenants Stats names per queue.
+const StatsTenants = 20
+
+// StoreStats are the storage engine's figures.
+type StoreStats struct {
+	LiveMessages  int64 // messages whose bodies the store keeps
+	Segments      int
+	Partitions    int
+	LogBytes      int64 // log that a restart replays
+	SnapshotBytes int64 // the partitions' newest snapshots
+	Snapshots     int64
+	Fsyncs          int64
+	FsyncBuckets    []int64 // by FsyncBounds, then above
+	FsyncBounds     []time.Duration
+	FsyncSeconds    float64
+	BytesWritten    int64
+	FailedWrites    int64
+	// DeadRecords counts records in segments that no longer hold a live
+	// message (what compaction and segment deletion reclaim); Relocated
+	// the messages compaction copied forward.
+	DeadRecords int64
+	Relocated   int64
+	// DiskBytes is the size of the log segments on disk; LiveBytes the
+	// part of it estimated to hold live messages (each segment's size
+	// times its share of live records), DeadBytes the rest.
+	DiskBytes, LiveBytes, DeadBytes int64
+	// DiskFree is the free space of the data directory's file system,
+	// DiskReserve the reserve in effect, and DiskAlarm whether free space
+	// is below it (new messages are refused then).
+	DiskFree, DiskReserve int64
+	DiskAlarm             bool
+}
