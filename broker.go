@@ -248,7 +248,9 @@ func (b *Broker) ListQueues(prefix string, max int, nextToken string, allow func
 
 // DeleteQueue deletes a queue and its messages. The name can be reused
 // after 60 seconds (QueueDeletedRecently before that).
-func (b *Broker) DeleteQueue(ctx context.Context, name string) error { return b.e.DeleteQueue(ctx, name) }
+func (b *Broker) DeleteQueue(ctx context.Context, name string) error {
+	return b.e.DeleteQueue(ctx, name)
+}
 
 // GetQueueAttributes returns the named attributes ("All" for all) as SQS
 // renders them.
@@ -322,7 +324,9 @@ func (b *Broker) UntagQueue(ctx context.Context, queue string, keys []string) er
 }
 
 // ListQueueTags returns the queue's tags.
-func (b *Broker) ListQueueTags(queue string) (map[string]string, error) { return b.e.ListQueueTags(queue) }
+func (b *Broker) ListQueueTags(queue string) (map[string]string, error) {
+	return b.e.ListQueueTags(queue)
+}
 
 // AddPermission adds a statement to the queue's Policy.
 func (b *Broker) AddPermission(ctx context.Context, queue, label string, accountIDs, actions []string) error {

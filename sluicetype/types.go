@@ -146,12 +146,12 @@ type StoreStats struct {
 	LogBytes      int64 // log that a restart replays
 	SnapshotBytes int64 // the partitions' newest snapshots
 	Snapshots     int64
-	Fsyncs          int64
-	FsyncBuckets    []int64 // by FsyncBounds, then above
-	FsyncBounds     []time.Duration
-	FsyncSeconds    float64
-	BytesWritten    int64
-	FailedWrites    int64
+	Fsyncs        int64
+	FsyncBuckets  []int64 // by FsyncBounds, then above
+	FsyncBounds   []time.Duration
+	FsyncSeconds  float64
+	BytesWritten  int64
+	FailedWrites  int64
 	// DeadRecords counts records in segments that no longer hold a live
 	// message (what compaction and segment deletion reclaim); Relocated
 	// the messages compaction copied forward.

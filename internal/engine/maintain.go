@@ -182,4 +182,3 @@ func (e *Engine) catchUp() {
 		e.snapshotWanted()
 	}
 }
-

@@ -155,4 +155,3 @@ func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string
 	src.ctr.redriven.Add(1)
 	return true, nil
 }
-

@@ -97,7 +97,7 @@ func (o *owner) lock() {
 	o.drainLocked()
 }
 
-func locOf(h store.Hint) queue.Loc { return queue.Loc{Seg: h.A, Off: h.B, FLen: h.C, Idx: h.D} }
+func locOf(h store.Hint) queue.Loc  { return queue.Loc{Seg: h.A, Off: h.B, FLen: h.C, Idx: h.D} }
 func hintOf(l queue.Loc) store.Hint { return store.Hint{A: l.Seg, B: l.Off, C: l.FLen, D: l.Idx} }
 
 // appendLocked submits recs (with consecutive positions from the queue

@@ -232,4 +232,3 @@ func (m *Msg) Failed(now int64, reason, lastError string) {
 type Loc struct {
 	Seg, Off, FLen, Idx uint32
 }
-
