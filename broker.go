@@ -268,9 +268,10 @@ func (b *Broker) Send(ctx context.Context, queue string, in sluicetype.SendInput
 	return b.e.Send(ctx, queue, in)
 }
 
-// SendBatch sends up to 10 messages in one durable write. errs[i] is nil
-// when entry i succeeded. err is set only when the whole call failed (for
-// example QueueDoesNotExist).
+// SendBatch sends several messages in one durable write (SQS allows 1 to
+// 10, which its wire front checks; their total size is checked here).
+// errs[i] is nil when entry i succeeded. err is set only when the whole
+// call failed (for example QueueDoesNotExist).
 func (b *Broker) SendBatch(ctx context.Context, queue string, in []sluicetype.SendInput) (res []sluicetype.SendResult, errs []error, err error) {
 	return b.e.SendBatch(ctx, queue, in)
 }

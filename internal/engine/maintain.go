@@ -20,7 +20,7 @@ func (e *Engine) maintain() {
 		now := e.clock.Now()
 		o.q.Advance(now)
 		o.q.Sched().Sweep(now.UnixMilli(), 250_000)
-		o.finishLocked()
+		o.unlock()
 	}
 	e.snapshotWanted()
 }
@@ -81,7 +81,7 @@ func (e *Engine) snapshot(p store.PartitionID) error {
 	defer func() {
 		o.snapshotting = false
 		o.cond.Broadcast()
-		o.finishLocked()
+		o.unlock()
 	}()
 	if o.deleted {
 		return nil

@@ -44,7 +44,7 @@ func (e *Engine) drop(src *owner, h queue.Handoff) error {
 	} else if f != nil && f.Reason != "MaxMessageAge" {
 		src.ctr.droppedExhausted.Add(1)
 	}
-	src.finishLocked()
+	src.unlock()
 	return err
 }
 
@@ -52,7 +52,7 @@ func (e *Engine) drop(src *owner, h queue.Handoff) error {
 func (e *Engine) putBack(o *owner, h queue.Handoff) {
 	o.mu.Lock()
 	o.q.Revert(e.clock.Now(), h.Prev)
-	o.finishLocked()
+	o.unlock()
 }
 
 // move copies a leaving message, body and all, into dst as a new message
@@ -69,7 +69,7 @@ func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)
 		e.log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.meta.Name, "seq", h.Msg.Seq, "err", err)
 		src.lock()
 		_ = src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByLoss)})
-		src.finishLocked()
+		src.unlock()
 		return err
 	}
 	idx := queue.ToRecord(&h.Msg)
@@ -82,7 +82,7 @@ func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)
 		return noQueue()
 	}
 	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
-	dst.finishLocked()
+	dst.unlock()
 	if werr != nil {
 		e.putBack(src, h)
 		return werr
@@ -94,7 +94,7 @@ func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)
 		src.q.Revert(e.clock.Now(), h.Prev)
 		e.log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dst.meta.Name, "err", derr)
 	}
-	src.finishLocked()
+	src.unlock()
 	return nil
 }
 
@@ -109,22 +109,11 @@ func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string
 		return false, err
 	}
 	if !src.q.Leave(now, seq, func(m *queue.Msg) bool { return m.State == queue.Ready }) {
-		src.finishLocked()
+		src.unlock()
 		return false, nil
 	}
-	eff := src.q.TakeEffects()
-	var mine *queue.Handoff
-	rest := eff.Handoffs[:0]
-	for i := range eff.Handoffs {
-		if eff.Handoffs[i].Msg.Seq == seq {
-			mine = &eff.Handoffs[i]
-		} else {
-			rest = append(rest, eff.Handoffs[i])
-		}
-	}
-	eff.Handoffs = rest
-	src.q.Requeue(eff)
-	src.finishLocked()
+	mine := src.takeHandoffLocked(seq)
+	src.unlock()
 	if mine == nil {
 		return false, nil
 	}

@@ -121,8 +121,9 @@ func (o *owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	return w
 }
 
-// waitLocked waits for w without the lock and returns with the lock held
-// again and every finished write applied (or failed).
+// waitLocked is called with the lock held and returns with it held: it
+// lets the lock go while it waits for w (as sync.Cond.Wait does), then
+// applies every finished write (or undoes it).
 func (o *owner) waitLocked(w *write) error {
 	o.mu.Unlock()
 	err := w.f.Wait(context.Background())
@@ -204,11 +205,11 @@ func (o *owner) persistLocked(recs []*record.Record) error {
 	return o.waitLocked(o.appendLocked(recs, true, nil))
 }
 
-// finishLocked acts on what the queue core reported (records the retry
-// ladder made, messages made ready, storage to release, messages leaving
-// for another queue), unlocks, and does what needs no lock: releasing
-// storage and moving messages away.
-func (o *owner) finishLocked() {
+// unlock ends what lock began: it acts on what the queue core reported
+// (records the retry ladder made, messages made ready, storage to release,
+// messages leaving for another queue), releases the lock, and then does
+// what needs none: releasing storage and moving messages away.
+func (o *owner) unlock() {
 	eff := o.q.TakeEffects()
 	if len(eff.Records) > 0 {
 		o.appendLocked(eff.Records, false, nil)

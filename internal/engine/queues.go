@@ -282,7 +282,7 @@ func (e *Engine) GetQueueAttributes(name string, names []string) (map[string]str
 			out[n] = v
 		}
 	}
-	o.finishLocked() // retention may have dropped some
+	o.unlock() // retention may have dropped some
 	put := func(n, v string) {
 		if all || want[n] {
 			out[n] = v
@@ -345,7 +345,7 @@ func (e *Engine) updateMeta(o *owner, f func(m *record.QueueMeta) error) error {
 	meta.Modified = e.clock.Now().UnixMilli()
 	err := o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
 	o.wakeLocked() // new limits may let receivers on
-	o.finishLocked()
+	o.unlock()
 	return err
 }
 

@@ -118,7 +118,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 	}
 	if attemptID != "" {
 		if msgs, ok, err := e.retryAttemptLocked(o, attemptID, now, vis); ok {
-			o.finishLocked()
+			o.unlock()
 			return msgs, nil, time.Time{}, err
 		}
 	}
@@ -128,7 +128,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 	}
 	ds := o.q.Receive(now, max, vis, part, spare)
 	if len(ds) == 0 && !o.cfg.Queue.FIFO && o.q.InFlight() >= queue.MaxInFlight {
-		o.finishLocked()
+		o.unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
 	}
 	var parked *poller
@@ -153,14 +153,14 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 			}
 		})
 	}
-	o.finishLocked()
+	o.unlock()
 	if w == nil {
 		return nil, parked, next, nil
 	}
 	if err := writeError(w.f.Wait(context.Background())); err != nil {
 		o.mu.Lock()
 		o.drainLocked() // runs the undo, in order
-		o.finishLocked()
+		o.unlock()
 		return nil, nil, next, err
 	}
 	for i := range ds {
@@ -189,7 +189,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 			recs[i] = o.q.DeleteRecord(s, record.ByLoss)
 		}
 		_ = o.persistLocked(recs)
-		o.finishLocked()
+		o.unlock()
 	}
 	o.ctr.received.Add(int64(len(out)))
 	if attemptID != "" && len(out) > 0 {

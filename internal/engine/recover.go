@@ -104,7 +104,7 @@ func (e *Engine) recover() error {
 	// go now that every queue is there.
 	for _, o := range handoffs {
 		o.mu.Lock()
-		o.finishLocked()
+		o.unlock()
 	}
 	if len(e.queues) > 0 {
 		e.log.Info("recovered", "queues", len(e.queues))

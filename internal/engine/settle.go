@@ -10,7 +10,7 @@ import (
 )
 
 // locked looks a queue up and returns it locked, its timers advanced to
-// now. The caller ends with finishLocked.
+// now. The caller ends with o.unlock().
 func (e *Engine) locked(name string) (*owner, time.Time, error) {
 	o, err := e.lookup(name)
 	if err != nil {
@@ -30,16 +30,6 @@ func expired(h string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.", h)
 }
 
-func batchShape(n int, entry string) error {
-	if n == 0 {
-		return st.Errorf(st.CodeEmptyBatchRequest, "There should be at least one %s in the request.", entry)
-	}
-	if n > 10 {
-		return st.Errorf(st.CodeTooManyEntriesInBatchRequest, "Maximum number of entries per request are 10. You have sent %d.", n)
-	}
-	return nil
-}
-
 func failEntries(errs []error, idx []int, err error) {
 	for _, i := range idx {
 		errs[i] = err
@@ -57,9 +47,6 @@ func (e *Engine) Delete(ctx context.Context, name, h string) error {
 
 // DeleteBatch deletes several messages in one durable write.
 func (e *Engine) DeleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
-	if err := batchShape(len(hs), "DeleteMessageBatchRequestEntry"); err != nil {
-		return nil, err
-	}
 	return e.deleteBatch(name, hs)
 }
 
@@ -96,7 +83,7 @@ func (e *Engine) deleteBatch(name string, hs []string) ([]error, error) {
 		idx = append(idx, i)
 	}
 	if len(recs) == 0 {
-		o.finishLocked()
+		o.unlock()
 		return errs, nil
 	}
 	// The messages go once their deletes are durable: until then a retry
@@ -110,7 +97,7 @@ func (e *Engine) deleteBatch(name string, hs []string) ([]error, error) {
 			o.wakeLocked() // a tenant at its in-flight cap may go on
 		}
 	}
-	o.finishLocked()
+	o.unlock()
 	return errs, nil
 }
 
@@ -125,9 +112,6 @@ func (e *Engine) ChangeVisibility(ctx context.Context, name, h string, s int) er
 
 // ChangeVisibilityBatch changes several visibility timeouts.
 func (e *Engine) ChangeVisibilityBatch(ctx context.Context, name string, in []st.VisibilityChange) ([]error, error) {
-	if err := batchShape(len(in), "ChangeMessageVisibilityBatchRequestEntry"); err != nil {
-		return nil, err
-	}
 	return e.changeVisibility(name, in)
 }
 
@@ -172,13 +156,13 @@ func (e *Engine) changeVisibility(name string, in []st.VisibilityChange) ([]erro
 		idx = append(idx, i)
 	}
 	if len(recs) == 0 {
-		o.finishLocked()
+		o.unlock()
 		return errs, nil
 	}
 	if werr := o.persistLocked(recs); werr != nil {
 		failEntries(errs, idx, werr)
 	}
-	o.finishLocked()
+	o.unlock()
 	return errs, nil
 }
 
@@ -189,7 +173,7 @@ func (e *Engine) Purge(ctx context.Context, name string) error {
 		return err
 	}
 	if !o.lastPurge.IsZero() && now.Sub(o.lastPurge) < 60*time.Second {
-		o.finishLocked()
+		o.unlock()
 		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)
 	}
 	last := o.lastPurge
@@ -198,7 +182,7 @@ func (e *Engine) Purge(ctx context.Context, name string) error {
 	if err != nil && o.lastPurge.Equal(now) {
 		o.lastPurge = last // not purged: it may be tried again at once
 	}
-	o.finishLocked()
+	o.unlock()
 	return err
 }
 
@@ -216,14 +200,14 @@ func (e *Engine) DeleteMessages(ctx context.Context, name string, seqs []uint64,
 		}
 	}
 	if len(recs) == 0 {
-		o.finishLocked()
+		o.unlock()
 		return 0, nil
 	}
 	err = o.persistLocked(recs)
 	if err == nil {
 		o.wakeLocked()
 	}
-	o.finishLocked()
+	o.unlock()
 	if err != nil {
 		return 0, err
 	}
@@ -238,7 +222,7 @@ func (e *Engine) DropBefore(ctx context.Context, name string, before time.Time, 
 		return 0, err
 	}
 	seqs := o.q.SentBefore(before.UnixMilli(), tenant, allTenants)
-	o.finishLocked()
+	o.unlock()
 	return e.DeleteMessages(ctx, name, seqs, record.ByWatermark)
 }
 
@@ -295,18 +279,18 @@ func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time
 	}
 	p, seq, fence, ok := parseHandle(h)
 	if !ok || p != uint64(o.p) {
-		o.finishLocked()
+		o.unlock()
 		return invalidHandle(h)
 	}
 	m, live := o.q.Lookup(seq)
 	if !live || m.Fence() != fence {
-		o.finishLocked()
+		o.unlock()
 		return st.Errorf(st.CodeReceiptHandleIsInvalid, "The receipt handle %q is not valid for this message: it was delivered again or deleted.", h)
 	}
 	prev := *m
 	rec, ok := f(o.q, now, seq)
 	if !ok {
-		o.finishLocked()
+		o.unlock()
 		return st.Errorf(st.CodeMessageNotInflight, "Message does not exist or is not available for visibility timeout change.")
 	}
 	o.wakeLocked()
@@ -317,10 +301,22 @@ func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time
 	}
 	if rec != nil {
 		err = o.waitLocked(o.appendLocked([]*record.Record{rec}, false, undo))
-		o.finishLocked()
+		o.unlock()
 		return err
 	}
 	// It left (rejected, or off the ladder): its move is this call's.
+	mine := o.takeHandoffLocked(seq)
+	o.unlock()
+	if mine == nil {
+		return nil
+	}
+	mine.Prev = prev // back in flight if the move fails
+	return e.deadLetter(o, *mine)
+}
+
+// takeHandoffLocked takes message seq's hand-off out of what the queue
+// reported (the caller moves it itself); the rest stays for unlock.
+func (o *owner) takeHandoffLocked(seq uint64) *queue.Handoff {
 	eff := o.q.TakeEffects()
 	var mine *queue.Handoff
 	rest := eff.Handoffs[:0]
@@ -332,17 +328,6 @@ func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time
 		}
 	}
 	eff.Handoffs = rest
-	o.requeueEffects(eff)
-	o.finishLocked()
-	if mine == nil {
-		return nil
-	}
-	mine.Prev = prev // back in flight if the move fails
-	return e.deadLetter(o, *mine)
-}
-
-// requeueEffects hands effects taken early back to the queue, for
-// finishLocked.
-func (o *owner) requeueEffects(eff queue.Effects) {
 	o.q.Requeue(eff)
+	return mine
 }

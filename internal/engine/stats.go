@@ -42,7 +42,7 @@ func (e *Engine) queueStats(o *owner) st.QueueStats {
 	meta := o.meta
 	dlq := o.cfg.DeadLetterTarget
 	waiting := len(o.pollers)
-	o.finishLocked()
+	o.unlock()
 	s := st.QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
 		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: waiting, Lanes: map[string]int{},
 		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: o.ctr.redriven.Load(),
@@ -113,7 +113,7 @@ func (e *Engine) Tenants(name string, max int) ([]st.TenantInfo, error) {
 	o.q.Advance(now)
 	stats := o.q.Sched().Stats()
 	over := o.meta.Tenants
-	o.finishLocked()
+	o.unlock()
 	if max > 0 && len(stats) > max {
 		stats = stats[:max]
 	}
@@ -133,7 +133,7 @@ func (e *Engine) Tenant(name, tenant string) (st.TenantInfo, error) {
 	}
 	now := e.clock.Now()
 	o.lock()
-	defer o.finishLocked()
+	defer o.unlock()
 	o.q.Advance(now)
 	for _, t := range o.q.Sched().Stats() {
 		if t.Name == tenant {
@@ -237,7 +237,7 @@ func (e *Engine) Messages(name string, after uint64, max int, match func(m *queu
 			out = append(out, *m)
 		}
 	})
-	o.finishLocked()
+	o.unlock()
 	return out, now, nil
 }
 

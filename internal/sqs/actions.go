@@ -411,22 +411,12 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 	ins := make([]st.SendInput, len(es))
 	ids := make([]string, len(es))
 	pre := make([]error, len(es))
-	total := 0
 	for i, e := range es {
 		ids[i], _ = e.str("Id")
 		ins[i], pre[i] = s.sendInput(req, e)
-		total += len(ins[i].Body)
-		for k, a := range ins[i].Attributes {
-			total += len(k) + len(a.DataType) + len(a.BinaryValue)
-			if a.StringValue != nil {
-				total += len(*a.StringValue)
-			}
-		}
 	}
-	if total > 1048576 {
-		return nil, st.Errorf(st.CodeBatchRequestTooLong, "Batch requests cannot be longer than 1048576 bytes. You have sent %d bytes.", total)
-	}
-	// Entries that failed to decode are not sent.
+	// Entries that failed to decode are not sent (the broker checks the
+	// batch's total size, with the one formula that counts a message).
 	send := make([]st.SendInput, 0, len(ins))
 	idx := make([]int, 0, len(ins))
 	for i := range ins {
@@ -499,10 +489,7 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 		return nil, err
 	}
 	if max != nil {
-		in.MaxMessages = *max
-		if *max < 1 || *max > 10 {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", *max)
-		}
+		in.MaxMessages = *max // the broker checks the range
 	}
 	if in.VisibilityTimeout, err = req.p.intp("VisibilityTimeout"); err != nil {
 		return nil, err
