@@ -265,7 +265,25 @@ func (b *Broker) SetQueueAttributes(ctx context.Context, name string, attrs map[
 
 // Send sends one message; it returns after the message is durable.
 func (b *Broker) Send(ctx context.Context, queue string, in sluicetype.SendInput) (sluicetype.SendResult, error) {
-	return b.e.Send(ctx, queue, in)
+	res, errs, err := b.send(ctx, queue, []sluicetype.SendInput{in}, false)
+	if err != nil {
+		return sluicetype.SendResult{}, err
+	}
+	if errs[0] != nil {
+		return sluicetype.SendResult{}, errs[0]
+	}
+	return res[0], nil
+}
+
+func (b *Broker) send(ctx context.Context, queue string, in []sluicetype.SendInput, batch bool) ([]sluicetype.SendResult, []error, error) {
+	if err := b.e.Admit(); err != nil {
+		return nil, nil, err
+	}
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o.Send(ctx, in, batch)
 }
 
 // SendBatch sends several messages in one durable write (SQS allows 1 to
@@ -273,40 +291,66 @@ func (b *Broker) Send(ctx context.Context, queue string, in sluicetype.SendInput
 // errs[i] is nil when entry i succeeded. err is set only when the whole
 // call failed (for example QueueDoesNotExist).
 func (b *Broker) SendBatch(ctx context.Context, queue string, in []sluicetype.SendInput) (res []sluicetype.SendResult, errs []error, err error) {
-	return b.e.SendBatch(ctx, queue, in)
+	return b.send(ctx, queue, in, true)
 }
 
 // Receive receives up to in.MaxMessages messages, waiting up to the wait
 // time for the first one. It returns early, empty, when ctx is done.
 func (b *Broker) Receive(ctx context.Context, queue string, in sluicetype.ReceiveInput) ([]sluicetype.Message, error) {
-	return b.e.Receive(ctx, queue, in)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	return o.Receive(ctx, in)
 }
 
 // Delete deletes the message a receipt handle names.
 func (b *Broker) Delete(ctx context.Context, queue, receiptHandle string) error {
-	return b.e.Delete(ctx, queue, receiptHandle)
+	errs, err := b.DeleteBatch(ctx, queue, []string{receiptHandle})
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }
 
 // DeleteBatch deletes several messages in one durable write; errs[i] is nil
 // when entry i succeeded.
 func (b *Broker) DeleteBatch(ctx context.Context, queue string, receiptHandles []string) (errs []error, err error) {
-	return b.e.DeleteBatch(ctx, queue, receiptHandles)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	return o.Delete(ctx, receiptHandles)
 }
 
 // ChangeVisibility sets the message's visibility timeout to seconds from
 // now (0-43200).
 func (b *Broker) ChangeVisibility(ctx context.Context, queue, receiptHandle string, seconds int) error {
-	return b.e.ChangeVisibility(ctx, queue, receiptHandle, seconds)
+	errs, err := b.ChangeVisibilityBatch(ctx, queue, []VisibilityChange{{ReceiptHandle: receiptHandle, Seconds: seconds}})
+	if err != nil {
+		return err
+	}
+	return errs[0]
 }
 
 // ChangeVisibilityBatch changes several visibility timeouts; errs[i] is nil
 // when entry i succeeded.
 func (b *Broker) ChangeVisibilityBatch(ctx context.Context, queue string, in []VisibilityChange) (errs []error, err error) {
-	return b.e.ChangeVisibilityBatch(ctx, queue, in)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return nil, err
+	}
+	return o.ChangeVisibility(ctx, in)
 }
 
 // Purge deletes every message in the queue (at most once per 60 seconds).
-func (b *Broker) Purge(ctx context.Context, queue string) error { return b.e.Purge(ctx, queue) }
+func (b *Broker) Purge(ctx context.Context, queue string) error {
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return err
+	}
+	return o.Purge(ctx)
+}
 
 // ListDeadLetterSourceQueues lists the queues whose RedrivePolicy targets
 // queue, paged like ListQueues.
@@ -368,20 +412,32 @@ func (b *Broker) QueueNameFromARN(arn string) (string, error) { return b.e.Queue
 // again after delaySeconds (0 when nil). reason travels with the message
 // (SluiceLastError).
 func (b *Broker) RetryMessage(ctx context.Context, queue, receiptHandle string, delaySeconds *int, reason string) error {
-	return b.e.RetryMessage(ctx, queue, receiptHandle, delaySeconds, reason)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return err
+	}
+	return o.RetryMessage(ctx, receiptHandle, delaySeconds, reason)
 }
 
 // RejectMessage fails a received message for good: it goes to the
 // dead-letter queue at once (or is dropped when there is none), with its
 // reason.
 func (b *Broker) RejectMessage(ctx context.Context, queue, receiptHandle, reason string) error {
-	return b.e.RejectMessage(ctx, queue, receiptHandle, reason)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return err
+	}
+	return o.RejectMessage(ctx, receiptHandle, reason)
 }
 
 // DeferMessage puts a received message off for delaySeconds without
 // counting it as a failure or as a receive.
 func (b *Broker) DeferMessage(ctx context.Context, queue, receiptHandle string, delaySeconds int) error {
-	return b.e.DeferMessage(ctx, queue, receiptHandle, delaySeconds)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return err
+	}
+	return o.DeferMessage(ctx, receiptHandle, delaySeconds)
 }
 
 // SetTenantLimits sets (or, with a zero value, clears) one tenant's
@@ -402,7 +458,11 @@ func (b *Broker) Tenant(queue, tenant string) (TenantInfo, error) { return b.e.T
 // (all when allTenants): the watermark. The drops are durable and the
 // storage is reclaimed. It returns how many were dropped.
 func (b *Broker) DropBefore(ctx context.Context, queue string, before time.Time, tenant string, allTenants bool) (int, error) {
-	return b.e.DropBefore(ctx, queue, before, tenant, allTenants)
+	o, err := b.e.Queue(queue)
+	if err != nil {
+		return 0, err
+	}
+	return o.DropBefore(ctx, before, tenant, allTenants)
 }
 
 // Stats returns every queue's figures (for metrics and the dashboard).

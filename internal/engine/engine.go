@@ -1,23 +1,14 @@
-// Package engine runs the queues of one broker over the store seam: the
-// catalog of queues, one owner per queue (its lock, its state machine,
-// its waiting receivers and its writes in flight), and the operations
-// (send, receive, settle, dead-letter, recover, snapshot) built from the
-// queue core's commands and records.
-//
-// Lock discipline: an owner's mutex guards its state; helpers named
-// ...Locked need it held and never release it. Everything that can be
-// done before taking it (validation, hashing, encoding payloads) is. A
-// write is submitted under the owner's lock (so that the partition's
-// positions are in order) and waited for without it; its change is
-// applied under the lock again once durable, in submission order, by
-// whoever takes the lock first. The store never calls back into an owner
-// while writing; only compaction (its own goroutine) does.
+// Package engine is the registry of a broker's queues over the store seam:
+// the catalog partition (which queues exist, under which partition), the
+// owner of each queue's partition (package partition), the queue
+// lifecycle (create, delete, settings), recovery, and the background work
+// (maintenance, snapshots, compaction). Operations on one queue's
+// messages are its owner's; the engine finds the owner.
 package engine
 
 import (
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -28,6 +19,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -54,11 +46,11 @@ type Engine struct {
 	st    store.Store
 	clock clock.Clock
 	log   *slog.Logger
-	rand  lockedReader
+	host  *partition.Host
 
 	mu        sync.RWMutex // guards the registry below
-	queues    map[string]*owner
-	byPart    map[store.PartitionID]*owner
+	queues    map[string]*partition.Owner
+	byPart    map[store.PartitionID]*partition.Owner
 	deletedAt map[string]time.Time
 	nextPart  store.PartitionID
 
@@ -72,22 +64,9 @@ type Engine struct {
 	timerMu       sync.Mutex
 	maintainTimer clock.Timer
 	compactTimer  clock.Timer
-	snapshotting  sync.Mutex // one round of snapshots at a time
+	snapshotMu    sync.Mutex // one round of snapshots at a time
 
 	relocated atomic.Int64
-}
-
-// lockedReader serialises a random source that may not be safe for
-// concurrent use.
-type lockedReader struct {
-	mu sync.Mutex
-	r  io.Reader
-}
-
-func (l *lockedReader) Read(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return io.ReadFull(l.r, p)
 }
 
 // Open recovers the queues the store holds and starts serving.
@@ -95,9 +74,11 @@ func Open(cfg Config) (*Engine, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Reader
 	}
-	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger, rand: lockedReader{r: cfg.Rand},
-		queues: map[string]*owner{}, byPart: map[store.PartitionID]*owner{}, deletedAt: map[string]time.Time{},
+	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
+		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, deletedAt: map[string]time.Time{},
 		nextPart: 1, closing: make(chan struct{})}
+	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing}
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
@@ -122,11 +103,6 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.timerMu.Unlock()
-	for _, o := range e.all() {
-		o.mu.Lock()
-		o.wakeLocked()
-		o.mu.Unlock()
-	}
 	return e.st.Close()
 }
 
@@ -136,8 +112,8 @@ func (e *Engine) Closing() <-chan struct{} { return e.closing }
 // Clock is the engine's time source.
 func (e *Engine) Clock() clock.Clock { return e.clock }
 
-// Logger is the engine's logger.
-func (e *Engine) Logger() *slog.Logger { return e.log }
+// NewID is a fresh message or task id.
+func (e *Engine) NewID() string { return e.host.NewID() }
 
 // every runs f each d (from the end of one run to the start of the next)
 // until the engine closes.
@@ -158,47 +134,10 @@ func (e *Engine) every(slot *clock.Timer, d time.Duration, f func()) {
 	})
 }
 
-// ---- errors ----
-
-func noQueue() error {
-	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
-}
-
-func unavailable() error {
-	return st.Errorf(st.CodeServiceUnavailable, "The server is shutting down.")
-}
-
-// wait waits for a durable write; it does not give up when the caller's
-// context ends, since the outcome decides what the caller is told.
-func wait(f store.Future) error {
-	return writeError(f.Wait(context.Background()))
-}
-
-// writeError is the error a client gets for a failed write.
-func writeError(err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *st.Error
-	if errors.As(err, &se) {
-		return err
-	}
-	if errors.Is(err, store.ErrClosed) {
-		return &st.Error{Code: st.CodeServiceUnavailable, Message: "The server is shutting down; the request was not persisted.", Cause: err}
-	}
-	msg := "The server could not persist the request."
-	if errors.Is(err, store.ErrNoSpace) {
-		msg = "The server is out of disk space; the request was not persisted."
-	}
-	return &st.Error{Code: st.CodeInternal, Message: msg, Cause: err}
-}
-
 // ---- registry ----
 
 // ARN is a queue's ARN.
-func (e *Engine) ARN(name string) string {
-	return "arn:aws:sqs:" + e.cfg.Region + ":" + e.cfg.AccountID + ":" + name
-}
+func (e *Engine) ARN(name string) string { return e.host.ARN(name) }
 
 // QueueNameFromARN returns the queue name of an ARN of this account.
 func (e *Engine) QueueNameFromARN(arn string) (string, error) {
@@ -207,40 +146,57 @@ func (e *Engine) QueueNameFromARN(arn string) (string, error) {
 		return "", st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter QueueArn is invalid. Reason: not a valid SQS queue ARN.", arn)
 	}
 	if parts[4] != e.cfg.AccountID {
-		return "", noQueue()
+		return "", partition.NoQueue()
 	}
 	return parts[5], nil
 }
 
-func (e *Engine) all() []*owner {
+// all lists the queues' owners, in partition order.
+func (e *Engine) all() []*partition.Owner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	out := make([]*owner, 0, len(e.queues))
+	out := make([]*partition.Owner, 0, len(e.queues))
 	for _, o := range e.queues {
 		out = append(out, o)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].p < out[j].p })
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition() < out[j].Partition() })
 	return out
 }
 
-func (e *Engine) lookup(name string) (*owner, error) {
+// Queue returns the owner of a queue, or QueueDoesNotExist.
+func (e *Engine) Queue(name string) (*partition.Owner, error) {
 	e.mu.RLock()
 	o := e.queues[name]
 	e.mu.RUnlock()
 	if o == nil {
-		return nil, noQueue()
+		return nil, partition.NoQueue()
 	}
 	return o, nil
 }
 
-// lookupARN is lookup by ARN (nil when none).
-func (e *Engine) lookupARN(arn string) *owner {
+// lookupARN is Queue by ARN (nil when none).
+func (e *Engine) lookupARN(arn string) *partition.Owner {
 	name, err := e.QueueNameFromARN(arn)
 	if err != nil {
 		return nil
 	}
-	o, _ := e.lookup(name)
+	o, _ := e.Queue(name)
 	return o
+}
+
+// QueueFor returns the owner of a queue the ctx's caller may use (else it
+// answers as if the queue did not exist: no existence oracle).
+func (e *Engine) QueueFor(ctx context.Context, name string) (*partition.Owner, error) {
+	if !st.Authorized(ctx, name) {
+		return nil, partition.NoQueue()
+	}
+	return e.Queue(name)
+}
+
+// nameOf is the name of the queue an ARN names ("" when none).
+func (e *Engine) nameOf(arn string) string {
+	name, _ := e.QueueNameFromARN(arn)
+	return name
 }
 
 // catalogAppend appends a record to the catalog partition and waits.
@@ -258,14 +214,27 @@ func (e *Engine) catalogAppend(r *record.Record) error {
 		}
 		e.catMu.Unlock()
 	}
-	return writeError(err)
+	return partition.WriteError(err)
 }
 
-// NewID is a message id (a UUID from the engine's random source).
-func (e *Engine) NewID() string {
-	var b [16]byte
-	_, _ = e.rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+// Admit checks that new messages may be sent: under the disk alarm it
+// first renews the snapshots that would free space (so a drained disk lets
+// sends go on by themselves), then refuses with a retryable error naming
+// the free space.
+func (e *Engine) Admit() error {
+	d := e.st.Disk()
+	if !d.Alarm {
+		return nil
+	}
+	if len(e.st.Wanted()) > 0 {
+		e.snapshotWanted()
+		if d = e.st.Disk(); !d.Alarm {
+			return nil
+		}
+	}
+	return &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(
+		"The server is short of disk space: %s free, below its reserve of %s. New messages are refused until space is freed; receives, deletes and purges still work.",
+		mib(d.Free), mib(d.Reserve))}
 }
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -12,15 +13,7 @@ import (
 // and renews the snapshots the store asks for.
 func (e *Engine) maintain() {
 	for _, o := range e.all() {
-		o.lock()
-		if o.deleted {
-			o.mu.Unlock()
-			continue
-		}
-		now := e.clock.Now()
-		o.q.Advance(now)
-		o.q.Sched().Sweep(now.UnixMilli(), 250_000)
-		o.unlock()
+		o.Maintain()
 	}
 	e.snapshotWanted()
 }
@@ -28,8 +21,8 @@ func (e *Engine) maintain() {
 // snapshotWanted renews the snapshots of the partitions the store names
 // (they pin old log). One round at a time.
 func (e *Engine) snapshotWanted() {
-	e.snapshotting.Lock()
-	defer e.snapshotting.Unlock()
+	e.snapshotMu.Lock()
+	defer e.snapshotMu.Unlock()
 	for _, p := range e.st.Wanted() {
 		if err := e.snapshot(p); err != nil {
 			e.log.Warn("snapshot failed; the store will ask again", "partition", p, "err", err)
@@ -40,22 +33,19 @@ func (e *Engine) snapshotWanted() {
 // Snapshot renews every partition's snapshot (for tools and tests; the
 // engine renews them by itself as the store asks).
 func (e *Engine) Snapshot() error {
-	e.snapshotting.Lock()
-	defer e.snapshotting.Unlock()
+	e.snapshotMu.Lock()
+	defer e.snapshotMu.Unlock()
 	if err := e.snapshot(store.Catalog); err != nil {
 		return err
 	}
 	for _, o := range e.all() {
-		if err := e.snapshot(o.p); err != nil {
+		if err := o.Snapshot(); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// snapshot writes partition p's state as its snapshot. A queue's writes
-// are held back while the writes in flight finish (so the snapshot holds
-// exactly the records before it) and while its state is written out.
 func (e *Engine) snapshot(p store.PartitionID) error {
 	if p == store.Catalog {
 		return e.snapshotCatalog()
@@ -66,42 +56,7 @@ func (e *Engine) snapshot(p store.PartitionID) error {
 	if o == nil {
 		return nil // dropped meanwhile
 	}
-	o.mu.Lock()
-	for o.snapshotting {
-		o.cond.Wait()
-	}
-	o.snapshotting = true
-	for len(o.writes) > 0 {
-		w := o.writes[len(o.writes)-1]
-		o.mu.Unlock()
-		_ = w.f.Wait(context.Background())
-		o.mu.Lock()
-		o.drainLocked()
-	}
-	defer func() {
-		o.snapshotting = false
-		o.cond.Broadcast()
-		o.unlock()
-	}()
-	if o.deleted {
-		return nil
-	}
-	now := e.clock.Now()
-	meta := o.meta.Clone()
-	recs := append([]*record.Record{{Type: record.Meta, Meta: &meta}}, o.q.Snapshot(now)...)
-	prev := o.q.Last()
-	data := make([]store.Rec, len(recs))
-	for i, r := range recs {
-		data[i] = store.Rec{Data: record.Encode(r)}
-	}
-	o.q.SetLast(prev + uint64(len(recs)))
-	w := &write{prev: prev, epoch: o.epoch, f: e.st.Snapshot(p, prev, data)}
-	o.writes = append(o.writes, w)
-	o.mu.Unlock()
-	err := w.f.Wait(context.Background())
-	o.mu.Lock()
-	o.drainLocked()
-	return writeError(err)
+	return o.Snapshot()
 }
 
 // snapshotCatalog writes the catalog's snapshot: the live queues and the
@@ -110,7 +65,7 @@ func (e *Engine) snapshotCatalog() error {
 	e.mu.RLock()
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
 	for name, o := range e.queues {
-		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(o.p), Name: name})
+		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(o.Partition()), Name: name})
 	}
 	e.mu.RUnlock()
 	data := make([]store.Rec, len(recs))
@@ -130,7 +85,7 @@ func (e *Engine) snapshotCatalog() error {
 		}
 		e.catMu.Unlock()
 	}
-	return writeError(err)
+	return partition.WriteError(err)
 }
 
 // compact copies live message bodies out of mostly dead files, at most
@@ -144,41 +99,18 @@ func (e *Engine) compact() {
 // compactOwner answers the store's compaction about the engine's messages.
 type compactOwner struct{ e *Engine }
 
-func (c compactOwner) Live(p store.PartitionID, pos uint64, h store.Hint) bool {
+func (c compactOwner) owner(p store.PartitionID) *partition.Owner {
 	c.e.mu.RLock()
-	o := c.e.byPart[p]
-	c.e.mu.RUnlock()
-	if o == nil {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	m, ok := o.q.Find(pos)
-	return ok && m.Loc == locOf(h)
+	defer c.e.mu.RUnlock()
+	return c.e.byPart[p]
+}
+
+func (c compactOwner) Live(p store.PartitionID, pos uint64, h store.Hint) bool {
+	o := c.owner(p)
+	return o != nil && o.BodyAt(pos, h)
 }
 
 func (c compactOwner) Moved(p store.PartitionID, pos uint64, old, new store.Hint) bool {
-	c.e.mu.RLock()
-	o := c.e.byPart[p]
-	c.e.mu.RUnlock()
-	if o == nil {
-		return false
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	m, ok := o.q.Find(pos)
-	if !ok || m.Loc != locOf(old) {
-		return false
-	}
-	m.Loc = locOf(new)
-	return true
-}
-
-// catchUp, under the disk alarm, renews the snapshots the store says would
-// free space, before a send is refused: a drained disk lets sends go on by
-// themselves.
-func (e *Engine) catchUp() {
-	if len(e.st.Wanted()) > 0 {
-		e.snapshotWanted()
-	}
+	o := c.owner(p)
+	return o != nil && o.BodyMoved(pos, old, new)
 }

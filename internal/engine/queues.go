@@ -3,23 +3,21 @@ package engine
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
-	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
-	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // CreateQueue creates a queue, or returns the existing one when every
 // given attribute matches (tags are not compared).
 func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (st.QueueInfo, error) {
-	if err := validateQueueName(name); err != nil {
+	if err := message.ValidateQueueName(name); err != nil {
 		return st.QueueInfo{}, err
 	}
 	fifo := strings.HasSuffix(name, ".fifo")
@@ -38,7 +36,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		return st.QueueInfo{}, err
 	}
 	delete(clean, "FifoQueue")
-	if err := validateTags(tags); err != nil {
+	if err := attr.ValidateTags(tags); err != nil {
 		return st.QueueInfo{}, err
 	}
 	if err := e.checkRedriveTarget(ctx, name, clean, fifo); err != nil {
@@ -48,19 +46,18 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	e.mu.Lock()
 	if o := e.queues[name]; o != nil {
 		e.mu.Unlock()
-		o.mu.Lock()
-		defer o.mu.Unlock()
+		meta := o.Meta()
 		names := make([]string, 0, len(clean))
 		for k := range clean {
 			names = append(names, k)
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			if attr.Effective(o.meta.Attrs, k) != attr.Effective(clean, k) {
+			if attr.Effective(meta.Attrs, k) != attr.Effective(clean, k) {
 				return st.QueueInfo{}, st.Errorf(st.CodeQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
 			}
 		}
-		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: o.meta.FIFO}, nil
+		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: meta.FIFO}, nil
 	}
 	if at, ok := e.deletedAt[name]; ok && now.Sub(at) < 60*time.Second {
 		e.mu.Unlock()
@@ -73,15 +70,13 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	p := e.nextPart
 	e.nextPart++
 	meta := record.QueueMeta{ID: uint64(p), Name: name, FIFO: fifo, Attrs: clean, Tags: cloneTags(tags), Created: now.UnixMilli(), Modified: now.UnixMilli()}
-	o := newOwner(e, p, meta)
+	o := partition.New(e.host, p, meta)
 	// Installed at once, so that a second create waits for this one's
 	// outcome; written first to the queue's own partition (its settings:
 	// the partition is whole on its own), then to the catalog.
 	e.queues[name], e.byPart[p] = o, o
 	e.mu.Unlock()
-	o.lock()
-	err = o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
-	o.mu.Unlock()
+	err = o.Create()
 	if err == nil {
 		err = e.catalogAppend(&record.Record{Type: record.Create, Partition: uint64(p), Name: name})
 	}
@@ -92,9 +87,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 			delete(e.byPart, p)
 		}
 		e.mu.Unlock()
-		o.mu.Lock()
-		o.deleted = true
-		o.mu.Unlock()
+		o.Deleted()
 		e.st.Drop(p) // best effort: an orphan partition is dropped at recovery anyway
 		return st.QueueInfo{}, err
 	}
@@ -110,21 +103,6 @@ func cloneTags(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-func validateTags(tags map[string]string) error {
-	if len(tags) > 50 {
-		return st.Errorf(st.CodeInvalidParameterValue, "Too many tags added for queue. The maximum is 50 tags.")
-	}
-	for k, v := range tags {
-		if k == "" || len(k) > 128 {
-			return st.Errorf(st.CodeInvalidParameterValue, "Tag keys must be between 1 and 128 characters in length.")
-		}
-		if len(v) > 256 {
-			return st.Errorf(st.CodeInvalidParameterValue, "Tag values may only be up to 256 characters in length.")
-		}
-	}
-	return nil
 }
 
 // checkRedriveTarget checks a RedrivePolicy's dead-letter target: the
@@ -145,13 +123,12 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 	if err != nil || !st.Authorized(ctx, name) {
 		return missing
 	}
-	dlq, err := e.lookup(name)
+	dlq, err := e.Queue(name)
 	if err != nil {
 		return missing
 	}
-	dlq.mu.Lock()
-	dfifo, allow := dlq.meta.FIFO, dlq.cfg.RedriveAllowPolicy
-	dlq.mu.Unlock()
+	dcfg := dlq.Config()
+	dfifo, allow := dcfg.Queue.FIFO, dcfg.RedriveAllowPolicy
 	if dfifo != fifo {
 		return attr.InvalidValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
 	}
@@ -163,13 +140,12 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 
 // GetQueue returns a queue's identity.
 func (e *Engine) GetQueue(name string) (st.QueueInfo, error) {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return st.QueueInfo{}, err
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return st.QueueInfo{Name: o.meta.Name, ARN: e.ARN(o.meta.Name), FIFO: o.meta.FIFO}, nil
+	meta := o.Meta()
+	return st.QueueInfo{Name: meta.Name, ARN: e.ARN(meta.Name), FIFO: meta.FIFO}, nil
 }
 
 // ListQueues lists queue names with the prefix in name order, paged.
@@ -218,30 +194,24 @@ func page(names []string, max int, next string, limit int) ([]string, string, er
 // DeleteQueue deletes a queue and its messages once its deletion is
 // durable. The name can be reused after 60 seconds.
 func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
-	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(o.p)}); err != nil {
+	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(o.Partition())}); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	if e.queues[name] == o {
 		delete(e.queues, name)
-		delete(e.byPart, o.p)
+		delete(e.byPart, o.Partition())
 		e.deletedAt[name] = e.clock.Now()
 	}
 	e.mu.Unlock()
-	o.mu.Lock()
-	o.deleted = true
-	o.wakeLocked()
-	var gone []queue.Gone
-	o.q.Messages(func(m *queue.Msg) { gone = append(gone, queue.Gone{Seq: m.Seq, Loc: m.Loc}) })
-	o.mu.Unlock()
-	o.release(gone)
+	o.Deleted()
 	// The partition goes; a failure here leaves it to recovery, which
 	// drops partitions the catalog does not name.
-	if err := o.e.st.Drop(o.p).Wait(ctx); err != nil {
+	if err := e.st.Drop(o.Partition()).Wait(ctx); err != nil {
 		e.log.Warn("dropping a deleted queue's partition failed; recovery will", "queue", name, "err", err)
 	}
 	return nil
@@ -249,68 +219,20 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 
 // GetQueueAttributes returns the named attributes ("All" for all).
 func (e *Engine) GetQueueAttributes(name string, names []string) (map[string]string, error) {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return nil, err
 	}
-	want := map[string]bool{}
-	all := false
-	for _, n := range names {
-		if n == "All" {
-			all = true
-			continue
-		}
-		if !attr.Known(n) {
-			return nil, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", n)
-		}
-		want[n] = true
-	}
-	now := e.clock.Now()
-	o.lock()
-	counts := o.q.Counts(now)
-	meta := o.meta
-	var figures map[string]string
-	for _, n := range attr.SluiceReadOnly {
-		if want[n] {
-			figures = tenantFigures(o, now)
-			break
-		}
-	}
-	out := map[string]string{}
-	for n, v := range attr.Render(&meta) {
-		if all || want[n] {
-			out[n] = v
-		}
-	}
-	o.unlock() // retention may have dropped some
-	put := func(n, v string) {
-		if all || want[n] {
-			out[n] = v
-		}
-	}
-	put("ApproximateNumberOfMessages", strconv.Itoa(counts.Visible))
-	put("ApproximateNumberOfMessagesNotVisible", strconv.Itoa(counts.InFlight))
-	put("ApproximateNumberOfMessagesDelayed", strconv.Itoa(counts.Delayed))
-	put("CreatedTimestamp", strconv.FormatInt(meta.Created/1000, 10))
-	put("LastModifiedTimestamp", strconv.FormatInt(meta.Modified/1000, 10))
-	put("QueueArn", e.ARN(meta.Name))
-	for _, n := range attr.SluiceReadOnly {
-		if want[n] {
-			out[n] = figures[n]
-		}
-	}
-	return out, nil
+	return o.Attributes(names)
 }
 
 // SetQueueAttributes validates and sets attributes.
 func (e *Engine) SetQueueAttributes(ctx context.Context, name string, attrs map[string]string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
-	o.mu.Lock()
-	fifo := o.meta.FIFO
-	o.mu.Unlock()
+	fifo := o.Config().Queue.FIFO
 	clean, err := attr.Validate(attrs, fifo, false)
 	if err != nil {
 		return err
@@ -318,47 +240,22 @@ func (e *Engine) SetQueueAttributes(ctx context.Context, name string, attrs map[
 	if err := e.checkRedriveTarget(ctx, name, clean, fifo); err != nil {
 		return err
 	}
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
 		attr.Apply(m.Attrs, clean)
 		return nil
 	})
 }
 
-// updateMeta changes a queue's metadata and persists it whole; the change
-// takes effect once durable.
-func (e *Engine) updateMeta(o *owner, f func(m *record.QueueMeta) error) error {
-	o.metaMu.Lock()
-	defer o.metaMu.Unlock()
-	o.lock()
-	if o.deleted {
-		o.mu.Unlock()
-		return noQueue()
-	}
-	meta := o.meta.Clone()
-	if meta.Attrs == nil {
-		meta.Attrs = map[string]string{}
-	}
-	if err := f(&meta); err != nil {
-		o.mu.Unlock()
-		return err
-	}
-	meta.Modified = e.clock.Now().UnixMilli()
-	err := o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
-	o.wakeLocked() // new limits may let receivers on
-	o.unlock()
-	return err
-}
-
 // TagQueue adds or overwrites tags.
 func (e *Engine) TagQueue(ctx context.Context, name string, tags map[string]string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
 	if len(tags) == 0 {
 		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter Tags.")
 	}
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
 		merged := cloneTags(m.Tags)
 		if merged == nil {
 			merged = map[string]string{}
@@ -366,7 +263,7 @@ func (e *Engine) TagQueue(ctx context.Context, name string, tags map[string]stri
 		for k, v := range tags {
 			merged[k] = v
 		}
-		if err := validateTags(merged); err != nil {
+		if err := attr.ValidateTags(merged); err != nil {
 			return err
 		}
 		m.Tags = merged
@@ -376,14 +273,14 @@ func (e *Engine) TagQueue(ctx context.Context, name string, tags map[string]stri
 
 // UntagQueue removes tags; missing keys are ignored.
 func (e *Engine) UntagQueue(ctx context.Context, name string, keys []string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
 	if len(keys) == 0 {
 		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter TagKeys.")
 	}
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
 		for _, k := range keys {
 			delete(m.Tags, k)
 		}
@@ -393,19 +290,17 @@ func (e *Engine) UntagQueue(ctx context.Context, name string, keys []string) err
 
 // ListQueueTags returns the queue's tags.
 func (e *Engine) ListQueueTags(name string) (map[string]string, error) {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return nil, err
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return cloneTags(o.meta.Tags), nil
+	return cloneTags(o.Meta().Tags), nil
 }
 
 // ListDeadLetterSourceQueues lists the queues whose RedrivePolicy targets
 // queue, paged like ListQueues.
 func (e *Engine) ListDeadLetterSourceQueues(name string, max int, next string) ([]string, string, error) {
-	if _, err := e.lookup(name); err != nil {
+	if _, err := e.Queue(name); err != nil {
 		return nil, "", err
 	}
 	return page(e.sourcesOf(e.ARN(name)), max, next, 1000)
@@ -415,11 +310,9 @@ func (e *Engine) ListDeadLetterSourceQueues(name string, max int, next string) (
 func (e *Engine) sourcesOf(arn string) []string {
 	var names []string
 	for _, o := range e.all() {
-		o.mu.Lock()
-		if o.cfg.DeadLetterTarget == arn {
-			names = append(names, o.meta.Name)
+		if o.Config().DeadLetterTarget == arn {
+			names = append(names, o.Meta().Name)
 		}
-		o.mu.Unlock()
 	}
 	return names
 }
@@ -431,11 +324,11 @@ func (e *Engine) SetTenantLimits(ctx context.Context, queue, tenant string, l st
 		l.ReceiveRate < 0 || l.ReceiveBurst < 0 || l.BacklogTarget < 0 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Tenant limits must not be negative, and the weight must be at most 1000.")
 	}
-	o, err := e.lookup(queue)
+	o, err := e.Queue(queue)
 	if err != nil {
 		return err
 	}
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
 		if l == (st.TenantLimits{}) {
 			delete(m.Tenants, tenant)
 			return nil
@@ -453,38 +346,13 @@ func (e *Engine) SetTenantLimits(ctx context.Context, queue, tenant string, l st
 	})
 }
 
-// ---- permissions (the queue's Policy attribute) ----
-
-type policyDoc struct {
-	Version   string            `json:"Version"`
-	ID        string            `json:"Id"`
-	Statement []policyStatement `json:"Statement"`
-}
-
-type policyStatement struct {
-	Sid       string `json:"Sid"`
-	Effect    string `json:"Effect"`
-	Principal struct {
-		AWS any `json:"AWS"`
-	} `json:"Principal"`
-	Action   any    `json:"Action"`
-	Resource string `json:"Resource"`
-}
-
-func oneOrMany(v []string) any {
-	if len(v) == 1 {
-		return v[0]
-	}
-	return v
-}
-
 // AddPermission adds a statement to the queue's Policy.
 func (e *Engine) AddPermission(ctx context.Context, name, label string, accounts, actions []string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
-	if !validName(label, 80, false) {
+	if !message.ValidName(label, 80, false) {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter Label is invalid. Reason: Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length.", label)
 	}
 	if len(accounts) == 0 {
@@ -493,77 +361,31 @@ func (e *Engine) AddPermission(ctx context.Context, name, label string, accounts
 	if len(actions) == 0 {
 		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter Actions.")
 	}
-	arn := e.ARN(name)
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
-		doc := policyDoc{Version: "2008-10-17", ID: arn + "/SQSDefaultPolicy"}
-		if p := m.Attrs["Policy"]; p != "" {
-			_ = json.Unmarshal([]byte(p), &doc)
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
+		p, err := attr.AddPermission(m.Attrs["Policy"], e.ARN(name), label, accounts, actions)
+		if err == nil {
+			m.Attrs["Policy"] = p
 		}
-		for _, s := range doc.Statement {
-			if s.Sid == label {
-				return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter Label is invalid. Reason: Already exists.", label)
-			}
-		}
-		if len(doc.Statement) >= 20 {
-			return st.Errorf(st.CodeOverLimit, "Too many permissions on this queue (the maximum is 20 statements).")
-		}
-		s := policyStatement{Sid: label, Effect: "Allow", Resource: arn}
-		principals := make([]string, len(accounts))
-		for i, a := range accounts {
-			principals[i] = "arn:aws:iam::" + a + ":root"
-		}
-		acts := make([]string, len(actions))
-		for i, a := range actions {
-			acts[i] = "SQS:" + a
-		}
-		s.Principal.AWS = oneOrMany(principals)
-		s.Action = oneOrMany(acts)
-		doc.Statement = append(doc.Statement, s)
-		raw, _ := json.Marshal(doc)
-		m.Attrs["Policy"] = string(raw)
-		return nil
+		return err
 	})
 }
 
 // RemovePermission removes the statement with the label.
 func (e *Engine) RemovePermission(ctx context.Context, name, label string) error {
-	o, err := e.lookup(name)
+	o, err := e.Queue(name)
 	if err != nil {
 		return err
 	}
-	return e.updateMeta(o, func(m *record.QueueMeta) error {
-		var doc policyDoc
-		if p := m.Attrs["Policy"]; p != "" {
-			_ = json.Unmarshal([]byte(p), &doc)
+	return o.UpdateMeta(func(m *record.QueueMeta) error {
+		p, err := attr.RemovePermission(m.Attrs["Policy"], label)
+		if err != nil {
+			return err
 		}
-		kept := doc.Statement[:0]
-		found := false
-		for _, s := range doc.Statement {
-			if s.Sid == label {
-				found = true
-				continue
-			}
-			kept = append(kept, s)
-		}
-		if !found {
-			return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter Label is invalid. Reason: can't find label.", label)
-		}
-		if len(kept) == 0 {
+		if p == "" {
 			delete(m.Attrs, "Policy")
-			return nil
+		} else {
+			m.Attrs["Policy"] = p
 		}
-		doc.Statement = kept
-		raw, _ := json.Marshal(doc)
-		m.Attrs["Policy"] = string(raw)
 		return nil
 	})
-}
-
-// partitionOf is a queue's partition (tests).
-func (e *Engine) partitionOf(name string) store.PartitionID {
-	o, err := e.lookup(name)
-	if err != nil {
-		return 0
-	}
-	return o.p
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -18,7 +18,7 @@ import (
 // replay found past their time leave as they would have.
 func (e *Engine) recover() error {
 	names := map[store.PartitionID]string{} // the catalog
-	parts := map[store.PartitionID]*owner{}
+	parts := map[store.PartitionID]*partition.Owner{}
 	last := map[store.PartitionID]uint64{}
 	now := e.clock.Now()
 	err := e.st.Replay(func(en store.Entry) error {
@@ -49,25 +49,13 @@ func (e *Engine) recover() error {
 		last[en.P] = max(last[en.P], en.Pos)
 		o := parts[en.P]
 		if en.Reset || o == nil {
-			o = newOwner(e, en.P, record.QueueMeta{ID: uint64(en.P)})
+			o = partition.New(e.host, en.P, record.QueueMeta{ID: uint64(en.P)})
 			parts[en.P] = o
 		}
-		if en.Moved {
-			// Compaction moved the body of message Pos.
-			if m, ok := o.q.Lookup(en.Pos); ok {
-				m.Loc = locOf(en.Hint)
-			}
-			return nil
-		}
-		r, err := record.Decode(en.Data, false)
-		if err != nil {
+		if err := o.Replayed(now, en); err != nil {
 			return fmt.Errorf("partition %d record %d: %w", en.P, en.Pos, err)
 		}
-		r.Pos = en.Pos
-		if r.Type == record.Meta {
-			o.applyMetaLocked(r.Meta)
-		}
-		return o.q.Apply(now, r, locOf(en.Hint))
+		return nil
 	})
 	if err != nil {
 		return err
@@ -77,11 +65,11 @@ func (e *Engine) recover() error {
 		ids = append(ids, p)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	var handoffs []*owner
+	var live []*partition.Owner
 	for _, p := range ids {
 		o := parts[p]
 		name, ok := names[p]
-		if !ok || o.meta.Name != name {
+		if !ok || o.Meta().Name != name {
 			// Not (or no longer) in the catalog: its creation never
 			// completed, or its deletion was cut short.
 			if err := e.st.Drop(p).Wait(context.Background()); err != nil {
@@ -89,22 +77,14 @@ func (e *Engine) recover() error {
 			}
 			continue
 		}
-		o.q.SetLast(last[p])
-		o.q.Advance(now)
-		o.q.Messages(func(m *queue.Msg) { e.st.Keep(p, m.Seq, hintOf(m.Loc)) })
-		eff := o.q.TakeEffects()
-		o.release(eff.Gone) // dropped by time during the replay
-		if len(eff.Handoffs) > 0 {
-			o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
-			handoffs = append(handoffs, o)
-		}
+		o.Recovered(now, last[p])
 		e.queues[name], e.byPart[p] = o, o
+		live = append(live, o)
 	}
 	// Messages the replay found leaving (past their age, off the ladder)
 	// go now that every queue is there.
-	for _, o := range handoffs {
-		o.mu.Lock()
-		o.unlock()
+	for _, o := range live {
+		o.Start()
 	}
 	if len(e.queues) > 0 {
 		e.log.Info("recovered", "queues", len(e.queues))

@@ -80,7 +80,11 @@ func (t *Tools) scan(name string, f st.PeekFilter, max int, bodies bool) ([]queu
 	if err != nil {
 		return nil, nil, time.Time{}, "", err
 	}
-	cands, now, err := t.e.Messages(name, from, 0, t.matcher(f))
+	o, err := t.e.Queue(name)
+	if err != nil {
+		return nil, nil, time.Time{}, "", err
+	}
+	cands, now, err := o.Messages(from, 0, t.matcher(f))
 	if err != nil {
 		return nil, nil, time.Time{}, "", err
 	}
@@ -91,7 +95,7 @@ func (t *Tools) scan(name string, f st.PeekFilter, max int, bodies bool) ([]queu
 	for i := range cands {
 		var p *record.Payload
 		if read {
-			if p, err = t.e.Body(name, &cands[i]); err != nil {
+			if p, err = o.Body(&cands[i]); err != nil {
 				continue // deleted or moved since: skip
 			}
 			if f.Contains != "" && !strings.Contains(p.Body, f.Contains) {
@@ -159,7 +163,11 @@ func (t *Tools) PurgeFiltered(ctx context.Context, name string, f st.PeekFilter)
 	for i := range ms {
 		seqs[i] = ms[i].Seq
 	}
-	return t.e.DeleteMessages(ctx, name, seqs, record.ByClient)
+	o, err := t.e.Queue(name)
+	if err != nil {
+		return 0, err
+	}
+	return o.DeleteMessages(ctx, seqs, record.ByClient)
 }
 
 // RedriveFiltered moves the messages that match the filter to dest (a
@@ -291,7 +299,11 @@ func (t *Tools) StartRedrive(ctx context.Context, name string, f st.PeekFilter, 
 
 func (t *Tools) start(ctx context.Context, name, src, dst string, rate int, match func(*queue.Msg) bool) (string, error) {
 	ready := func(m *queue.Msg) bool { return m.State == queue.Ready && (match == nil || match(m)) }
-	ms, now, err := t.e.Messages(name, 0, 0, ready)
+	o, err := t.e.Queue(name)
+	if err != nil {
+		return "", err
+	}
+	ms, now, err := o.Messages(0, 0, ready)
 	if err != nil {
 		return "", err
 	}

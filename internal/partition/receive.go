@@ -1,15 +1,17 @@
-package engine
+package partition
 
 import (
 	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
@@ -17,8 +19,9 @@ import (
 )
 
 // Receive receives up to in.MaxMessages messages, waiting up to the wait
-// time for the first one. It returns early, empty, when ctx is done.
-func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) ([]st.Message, error) {
+// time for the first one. It returns early, empty, when ctx is done or the
+// broker closes.
+func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, error) {
 	max := in.MaxMessages
 	if max == 0 {
 		max = 1
@@ -32,13 +35,10 @@ func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) (
 	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
 		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
 	}
-	if in.AttemptID != "" && !validID(in.AttemptID) {
-		return nil, invalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
+	if in.AttemptID != "" && !message.ValidID(in.AttemptID) {
+		return nil, message.InvalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
 	}
-	o, err := e.lookup(name)
-	if err != nil {
-		return nil, err
-	}
+	clk := o.h.Clock
 	o.mu.Lock()
 	waitFor, parts, fifo := o.cfg.ReceiveWait, o.cfg.Partitions, o.cfg.Queue.FIFO
 	o.mu.Unlock()
@@ -52,11 +52,11 @@ func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) (
 			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", part, parts)
 		}
 	}
-	deadline := e.clock.Now().Add(waitFor)
+	deadline := clk.Now().Add(waitFor)
 	var p *poller // on the queue's waiting list, or woken from it
 	for {
-		now := e.clock.Now()
-		msgs, parked, next, err := e.receiveOnce(ctx, o, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
+		now := clk.Now()
+		msgs, parked, next, err := o.receiveOnce(ctx, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
 		if p = parked; err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -72,7 +72,7 @@ func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) (
 			wakeAt = next
 		}
 		timer := make(chan struct{})
-		t := e.clock.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
+		t := clk.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
 		select {
 		case <-p.woken:
 			p = nil // off the list already
@@ -81,7 +81,7 @@ func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) (
 			t.Stop()
 			o.leave(p)
 			return nil, nil
-		case <-e.closing:
+		case <-o.h.Closing:
 			t.Stop()
 			o.leave(p)
 			return nil, nil
@@ -99,16 +99,16 @@ func (e *Engine) Receive(ctx context.Context, name string, in st.ReceiveInput) (
 // returned with the queue's next timer. The deliveries are made at once,
 // so that no other receive takes the same messages, and undone if their
 // records cannot be written.
-func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride *int, attemptID string, part int, p *poller, canWait bool) ([]st.Message, *poller, time.Time, error) {
+func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, attemptID string, part int, p *poller, canWait bool) ([]st.Message, *poller, time.Time, error) {
 	o.lock()
 	if p != nil {
 		o.unparkLocked(p)
 	}
 	if o.deleted {
 		o.mu.Unlock()
-		return nil, nil, time.Time{}, noQueue()
+		return nil, nil, time.Time{}, NoQueue()
 	}
-	now := e.clock.Now()
+	now := o.h.Clock.Now()
 	vis := o.cfg.Queue.VisibilityTimeout
 	if visOverride != nil {
 		vis = time.Duration(*visOverride) * time.Second
@@ -117,7 +117,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 		attemptID = "" // standard queues ignore it, as SQS does
 	}
 	if attemptID != "" {
-		if msgs, ok, err := e.retryAttemptLocked(o, attemptID, now, vis); ok {
+		if msgs, ok, err := o.retryAttemptLocked(attemptID, now, vis); ok {
 			o.unlock()
 			return msgs, nil, time.Time{}, err
 		}
@@ -148,7 +148,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 			for i := len(ds) - 1; i >= 0; i-- {
 				d := &ds[i]
 				if m, ok := o.q.Lookup(d.Msg.Seq); ok && m.Fence() == d.Msg.Fence() && m.State == queue.InFlight {
-					o.q.Revert(e.clock.Now(), d.Prev)
+					o.q.Revert(o.h.Clock.Now(), d.Prev)
 				}
 			}
 		})
@@ -157,7 +157,7 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 	if w == nil {
 		return nil, parked, next, nil
 	}
-	if err := writeError(w.f.Wait(context.Background())); err != nil {
+	if err := WriteError(w.f.Wait(context.Background())); err != nil {
 		o.mu.Lock()
 		o.drainLocked() // runs the undo, in order
 		o.unlock()
@@ -173,14 +173,14 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 	var lost []uint64
 	for i := range ds {
 		m := &ds[i].Msg
-		pl, err := e.readPayload(o, m)
+		pl, err := o.readPayload(m)
 		if err != nil {
 			// Never serve what cannot be read back intact.
-			e.logFor(ctx).Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "err", err)
+			o.logFor(ctx).Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "err", err)
 			lost = append(lost, m.Seq)
 			continue
 		}
-		out = append(out, e.toMessage(o.p, m, pl))
+		out = append(out, o.toMessage(m, pl))
 	}
 	if len(lost) > 0 {
 		o.lock()
@@ -203,8 +203,8 @@ func (e *Engine) receiveOnce(ctx context.Context, o *owner, max int, visOverride
 // readPayload reads a message's payload back from its Send record. When
 // compaction moved the record since the message was looked at, it reads
 // it again from where it is now.
-func (e *Engine) readPayload(o *owner, m *queue.Msg) (*record.Payload, error) {
-	pl, err := e.readAt(o, m.Seq, m.Loc)
+func (o *Owner) readPayload(m *queue.Msg) (*record.Payload, error) {
+	pl, err := o.readAt(m.Seq, m.Loc)
 	if err != nil && errors.Is(err, store.ErrNotFound) {
 		o.mu.Lock()
 		cur, ok := o.q.Lookup(m.Seq)
@@ -215,14 +215,14 @@ func (e *Engine) readPayload(o *owner, m *queue.Msg) (*record.Payload, error) {
 		}
 		o.mu.Unlock()
 		if moved {
-			pl, err = e.readAt(o, m.Seq, loc)
+			pl, err = o.readAt(m.Seq, loc)
 		}
 	}
 	return pl, err
 }
 
-func (e *Engine) readAt(o *owner, seq uint64, loc queue.Loc) (*record.Payload, error) {
-	raw, err := e.st.Read(o.p, seq, hintOf(loc))
+func (o *Owner) readAt(seq uint64, loc queue.Loc) (*record.Payload, error) {
+	raw, err := o.h.Store.Read(o.p, seq, hintOf(loc))
 	if err != nil {
 		return nil, err
 	}
@@ -237,20 +237,18 @@ func (e *Engine) readAt(o *owner, seq uint64, loc queue.Loc) (*record.Payload, e
 }
 
 // logFor is the logger for work done on behalf of ctx's request.
-func (e *Engine) logFor(ctx context.Context) interface {
-	Error(msg string, args ...any)
-} {
+func (o *Owner) logFor(ctx context.Context) *slog.Logger {
 	if id := st.RequestID(ctx); id != "" {
-		return e.log.With("request_id", id)
+		return o.h.Log.With("request_id", id)
 	}
-	return e.log
+	return o.h.Log
 }
 
 // retryAttemptLocked answers a retried FIFO receive with the messages of
 // the earlier attempt, their visibility reset once that is durable, if
 // none of them has been deleted or delivered again since; otherwise it
 // forgets the attempt.
-func (e *Engine) retryAttemptLocked(o *owner, id string, now time.Time, vis time.Duration) ([]st.Message, bool, error) {
+func (o *Owner) retryAttemptLocked(id string, now time.Time, vis time.Duration) ([]st.Message, bool, error) {
 	a := o.attempts[id]
 	if a == nil {
 		return nil, false, nil
@@ -277,7 +275,7 @@ func (e *Engine) retryAttemptLocked(o *owner, id string, now time.Time, vis time
 	return a.msgs, true, nil
 }
 
-func rememberAttemptLocked(o *owner, id string, now time.Time, msgs []st.Message, ds []queue.Delivery) {
+func rememberAttemptLocked(o *Owner, id string, now time.Time, msgs []st.Message, ds []queue.Delivery) {
 	if o.attempts == nil {
 		o.attempts = map[string]*attempt{}
 	}
@@ -294,7 +292,7 @@ func rememberAttemptLocked(o *owner, id string, now time.Time, msgs []st.Message
 	o.attempts[id] = a
 }
 
-func (e *Engine) toMessage(p store.PartitionID, m *queue.Msg, pl *record.Payload) st.Message {
+func (o *Owner) toMessage(m *queue.Msg, pl *record.Payload) st.Message {
 	out := st.Message{
 		MessageID: pl.ID, Body: pl.Body, Attributes: pl.Attrs, TraceHeader: pl.Trace, TraceParent: pl.TraceParent, SenderID: pl.Sender,
 		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), GroupID: m.Group(), SequenceNumber: pl.SeqNum,
@@ -314,17 +312,17 @@ func (e *Engine) toMessage(p store.PartitionID, m *queue.Msg, pl *record.Payload
 		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
 	}
 	if m.Fence() > 0 {
-		out.ReceiptHandle = e.handle(uint64(p), m.Seq, m.Fence())
+		out.ReceiptHandle = o.handle(m.Seq, m.Fence())
 	}
 	return out
 }
 
 // Receipt handles: base64url("partition:seq:fence:nonce").
-func (e *Engine) handle(p, seq uint64, fence uint32) string {
+func (o *Owner) handle(seq uint64, fence uint32) string {
 	var n [6]byte
-	_, _ = e.rand.Read(n[:])
+	o.h.read(n[:])
 	raw := make([]byte, 0, 64)
-	raw = strconv.AppendUint(raw, p, 10)
+	raw = strconv.AppendUint(raw, uint64(o.p), 10)
 	raw = append(raw, ':')
 	raw = strconv.AppendUint(raw, seq, 10)
 	raw = append(raw, ':')

@@ -1,4 +1,4 @@
-package engine
+package message
 
 import (
 	"math/rand/v2"
@@ -33,7 +33,7 @@ var bodySeeds = []string{"", "plain", "tab\tcr\rlf\n", "nul\x00", "bell\x07", "d
 
 func TestValidBodyChars(t *testing.T) {
 	for _, s := range bodySeeds {
-		if got, want := validBodyChars(s), refBodyChars(s); got != want {
+		if got, want := ValidBodyChars(s), refBodyChars(s); got != want {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	}
@@ -44,7 +44,7 @@ func FuzzValidBodyChars(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := validBodyChars(s), refBodyChars(s); got != want {
+		if got, want := ValidBodyChars(s), refBodyChars(s); got != want {
 			t.Errorf("%q: %v, want %v", s, got, want)
 		}
 	})
@@ -55,11 +55,11 @@ func TestValidNameMatchesRegexp(t *testing.T) {
 	plain := regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
 	dotted := regexp.MustCompile(`^[A-Za-z0-9_.-]{1,256}$`)
 	check := func(s string) {
-		if got, want := validName(s, 80, false), plain.MatchString(s); got != want {
-			t.Errorf("validName(%q, 80, false) = %v, want %v", s, got, want)
+		if got, want := ValidName(s, 80, false), plain.MatchString(s); got != want {
+			t.Errorf("ValidName(%q, 80, false) = %v, want %v", s, got, want)
 		}
-		if got, want := validName(s, 256, true), dotted.MatchString(s); got != want {
-			t.Errorf("validName(%q, 256, true) = %v, want %v", s, got, want)
+		if got, want := ValidName(s, 256, true), dotted.MatchString(s); got != want {
+			t.Errorf("ValidName(%q, 256, true) = %v, want %v", s, got, want)
 		}
 	}
 	for _, s := range []string{"", "a", "A-z_09", "a.b", "a b", "é", "a\n", strings.Repeat("x", 80), strings.Repeat("x", 81),

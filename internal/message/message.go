@@ -1,4 +1,9 @@
-package engine
+// Package message holds the rules of what a message may be: the
+// characters of a body, the names and values of attributes, the ids of
+// groups and deduplication, names of queues, and the one formula of a
+// message's size. The SQS front checks only the wire's shape; these are
+// checked once, by the broker.
+package message
 
 import (
 	"strings"
@@ -7,12 +12,12 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// validName reports whether s is 1 to max characters of A-Z, a-z, 0-9,
+// ValidName reports whether s is 1 to max characters of A-Z, a-z, 0-9,
 // '_' and '-', and also '.' when dot is set: the rule of queue names,
 // batch entry ids, permission labels (no dot) and attribute names and
 // data types (with dot). A loop, not a regular expression: batch ids are
 // checked ten times a request.
-func validName(s string, max int, dot bool) bool {
+func ValidName(s string, max int, dot bool) bool {
 	if len(s) == 0 || len(s) > max {
 		return false
 	}
@@ -25,17 +30,19 @@ func validName(s string, max int, dot bool) bool {
 	return true
 }
 
-func validateQueueName(name string) error {
+// ValidateQueueName checks a queue name: 1 to 80 characters of
+// [A-Za-z0-9_-], and ".fifo" at the end of FIFO queues' names.
+func ValidateQueueName(name string) error {
 	base := strings.TrimSuffix(name, ".fifo")
-	if !validName(base, 80, false) || len(name) > 80 {
+	if !ValidName(base, 80, false) || len(name) > 80 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	return nil
 }
 
-// validBodyChars reports whether s holds only the characters SQS allows:
+// ValidBodyChars reports whether s holds only the characters SQS allows:
 // #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF.
-func validBodyChars(s string) bool {
+func ValidBodyChars(s string) bool {
 	for i := 0; i < len(s); {
 		if c := s[i]; c < utf8.RuneSelf { // one pass; ASCII without decoding
 			if c < 0x20 && c != 0x9 && c != 0xA && c != 0xD {
@@ -56,9 +63,9 @@ func validBodyChars(s string) bool {
 	return true
 }
 
-// validID checks MessageGroupId / MessageDeduplicationId style values:
+// ValidID checks MessageGroupId / MessageDeduplicationId style values:
 // 1-128 alphanumeric or punctuation characters.
-func validID(s string) bool {
+func ValidID(s string) bool {
 	if len(s) < 1 || len(s) > 128 {
 		return false
 	}
@@ -71,14 +78,15 @@ func validID(s string) bool {
 	return true
 }
 
-func invalidIDErr(param, v string) error {
+// InvalidIDErr is the error for a bad id in parameter param.
+func InvalidIDErr(param, v string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", v, param, param)
 }
 
-// messageSize is a message's size as SQS counts it against
+// Size is a message's size as SQS counts it against
 // MaximumMessageSize and a batch's limit: the body and every attribute's
 // name, type and values.
-func messageSize(in *st.SendInput) int {
+func Size(in *st.SendInput) int {
 	size := len(in.Body)
 	for name, a := range in.Attributes {
 		size += len(name) + len(a.DataType)
@@ -96,14 +104,14 @@ func messageSize(in *st.SendInput) int {
 	return size
 }
 
-// validateMessage checks one message against the queue's rules and returns
+// Validate checks one message against the queue's rules and returns
 // its size as SQS counts it. batch selects the error codes SQS uses inside
 // batches.
-func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, batch bool) error {
+func Validate(in *st.SendInput, fifo, contentDedup bool, maxSize int, batch bool) error {
 	if in.Body == "" {
 		return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter MessageBody.")
 	}
-	if !validBodyChars(in.Body) {
+	if !ValidBodyChars(in.Body) {
 		return st.Errorf(st.CodeInvalidMessageContents, "Invalid characters found. Valid unicode characters are #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF")
 	}
 	if len(in.Attributes) > 10 {
@@ -117,7 +125,7 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 			return err
 		}
 	}
-	if size := messageSize(in); size > maxSize {
+	if size := Size(in); size > maxSize {
 		return st.Errorf(st.CodeInvalidParameterValue, "One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", maxSize)
 	}
 	if in.DelaySeconds != nil {
@@ -129,7 +137,7 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 			return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: The request include parameter that is not valid for this queue type.", d)
 		}
 	}
-	if in.TraceHeader != "" && !validBodyChars(in.TraceHeader) {
+	if in.TraceHeader != "" && !ValidBodyChars(in.TraceHeader) {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter AWSTraceHeader is invalid.")
 	}
 	if fifo {
@@ -140,21 +148,21 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 			}
 			return st.Errorf(code, "The request must contain the parameter MessageGroupId.")
 		}
-		if !validID(in.GroupID) {
-			return invalidIDErr("MessageGroupId", in.GroupID)
+		if !ValidID(in.GroupID) {
+			return InvalidIDErr("MessageGroupId", in.GroupID)
 		}
 		if in.DedupID == "" && !contentDedup {
 			return st.Errorf(st.CodeInvalidParameterValue, "The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
 		}
-		if in.DedupID != "" && !validID(in.DedupID) {
-			return invalidIDErr("MessageDeduplicationId", in.DedupID)
+		if in.DedupID != "" && !ValidID(in.DedupID) {
+			return InvalidIDErr("MessageDeduplicationId", in.DedupID)
 		}
 	} else {
 		if in.DedupID != "" {
 			return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter MessageDeduplicationId is invalid. Reason: The request include parameter that is not valid for this queue type.", in.DedupID)
 		}
-		if in.GroupID != "" && !validID(in.GroupID) {
-			return invalidIDErr("MessageGroupId", in.GroupID)
+		if in.GroupID != "" && !ValidID(in.GroupID) {
+			return InvalidIDErr("MessageGroupId", in.GroupID)
 		}
 	}
 	return nil
@@ -162,7 +170,7 @@ func validateMessage(in *st.SendInput, fifo, contentDedup bool, maxSize int, bat
 
 func validateAttrName(name string) error {
 	lower := strings.ToLower(name)
-	if !validName(name, 256, true) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
+	if !ValidName(name, 256, true) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
 		strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
 		return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute name '%s' is invalid. Attribute names can contain alphanumeric characters, hyphens, underscores and periods; they cannot start with AWS. or Amazon., start or end with a period, or hold two periods in a row.", name)
 	}
@@ -174,7 +182,7 @@ func validateAttrValue(name string, a st.AttributeValue) error {
 	if a.DataType == "" {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' must contain non-empty message attribute type.", name)
 	}
-	if !validName(a.DataType, 256, true) {
+	if !ValidName(a.DataType, 256, true) {
 		return st.Errorf(st.CodeInvalidParameterValue, "The message attribute '%s' has an invalid message attribute type, the set of supported type prefixes is Binary, Number, and String.", name)
 	}
 	switch base {
@@ -185,7 +193,7 @@ func validateAttrValue(name string, a st.AttributeValue) error {
 			}
 			return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute '%s' must contain a non-empty value of type '%s'.", name, base)
 		}
-		if !validBodyChars(*a.StringValue) {
+		if !ValidBodyChars(*a.StringValue) {
 			return st.Errorf(st.CodeInvalidParameterValue, "Message (user) attribute '%s' contains invalid characters.", name)
 		}
 		if base == "Number" && !isNumber(*a.StringValue) {

@@ -1,4 +1,4 @@
-package engine
+package partition
 
 import (
 	"context"
@@ -9,21 +9,17 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// locked looks a queue up and returns it locked, its timers advanced to
-// now. The caller ends with o.unlock().
-func (e *Engine) locked(name string) (*owner, time.Time, error) {
-	o, err := e.lookup(name)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
+// locked takes the lock of a live queue, its timers advanced to now. The
+// caller ends with o.unlock().
+func (o *Owner) locked() (time.Time, error) {
 	o.lock()
 	if o.deleted {
 		o.mu.Unlock()
-		return nil, time.Time{}, noQueue()
+		return time.Time{}, NoQueue()
 	}
-	now := e.clock.Now()
+	now := o.h.Clock.Now()
 	o.q.Advance(now)
-	return o, now, nil
+	return now, nil
 }
 
 func expired(h string) error {
@@ -36,23 +32,10 @@ func failEntries(errs []error, idx []int, err error) {
 	}
 }
 
-// Delete deletes the message a receipt handle names.
-func (e *Engine) Delete(ctx context.Context, name, h string) error {
-	errs, err := e.deleteBatch(name, []string{h})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
-// DeleteBatch deletes several messages in one durable write.
-func (e *Engine) DeleteBatch(ctx context.Context, name string, hs []string) ([]error, error) {
-	return e.deleteBatch(name, hs)
-}
-
-func (e *Engine) deleteBatch(name string, hs []string) ([]error, error) {
-	o, _, err := e.locked(name)
-	if err != nil {
+// Delete deletes the messages receipt handles name, in one durable write;
+// errs[i] is nil when entry i succeeded.
+func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
+	if _, err := o.locked(); err != nil {
 		return nil, err
 	}
 	errs := make([]error, len(hs))
@@ -101,22 +84,9 @@ func (e *Engine) deleteBatch(name string, hs []string) ([]error, error) {
 	return errs, nil
 }
 
-// ChangeVisibility sets a message's visibility timeout to seconds from now.
-func (e *Engine) ChangeVisibility(ctx context.Context, name, h string, s int) error {
-	errs, err := e.changeVisibility(name, []st.VisibilityChange{{ReceiptHandle: h, Seconds: s}})
-	if err != nil {
-		return err
-	}
-	return errs[0]
-}
-
-// ChangeVisibilityBatch changes several visibility timeouts.
-func (e *Engine) ChangeVisibilityBatch(ctx context.Context, name string, in []st.VisibilityChange) ([]error, error) {
-	return e.changeVisibility(name, in)
-}
-
-func (e *Engine) changeVisibility(name string, in []st.VisibilityChange) ([]error, error) {
-	o, now, err := e.locked(name)
+// ChangeVisibility changes visibility timeouts, in one durable write.
+func (o *Owner) ChangeVisibility(ctx context.Context, in []st.VisibilityChange) ([]error, error) {
+	now, err := o.locked()
 	if err != nil {
 		return nil, err
 	}
@@ -167,14 +137,14 @@ func (e *Engine) changeVisibility(name string, in []st.VisibilityChange) ([]erro
 }
 
 // Purge deletes every message in the queue (at most once per 60 seconds).
-func (e *Engine) Purge(ctx context.Context, name string) error {
-	o, now, err := e.locked(name)
+func (o *Owner) Purge(ctx context.Context) error {
+	now, err := o.locked()
 	if err != nil {
 		return err
 	}
 	if !o.lastPurge.IsZero() && now.Sub(o.lastPurge) < 60*time.Second {
 		o.unlock()
-		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", name)
+		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", o.meta.Name)
 	}
 	last := o.lastPurge
 	o.lastPurge = now
@@ -188,9 +158,8 @@ func (e *Engine) Purge(ctx context.Context, name string) error {
 
 // DeleteMessages deletes the listed messages (a filtered purge, the
 // watermark) in one durable write and returns how many were live.
-func (e *Engine) DeleteMessages(ctx context.Context, name string, seqs []uint64, reason uint8) (int, error) {
-	o, _, err := e.locked(name)
-	if err != nil {
+func (o *Owner) DeleteMessages(ctx context.Context, seqs []uint64, reason uint8) (int, error) {
+	if _, err := o.locked(); err != nil {
 		return 0, err
 	}
 	var recs []*record.Record
@@ -203,7 +172,7 @@ func (e *Engine) DeleteMessages(ctx context.Context, name string, seqs []uint64,
 		o.unlock()
 		return 0, nil
 	}
-	err = o.persistLocked(recs)
+	err := o.persistLocked(recs)
 	if err == nil {
 		o.wakeLocked()
 	}
@@ -214,23 +183,22 @@ func (e *Engine) DeleteMessages(ctx context.Context, name string, seqs []uint64,
 	return len(recs), nil
 }
 
-// DropBefore drops every message of a queue sent before t, of one tenant
-// (all when allTenants): the watermark.
-func (e *Engine) DropBefore(ctx context.Context, name string, before time.Time, tenant string, allTenants bool) (int, error) {
-	o, _, err := e.locked(name)
-	if err != nil {
+// DropBefore drops every message of the queue sent before t, of one
+// tenant (all when allTenants): the watermark.
+func (o *Owner) DropBefore(ctx context.Context, before time.Time, tenant string, allTenants bool) (int, error) {
+	if _, err := o.locked(); err != nil {
 		return 0, err
 	}
 	seqs := o.q.SentBefore(before.UnixMilli(), tenant, allTenants)
 	o.unlock()
-	return e.DeleteMessages(ctx, name, seqs, record.ByWatermark)
+	return o.DeleteMessages(ctx, seqs, record.ByWatermark)
 }
 
 // RetryMessage fails a received message on the consumer's word: it
 // climbs the queue's retry ladder (RetryDelays), waiting delaySeconds
 // instead of the level's delay when not nil; without a ladder it becomes
 // visible again after delaySeconds (0 when nil).
-func (e *Engine) RetryMessage(ctx context.Context, name, h string, delaySeconds *int, reason string) error {
+func (o *Owner) RetryMessage(ctx context.Context, h string, delaySeconds *int, reason string) error {
 	if delaySeconds != nil && (*delaySeconds < 0 || *delaySeconds > 43200) {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", *delaySeconds)
 	}
@@ -238,7 +206,7 @@ func (e *Engine) RetryMessage(ctx context.Context, name, h string, delaySeconds 
 	if delaySeconds != nil {
 		d = time.Duration(*delaySeconds) * time.Second
 	}
-	return e.verdict(name, h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+	return o.verdict(h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
 		r, _, ok := q.Retry(now, seq, d, reason)
 		return r, ok
 	})
@@ -246,8 +214,8 @@ func (e *Engine) RetryMessage(ctx context.Context, name, h string, delaySeconds 
 
 // RejectMessage fails a received message for good: it goes to the
 // dead-letter queue at once (or is dropped when there is none).
-func (e *Engine) RejectMessage(ctx context.Context, name, h, reason string) error {
-	return e.verdict(name, h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+func (o *Owner) RejectMessage(ctx context.Context, h, reason string) error {
+	return o.verdict(h, reason, func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
 		_, ok := q.Reject(now, seq, reason)
 		return nil, ok
 	})
@@ -255,11 +223,11 @@ func (e *Engine) RejectMessage(ctx context.Context, name, h, reason string) erro
 
 // DeferMessage puts a received message off for delaySeconds without
 // counting it as a failure or as a receive.
-func (e *Engine) DeferMessage(ctx context.Context, name, h string, delaySeconds int) error {
+func (o *Owner) DeferMessage(ctx context.Context, h string, delaySeconds int) error {
 	if delaySeconds < 0 || delaySeconds > 43200 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter DelaySeconds is invalid. Reason: Must be >= 0 and <= 43200.", delaySeconds)
 	}
-	return e.verdict(name, h, "", func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
+	return o.verdict(h, "", func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool) {
 		r, _, ok := q.Defer(now, seq, time.Duration(delaySeconds)*time.Second)
 		return r, ok
 	})
@@ -269,11 +237,11 @@ func (e *Engine) DeferMessage(ctx context.Context, name, h string, delaySeconds 
 // names, fenced like ChangeMessageVisibility. The verdict takes effect at
 // once; when it cannot be recorded (or its move to the dead-letter queue
 // cannot be made) the message is put back in flight as it was.
-func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool)) error {
+func (o *Owner) verdict(h, reason string, f func(q *queue.Queue, now time.Time, seq uint64) (*record.Record, bool)) error {
 	if len(reason) > 4096 {
 		return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter Reason is invalid. Reason: at most 4096 characters.")
 	}
-	o, now, err := e.locked(name)
+	now, err := o.locked()
 	if err != nil {
 		return err
 	}
@@ -296,7 +264,7 @@ func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time
 	o.wakeLocked()
 	undo := func() {
 		if m, ok := o.q.Lookup(seq); !ok || m.Fence() == fence {
-			o.q.Revert(e.clock.Now(), prev)
+			o.q.Revert(o.h.Clock.Now(), prev)
 		}
 	}
 	if rec != nil {
@@ -311,12 +279,12 @@ func (e *Engine) verdict(name, h, reason string, f func(q *queue.Queue, now time
 		return nil
 	}
 	mine.Prev = prev // back in flight if the move fails
-	return e.deadLetter(o, *mine)
+	return o.deadLetter(*mine)
 }
 
 // takeHandoffLocked takes message seq's hand-off out of what the queue
 // reported (the caller moves it itself); the rest stays for unlock.
-func (o *owner) takeHandoffLocked(seq uint64) *queue.Handoff {
+func (o *Owner) takeHandoffLocked(seq uint64) *queue.Handoff {
 	eff := o.q.TakeEffects()
 	var mine *queue.Handoff
 	rest := eff.Handoffs[:0]

@@ -1,23 +1,98 @@
-package engine
+// Package partition owns one queue's partition: its lock, its state
+// machine (internal/queue), its writes in flight, its waiting receivers,
+// and the operations on its messages (send, receive, settle, verdicts,
+// moves out of it, its snapshot). A partition is the unit of ownership:
+// its state is rebuilt from its records alone (Apply), so that another
+// node could take it over.
+//
+// Lock discipline: an Owner's mutex guards its state; lock begins work on
+// it and unlock ends it (acting on what the state machine reported);
+// helpers named ...Locked need the lock held. Everything that can be done
+// before taking the lock (validation, hashing, encoding payloads) is. A
+// write is submitted under the lock (so the partition's positions are in
+// order) and waited for without it; its change is applied under the lock
+// again once durable, in submission order, by whoever takes the lock
+// first. The store never calls back into an Owner while writing.
+package partition
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// owner owns one queue: its partition, state machine and waiting
+// Host is what the owners of one broker share.
+type Host struct {
+	Store     store.Store
+	Clock     clock.Clock
+	Log       *slog.Logger
+	Region    string
+	AccountID string
+	// Rand is the source of message ids and receipt handle nonces; it is
+	// read under a lock of the Host's.
+	Rand io.Reader
+	// Resolve finds the owner of the queue an ARN names (nil: none), for
+	// dead-letter moves.
+	Resolve func(arn string) *Owner
+	// Closing is closed when the broker closes.
+	Closing <-chan struct{}
+
+	randMu sync.Mutex
+}
+
+func (h *Host) read(p []byte) {
+	h.randMu.Lock()
+	defer h.randMu.Unlock()
+	_, _ = io.ReadFull(h.Rand, p)
+}
+
+// ARN is a queue's ARN.
+func (h *Host) ARN(name string) string {
+	return "arn:aws:sqs:" + h.Region + ":" + h.AccountID + ":" + name
+}
+
+// NewID is a message id (a version 4 UUID from the host's random source).
+func (h *Host) NewID() string {
+	var b [16]byte
+	h.read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexd[c>>4], hexd[c&0xf])
+	}
+	return string(out)
+}
+
+func (h *Host) closed() bool {
+	select {
+	case <-h.Closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Owner owns one queue: its partition, state machine and waiting
 // receivers. mu guards every field below it.
-type owner struct {
-	e *Engine
+type Owner struct {
+	h *Host
 	p store.PartitionID
 	// metaMu serialises changes of meta (taken before mu), so each is
 	// computed from the one before it while that one is being written.
@@ -77,19 +152,21 @@ func (c *counters) observeFirstAttempt(d time.Duration) {
 	c.firstAttemptMillis.Add(d.Milliseconds())
 }
 
-func newOwner(e *Engine, p store.PartitionID, meta record.QueueMeta) *owner {
+// New returns the owner of partition p, a queue with the given settings
+// (not written: Create writes them; recovery applies them).
+func New(h *Host, p store.PartitionID, meta record.QueueMeta) *Owner {
 	if meta.Attrs == nil {
 		meta.Attrs = map[string]string{}
 	}
-	o := &owner{e: e, p: p, meta: meta, cfg: attr.Parse(&meta)}
+	o := &Owner{h: h, p: p, meta: meta, cfg: attr.Parse(&meta)}
 	o.cond = sync.NewCond(&o.mu)
 	o.q = queue.New(o.cfg.Queue)
 	return o
 }
 
-// lock takes the owner's lock for a new write: it waits while a snapshot
+// lock takes the Owner's lock for a new write: it waits while a snapshot
 // is being taken, and applies the writes that finished meanwhile.
-func (o *owner) lock() {
+func (o *Owner) lock() {
 	o.mu.Lock()
 	for o.snapshotting {
 		o.cond.Wait()
@@ -103,16 +180,16 @@ func hintOf(l queue.Loc) store.Hint { return store.Hint{A: l.Seg, B: l.Off, C: l
 // appendLocked submits recs (with consecutive positions from the queue
 // core) to the queue's partition. With apply set they are applied once
 // durable; otherwise the change was made already.
-func (o *owner) appendLocked(recs []*record.Record, apply bool, failed func()) *write {
+func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *write {
 	data := make([]store.Rec, len(recs))
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
 	}
 	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
-	if o.e.closed.Load() {
-		w.f = store.Failed(unavailable())
+	if o.h.closed() {
+		w.f = store.Failed(Unavailable())
 	} else {
-		w.f = o.e.st.Append(o.p, w.prev, data)
+		w.f = o.h.Store.Append(o.p, w.prev, data)
 	}
 	if apply {
 		w.recs = recs
@@ -124,23 +201,23 @@ func (o *owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 // waitLocked is called with the lock held and returns with it held: it
 // lets the lock go while it waits for w (as sync.Cond.Wait does), then
 // applies every finished write (or undoes it).
-func (o *owner) waitLocked(w *write) error {
+func (o *Owner) waitLocked(w *write) error {
 	o.mu.Unlock()
 	err := w.f.Wait(context.Background())
 	o.mu.Lock()
 	o.drainLocked()
-	return writeError(err)
+	return WriteError(err)
 }
 
 // drainLocked applies, in order, the writes that have finished, up to the
 // first still under way. A failed write changes nothing; its failure
 // resets the queue's positions to the partition's durable end (once: the
 // writes behind it fail too) and runs its failed hook.
-func (o *owner) drainLocked() {
+func (o *Owner) drainLocked() {
 	if len(o.writes) == 0 {
 		return
 	}
-	now := o.e.clock.Now()
+	now := o.h.Clock.Now()
 	i := 0
 	for ; i < len(o.writes); i++ {
 		w := o.writes[i]
@@ -178,7 +255,7 @@ func (o *owner) drainLocked() {
 					o.applyMetaLocked(r.Meta)
 				}
 				if err := o.q.Apply(now, r, loc); err != nil {
-					o.e.log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
+					o.h.Log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
 				}
 			}
 		}
@@ -189,7 +266,7 @@ func (o *owner) drainLocked() {
 }
 
 // applyMetaLocked takes new settings.
-func (o *owner) applyMetaLocked(m *record.QueueMeta) {
+func (o *Owner) applyMetaLocked(m *record.QueueMeta) {
 	meta := m.Clone()
 	if meta.Attrs == nil {
 		meta.Attrs = map[string]string{}
@@ -201,7 +278,7 @@ func (o *owner) applyMetaLocked(m *record.QueueMeta) {
 
 // persistLocked submits recs, applied once durable, waits, and returns
 // with the lock held and the change applied (or not: the error says why).
-func (o *owner) persistLocked(recs []*record.Record) error {
+func (o *Owner) persistLocked(recs []*record.Record) error {
 	return o.waitLocked(o.appendLocked(recs, true, nil))
 }
 
@@ -209,7 +286,7 @@ func (o *owner) persistLocked(recs []*record.Record) error {
 // (records the retry ladder made, messages made ready, storage to release,
 // messages leaving for another queue), releases the lock, and then does
 // what needs none: releasing storage and moving messages away.
-func (o *owner) unlock() {
+func (o *Owner) unlock() {
 	eff := o.q.TakeEffects()
 	if len(eff.Records) > 0 {
 		o.appendLocked(eff.Records, false, nil)
@@ -222,15 +299,46 @@ func (o *owner) unlock() {
 	o.mu.Unlock()
 	o.release(eff.Gone)
 	for _, h := range eff.Handoffs {
-		o.e.deadLetter(o, h)
+		o.deadLetter(h)
 	}
 }
 
 // release lets the store go of the bodies of messages that left.
-func (o *owner) release(gone []queue.Gone) {
+func (o *Owner) release(gone []queue.Gone) {
 	for _, g := range gone {
-		o.e.st.Release(o.p, g.Seq, hintOf(g.Loc))
+		o.h.Store.Release(o.p, g.Seq, hintOf(g.Loc))
 	}
+}
+
+// ---- errors ----
+
+// NoQueue is the error for a queue that does not exist.
+func NoQueue() error {
+	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
+}
+
+// Unavailable is the error while the broker shuts down.
+func Unavailable() error {
+	return st.Errorf(st.CodeServiceUnavailable, "The server is shutting down.")
+}
+
+// WriteError is the error a client gets for a failed write.
+func WriteError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se *st.Error
+	if errors.As(err, &se) {
+		return err
+	}
+	if errors.Is(err, store.ErrClosed) {
+		return &st.Error{Code: st.CodeServiceUnavailable, Message: "The server is shutting down; the request was not persisted.", Cause: err}
+	}
+	msg := "The server could not persist the request."
+	if errors.Is(err, store.ErrNoSpace) {
+		msg = "The server is out of disk space; the request was not persisted."
+	}
+	return &st.Error{Code: st.CodeInternal, Message: msg, Cause: err}
 }
 
 // ---- long polls ----
@@ -242,7 +350,7 @@ type poller struct {
 }
 
 // parkLocked puts a long poll on the queue's waiting list.
-func (o *owner) parkLocked(part int) *poller {
+func (o *Owner) parkLocked(part int) *poller {
 	p := &poller{woken: make(chan struct{}), part: part}
 	o.pollers = append(o.pollers, p)
 	if part >= 0 {
@@ -254,7 +362,7 @@ func (o *owner) parkLocked(part int) *poller {
 
 // unparkLocked takes p off the waiting list. It reports false when p was
 // not on it: it had been woken.
-func (o *owner) unparkLocked(p *poller) bool {
+func (o *Owner) unparkLocked(p *poller) bool {
 	i := slices.Index(o.pollers, p)
 	if i < 0 {
 		return false
@@ -270,7 +378,7 @@ func (o *owner) unparkLocked(p *poller) bool {
 // leave takes a long poll that gives up off the list; if it had been
 // woken meanwhile, the wake goes to the next one, so that the message it
 // was woken for is not left waiting for a poll that is gone.
-func (o *owner) leave(p *poller) {
+func (o *Owner) leave(p *poller) {
 	o.mu.Lock()
 	if !o.unparkLocked(p) {
 		o.wakeSomeLocked(1)
@@ -279,7 +387,7 @@ func (o *owner) leave(p *poller) {
 }
 
 // wakeLocked wakes every long poll waiting on the queue.
-func (o *owner) wakeLocked() {
+func (o *Owner) wakeLocked() {
 	for _, p := range o.pollers {
 		close(p.woken)
 	}
@@ -293,7 +401,7 @@ func (o *owner) wakeLocked() {
 // queue's lock to find that one got the message. Any waiting poll can take
 // any ready message, unless some are bound to a partition: then all are
 // woken.
-func (o *owner) wakeSomeLocked(n int) {
+func (o *Owner) wakeSomeLocked(n int) {
 	if n >= len(o.pollers) || o.bound > 0 {
 		o.wakeLocked()
 		return

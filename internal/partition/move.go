@@ -1,4 +1,4 @@
-package engine
+package partition
 
 import (
 	"context"
@@ -12,21 +12,21 @@ import (
 // maxReceiveCount, off the retry ladder, rejected, past MaxMessageAge) to
 // the queue's dead-letter queue, or drops it, durably, when the queue has
 // none. When that cannot be done the message goes back as it was.
-func (e *Engine) deadLetter(src *owner, h queue.Handoff) error {
+func (src *Owner) deadLetter(h queue.Handoff) error {
 	src.mu.Lock()
 	target := src.cfg.DeadLetterTarget
-	srcArn := e.ARN(src.meta.Name)
+	srcArn := src.h.ARN(src.meta.Name)
 	src.mu.Unlock()
 	if target == "" {
-		return e.drop(src, h)
+		return src.drop(h)
 	}
-	dst := e.lookupARN(target)
+	dst := src.h.Resolve(target)
 	if dst == nil {
-		e.putBack(src, h)
-		e.log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", target)
-		return noQueue()
+		src.putBack(h)
+		src.h.Log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", target)
+		return NoQueue()
 	}
-	err := e.move(src, dst, h, func(m *record.Msg) { m.DLQSource = srcArn })
+	err := src.move(dst, h, func(m *record.Msg) { m.DLQSource = srcArn })
 	if err == nil {
 		src.ctr.deadLettered.Add(1)
 	}
@@ -34,11 +34,11 @@ func (e *Engine) deadLetter(src *owner, h queue.Handoff) error {
 }
 
 // drop deletes, durably, a message that left with nowhere to go.
-func (e *Engine) drop(src *owner, h queue.Handoff) error {
+func (src *Owner) drop(h queue.Handoff) error {
 	src.lock()
 	err := src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByDrop)})
 	if err != nil {
-		src.q.Revert(e.clock.Now(), h.Prev)
+		src.q.Revert(src.h.Clock.Now(), h.Prev)
 	} else if f := h.Msg.Fail(); f != nil && f.Reason == "Reject" {
 		src.ctr.droppedRejected.Add(1)
 	} else if f != nil && f.Reason != "MaxMessageAge" {
@@ -49,9 +49,9 @@ func (e *Engine) drop(src *owner, h queue.Handoff) error {
 }
 
 // putBack returns a message that could not leave its queue.
-func (e *Engine) putBack(o *owner, h queue.Handoff) {
+func (o *Owner) putBack(h queue.Handoff) {
 	o.mu.Lock()
-	o.q.Revert(e.clock.Now(), h.Prev)
+	o.q.Revert(o.h.Clock.Now(), h.Prev)
 	o.unlock()
 }
 
@@ -61,12 +61,12 @@ func (e *Engine) putBack(o *owner, h queue.Handoff) {
 // queues (delivered at least once), never in neither. Each queue's
 // partition holds all of its messages' bodies: no record points into
 // another queue's log.
-func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)) error {
-	pl, err := e.readPayload(src, &h.Msg)
+func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) error {
+	pl, err := src.readPayload(&h.Msg)
 	if err != nil {
 		// Its body cannot be read back intact: it cannot be moved, and is
 		// never served. Dropped, as a receive would.
-		e.log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.meta.Name, "seq", h.Msg.Seq, "err", err)
+		src.h.Log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.meta.Name, "seq", h.Msg.Seq, "err", err)
 		src.lock()
 		_ = src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByLoss)})
 		src.unlock()
@@ -78,33 +78,34 @@ func (e *Engine) move(src, dst *owner, h queue.Handoff, change func(*record.Msg)
 	dst.lock()
 	if dst.deleted {
 		dst.mu.Unlock()
-		e.putBack(src, h)
-		return noQueue()
+		src.putBack(h)
+		return NoQueue()
 	}
 	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
 	dst.unlock()
 	if werr != nil {
-		e.putBack(src, h)
+		src.putBack(h)
 		return werr
 	}
 	src.lock()
 	if derr := src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByMove)}); derr != nil {
 		// The copy is durable, its delete here is not: the message stays
 		// in both (at least once), rather than in neither.
-		src.q.Revert(e.clock.Now(), h.Prev)
-		e.log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dst.meta.Name, "err", derr)
+		src.q.Revert(src.h.Clock.Now(), h.Prev)
+		src.h.Log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dst.meta.Name, "err", derr)
 	}
 	src.unlock()
 	return nil
 }
 
-// Redrive moves a ready message of queue from to queue to (or, when to is
-// "", back to the queue it was dead-lettered from), with its receive
+// Redrive moves a ready message of this queue to dst, with its receive
 // count reset (and its retry level and failures, unless keepFailures).
-// It reports false when the message is not there or not ready (in
-// flight, moved meanwhile).
-func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string, keepFailures bool) (bool, error) {
-	src, now, err := e.locked(from)
+// dst nil sends it back to the queue it was dead-lettered from (resolve
+// finds that queue's owner by ARN, after checking the caller may use it;
+// nil: none). It reports false when the message is not there or not
+// ready (in flight, moved meanwhile).
+func (src *Owner) Redrive(ctx context.Context, seq uint64, dst *Owner, resolve func(arn string) (*Owner, error), keepFailures bool) (bool, error) {
+	now, err := src.locked()
 	if err != nil {
 		return false, err
 	}
@@ -117,22 +118,17 @@ func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string
 	if mine == nil {
 		return false, nil
 	}
-	target := to
-	if target == "" {
-		if target, err = e.QueueNameFromARN(mine.Msg.DLQSource()); err != nil {
-			e.putBack(src, *mine)
+	if dst == nil {
+		if mine.Msg.DLQSource() == "" {
+			src.putBack(*mine)
 			return false, st.Errorf(st.CodeInvalidParameterValue, "Message %d was not dead-lettered: it has no source queue to go back to.", seq)
 		}
+		if dst, err = resolve(mine.Msg.DLQSource()); err != nil {
+			src.putBack(*mine)
+			return false, err
+		}
 	}
-	dst, err := e.lookup(target)
-	if err == nil && !st.Authorized(ctx, target) {
-		dst, err = nil, noQueue()
-	}
-	if err != nil {
-		e.putBack(src, *mine)
-		return false, err
-	}
-	err = e.move(src, dst, *mine, func(m *record.Msg) {
+	err = src.move(dst, *mine, func(m *record.Msg) {
 		m.DLQSource, m.Count, m.First = "", 0, 0
 		if !keepFailures {
 			m.Level, m.Fail = 0, nil

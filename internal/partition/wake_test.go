@@ -1,30 +1,38 @@
-package engine
+package partition
 
 import (
 	"context"
+	"crypto/rand"
+	"io"
+	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// openWithQueue opens an engine over a memory store on a clock that
-// stands still (long polls end only when woken) with queue "q".
-func openWithQueue(t *testing.T, attrs map[string]string) *Engine {
+// openWithQueue opens the owner of a queue over a memory store on a clock
+// that stands still (long polls end only when woken).
+func openWithQueue(t *testing.T, attrs map[string]string) *Owner {
 	t.Helper()
-	e := openEngine(t, store.NewMemory(), clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	if _, err := e.CreateQueue(context.Background(), "q", attrs, nil); err != nil {
+	closing := make(chan struct{})
+	t.Cleanup(func() { close(closing) })
+	h := &Host{Store: store.NewMemory(), Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Region: "us-east-1",
+		AccountID: "000000000000", Rand: rand.Reader, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Closing: closing}
+	h.Resolve = func(string) *Owner { return nil }
+	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: attrs})
+	if err := o.Create(); err != nil {
 		t.Fatal(err)
 	}
-	return e
+	return o
 }
 
-// The long polls waiting on a queue, as the engine holds them.
-func pollersOf(e *Engine, queue string) []*poller {
-	o, _ := e.lookup(queue)
+// The long polls waiting on the queue, as the owner holds them.
+func pollersOf(o *Owner) []*poller {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.pollers)
@@ -32,9 +40,8 @@ func pollersOf(e *Engine, queue string) []*poller {
 
 // waitPollers waits until n long polls wait on the queue: the owner's
 // cond is signalled whenever one parks or leaves.
-func waitPollers(t *testing.T, e *Engine, queue string, n int) []*poller {
+func waitPollers(t *testing.T, o *Owner, n int) []*poller {
 	t.Helper()
-	o, _ := e.lookup(queue)
 	timedOut := false
 	timer := time.AfterFunc(10*time.Second, func() {
 		o.mu.Lock()
@@ -70,25 +77,25 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancels[i] = cancel
 		go func() {
-			ms, _ := b.Receive(cctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+			ms, _ := b.Receive(cctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
 			got <- result{i, ms}
 		}()
-		waitPollers(t, b, "q", i+1) // one at a time: their order is known
+		waitPollers(t, b, i+1) // one at a time: their order is known
 	}
-	before := pollersOf(b, "q")
+	before := pollersOf(b)
 
-	if _, err := b.Send(ctx, "q", st.SendInput{Body: "one"}); err != nil {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "one"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-got; r.i != 0 || len(r.msgs) != 1 {
 		t.Fatalf("poll %d got %d messages, want the longest-waiting poll (0) to get the one", r.i, len(r.msgs))
 	}
-	if after := waitPollers(t, b, "q", 4); !slices.Equal(after, before[1:]) {
+	if after := waitPollers(t, b, 4); !slices.Equal(after, before[1:]) {
 		t.Fatal("the other long polls were woken too (their places changed)")
 	}
 
 	// Two messages, two polls.
-	if _, _, err := b.SendBatch(ctx, "q", []st.SendInput{{Body: "a"}, {Body: "b"}}); err != nil {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "a"}, {Body: "b"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -96,7 +103,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 			t.Fatalf("poll %d got %d messages, want polls 1 and 2 to get one each", r.i, len(r.msgs))
 		}
 	}
-	if after := waitPollers(t, b, "q", 2); !slices.Equal(after, before[3:]) {
+	if after := waitPollers(t, b, 2); !slices.Equal(after, before[3:]) {
 		t.Fatal("polls 3 and 4 were disturbed")
 	}
 
@@ -105,22 +112,22 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	for range 2 {
 		<-got
 	}
-	waitPollers(t, b, "q", 0)
+	waitPollers(t, b, 0)
 
 	// A poll woken for a message that gives up before taking it (its client
 	// went away) passes the wake on: here a stand-in poll, woken by a send,
 	// leaves; the real poll behind it must get the message, though the
 	// clock stands still and nothing else is sent.
-	qs, _ := b.lookup("q")
+	qs := b
 	qs.mu.Lock()
 	standIn := qs.parkLocked(-1)
 	qs.mu.Unlock()
 	go func() {
-		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+		ms, _ := b.Receive(ctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
 		got <- result{9, ms}
 	}()
-	waitPollers(t, b, "q", 2)
-	if _, err := b.Send(ctx, "q", st.SendInput{Body: "c"}); err != nil {
+	waitPollers(t, b, 2)
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "c"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -151,17 +158,17 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 		bctx, cancel := context.WithCancel(ctx)
 		bound := make(chan []st.Message, 1)
 		go func() {
-			ms, _ := b.Receive(bctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20), Partition: ptrInt(part)})
+			ms, _ := b.Receive(bctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20), Partition: ptrInt(part)})
 			bound <- ms
 		}()
-		waitPollers(t, b, "q", 1)
+		waitPollers(t, b, 1)
 		free := make(chan []st.Message, 1)
 		go func() {
-			ms, _ := b.Receive(ctx, "q", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
+			ms, _ := b.Receive(ctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})
 			free <- ms
 		}()
-		waitPollers(t, b, "q", 2)
-		if _, err := b.Send(ctx, "q", st.SendInput{Body: "x", GroupID: "tenant"}); err != nil {
+		waitPollers(t, b, 2)
+		if _, _, err := b.Send(ctx, []st.SendInput{{Body: "x", GroupID: "tenant"}}, false); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -171,7 +178,7 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 			}
 			cancel()
 			// The free poll is still waiting: end it with a message.
-			if _, err := b.Send(ctx, "q", st.SendInput{Body: "y", GroupID: "tenant"}); err != nil {
+			if _, _, err := b.Send(ctx, []st.SendInput{{Body: "y", GroupID: "tenant"}}, false); err != nil {
 				t.Fatal(err)
 			}
 			<-free
@@ -186,6 +193,6 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("bound to partition %d: the message was not received", part)
 		}
-		waitPollers(t, b, "q", 0)
+		waitPollers(t, b, 0)
 	}
 }

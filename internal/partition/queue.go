@@ -1,0 +1,451 @@
+package partition
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/attr"
+	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/sched"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// Partition is the owner's partition.
+func (o *Owner) Partition() store.PartitionID { return o.p }
+
+// Meta returns a copy of the queue's settings.
+func (o *Owner) Meta() record.QueueMeta {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.meta.Clone()
+}
+
+// Config returns the queue's parsed settings.
+func (o *Owner) Config() attr.Config {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cfg
+}
+
+// Create writes the queue's settings as the first record of its
+// partition: the partition is whole on its own.
+func (o *Owner) Create() error {
+	o.lock()
+	meta := o.meta.Clone()
+	err := o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
+	o.unlock()
+	return err
+}
+
+// Deleted ends the queue once its deletion is durable: its waiting
+// receivers return, and its messages' bodies are released.
+func (o *Owner) Deleted() {
+	o.mu.Lock()
+	o.deleted = true
+	o.wakeLocked()
+	var gone []queue.Gone
+	o.q.Messages(func(m *queue.Msg) { gone = append(gone, queue.Gone{Seq: m.Seq, Loc: m.Loc}) })
+	o.mu.Unlock()
+	o.release(gone)
+}
+
+// UpdateMeta changes the queue's settings and persists them whole; the
+// change takes effect once durable.
+func (o *Owner) UpdateMeta(f func(m *record.QueueMeta) error) error {
+	o.metaMu.Lock()
+	defer o.metaMu.Unlock()
+	o.lock()
+	if o.deleted {
+		o.mu.Unlock()
+		return NoQueue()
+	}
+	meta := o.meta.Clone()
+	if meta.Attrs == nil {
+		meta.Attrs = map[string]string{}
+	}
+	if err := f(&meta); err != nil {
+		o.mu.Unlock()
+		return err
+	}
+	meta.Modified = o.h.Clock.Now().UnixMilli()
+	err := o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
+	o.wakeLocked() // new limits may let receivers on
+	o.unlock()
+	return err
+}
+
+// Attributes returns the named attributes ("All" for all) as SQS renders
+// them.
+func (o *Owner) Attributes(names []string) (map[string]string, error) {
+	want := map[string]bool{}
+	all := false
+	for _, n := range names {
+		if n == "All" {
+			all = true
+			continue
+		}
+		if !attr.Known(n) {
+			return nil, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", n)
+		}
+		want[n] = true
+	}
+	now := o.h.Clock.Now()
+	o.lock()
+	counts := o.q.Counts(now)
+	meta := o.meta
+	var figures map[string]string
+	for _, n := range attr.SluiceReadOnly {
+		if want[n] {
+			figures = tenantFigures(o.q, now)
+			break
+		}
+	}
+	out := map[string]string{}
+	for n, v := range attr.Render(&meta) {
+		if all || want[n] {
+			out[n] = v
+		}
+	}
+	o.unlock() // retention may have dropped some
+	put := func(n, v string) {
+		if all || want[n] {
+			out[n] = v
+		}
+	}
+	put("ApproximateNumberOfMessages", strconv.Itoa(counts.Visible))
+	put("ApproximateNumberOfMessagesNotVisible", strconv.Itoa(counts.InFlight))
+	put("ApproximateNumberOfMessagesDelayed", strconv.Itoa(counts.Delayed))
+	put("CreatedTimestamp", strconv.FormatInt(meta.Created/1000, 10))
+	put("LastModifiedTimestamp", strconv.FormatInt(meta.Modified/1000, 10))
+	put("QueueArn", o.h.ARN(meta.Name))
+	for _, n := range attr.SluiceReadOnly {
+		if want[n] {
+			out[n] = figures[n]
+		}
+	}
+	return out, nil
+}
+
+// Maintain applies retention, MaxMessageAge and the retry ladder (for a
+// queue nobody receives from) and forgets idle tenants.
+func (o *Owner) Maintain() {
+	o.lock()
+	if o.deleted {
+		o.mu.Unlock()
+		return
+	}
+	now := o.h.Clock.Now()
+	o.q.Advance(now)
+	o.q.Sched().Sweep(now.UnixMilli(), 250_000)
+	o.unlock()
+}
+
+// Snapshot writes the queue's state as its partition's snapshot. New
+// writes are held back while the writes in flight finish (so the snapshot
+// holds exactly the records before it) and while the state is written out.
+func (o *Owner) Snapshot() error {
+	o.mu.Lock()
+	for o.snapshotting {
+		o.cond.Wait()
+	}
+	o.snapshotting = true
+	for len(o.writes) > 0 {
+		w := o.writes[len(o.writes)-1]
+		o.mu.Unlock()
+		_ = w.f.Wait(context.Background())
+		o.mu.Lock()
+		o.drainLocked()
+	}
+	defer func() {
+		o.snapshotting = false
+		o.cond.Broadcast()
+		o.unlock()
+	}()
+	if o.deleted {
+		return nil
+	}
+	now := o.h.Clock.Now()
+	meta := o.meta.Clone()
+	recs := append([]*record.Record{{Type: record.Meta, Meta: &meta}}, o.q.Snapshot(now)...)
+	prev := o.q.Last()
+	data := make([]store.Rec, len(recs))
+	for i, r := range recs {
+		data[i] = store.Rec{Data: record.Encode(r)}
+	}
+	o.q.SetLast(prev + uint64(len(recs)))
+	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, data)}
+	o.writes = append(o.writes, w)
+	return o.waitLocked(w)
+}
+
+// ---- recovery ----
+
+// Replayed applies a record recovery read (through the same Apply as the
+// live path), or notes where compaction moved a body.
+func (o *Owner) Replayed(now time.Time, e store.Entry) error {
+	if e.Moved {
+		if m, ok := o.q.Find(e.Pos); ok {
+			m.Loc = locOf(e.Hint)
+		}
+		return nil
+	}
+	r, err := record.Decode(e.Data, false)
+	if err != nil {
+		return err
+	}
+	r.Pos = e.Pos
+	if r.Type == record.Meta {
+		o.applyMetaLocked(r.Meta)
+	}
+	return o.q.Apply(now, r, locOf(e.Hint))
+}
+
+// Recovered ends recovery: the partition's last position, the store told
+// to keep every live message's body, what time dropped during the replay
+// released; messages found leaving (past their age, off the ladder) wait
+// for Start.
+func (o *Owner) Recovered(now time.Time, last uint64) {
+	o.q.SetLast(last)
+	o.q.Advance(now)
+	o.q.Messages(func(m *queue.Msg) { o.h.Store.Keep(o.p, m.Seq, hintOf(m.Loc)) })
+	eff := o.q.TakeEffects()
+	o.release(eff.Gone)
+	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
+}
+
+// Start moves away what recovery found leaving, once every queue is there.
+func (o *Owner) Start() {
+	o.mu.Lock()
+	o.unlock()
+}
+
+// ---- compaction ----
+
+// BodyAt reports whether message pos's body is at h.
+func (o *Owner) BodyAt(pos uint64, h store.Hint) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m, ok := o.q.Find(pos)
+	return ok && m.Loc == locOf(h)
+}
+
+// BodyMoved notes that message pos's body moved from old to new; false
+// when the message no longer has its body at old.
+func (o *Owner) BodyMoved(pos uint64, old, new store.Hint) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m, ok := o.q.Find(pos)
+	if !ok || m.Loc != locOf(old) {
+		return false
+	}
+	m.Loc = locOf(new)
+	return true
+}
+
+// ---- figures ----
+
+// Stats returns the queue's figures.
+func (o *Owner) Stats(resolveName func(arn string) string) st.QueueStats {
+	now := o.h.Clock.Now()
+	o.lock()
+	c := o.q.Counts(now)
+	ts := o.q.Sched().Stats()
+	qst := o.q.Stats()
+	meta := o.meta
+	dlq := o.cfg.DeadLetterTarget
+	waiting := len(o.pollers)
+	o.unlock()
+	s := st.QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
+		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: waiting, Lanes: map[string]int{},
+		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: o.ctr.redriven.Load(),
+		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
+			"exhausted": uint64(o.ctr.droppedExhausted.Load()), "rejected": uint64(o.ctr.droppedRejected.Load())}}
+	if dlq != "" {
+		s.DLQ = resolveName(dlq)
+	}
+	if c.OldestSent > 0 {
+		s.OldestAge = max(0, now.Sub(time.UnixMilli(c.OldestSent)))
+	}
+	k := &o.ctr
+	s.Sent, s.Throttled, s.Received = k.sent.Load(), k.throttled.Load(), k.received.Load()
+	s.EmptyReceives, s.Deleted, s.DeadLettered = k.emptyReceives.Load(), k.deleted.Load(), k.deadLettered.Load()
+	s.FirstAttempt = make([]int64, len(k.firstAttempt))
+	for i := range k.firstAttempt {
+		s.FirstAttempt[i] = k.firstAttempt[i].Load()
+	}
+	s.FirstAttemptSum = time.Duration(k.firstAttemptMillis.Load()) * time.Millisecond
+	total := 0
+	for _, t := range ts {
+		total += t.Ready
+	}
+	s.Others = st.TenantInfo{Name: "", Lanes: map[string]int{}}
+	var quietOldest, noisyOldest int64
+	for i, t := range ts {
+		info := tenantInfo(t, now, meta.Tenants)
+		for l, n := range info.Lanes {
+			s.Lanes[l] += n
+		}
+		if isNoisy(t, total, len(ts)) {
+			s.NoisyTenants++
+			if t.Oldest > 0 && (noisyOldest == 0 || t.Oldest < noisyOldest) {
+				noisyOldest = t.Oldest
+			}
+		} else if t.Oldest > 0 && (quietOldest == 0 || t.Oldest < quietOldest) {
+			quietOldest = t.Oldest
+		}
+		if i < st.StatsTenants {
+			s.Tenants = append(s.Tenants, info)
+			continue
+		}
+		s.Others.Ready += info.Ready
+		s.Others.InFlight += info.InFlight
+		s.Others.OldestAge = max(s.Others.OldestAge, info.OldestAge)
+		for l, n := range info.Lanes {
+			s.Others.Lanes[l] += n
+		}
+	}
+	if quietOldest > 0 {
+		s.QuietOldestAge = max(0, now.Sub(time.UnixMilli(quietOldest)))
+	}
+	if noisyOldest > 0 {
+		s.NoisyOldestAge = max(0, now.Sub(time.UnixMilli(noisyOldest)))
+	}
+	return s
+}
+
+// Tenants lists the tenants that hold messages, largest backlog first, at
+// most max (0: all).
+func (o *Owner) Tenants(max int) []st.TenantInfo {
+	now := o.h.Clock.Now()
+	o.lock()
+	o.q.Advance(now)
+	stats := o.q.Sched().Stats()
+	over := o.meta.Tenants
+	o.unlock()
+	if max > 0 && len(stats) > max {
+		stats = stats[:max]
+	}
+	out := make([]st.TenantInfo, 0, len(stats))
+	for _, t := range stats {
+		out = append(out, tenantInfo(t, now, over))
+	}
+	return out
+}
+
+// Tenant describes one tenant, including the partitions it hashes to,
+// whether or not it holds messages.
+func (o *Owner) Tenant(tenant string) st.TenantInfo {
+	now := o.h.Clock.Now()
+	o.lock()
+	defer o.unlock()
+	o.q.Advance(now)
+	for _, t := range o.q.Sched().Stats() {
+		if t.Name == tenant {
+			return tenantInfo(t, now, o.meta.Tenants)
+		}
+	}
+	info := tenantInfo(sched.TenantStats{Name: tenant, Partitions: o.q.Sched().TenantPartitions(tenant)}, now, o.meta.Tenants)
+	info.Lanes = map[string]int{}
+	return info
+}
+
+func tenantInfo(t sched.TenantStats, now time.Time, over map[string]record.TenantLimits) st.TenantInfo {
+	info := st.TenantInfo{Name: t.Name, Ready: t.Ready, InFlight: t.InFlight, Spilled: t.Spilled, Capped: t.Capped,
+		Partitions: t.Partitions, Lanes: map[string]int{}}
+	for i, n := range t.Lanes {
+		if n == 0 {
+			continue
+		}
+		info.Lanes[laneName(i, len(t.Lanes))] = n
+	}
+	if t.Oldest > 0 {
+		info.OldestAge = now.Sub(time.UnixMilli(t.Oldest))
+	}
+	if l, ok := over[t.Name]; ok {
+		tl := st.TenantLimits(l)
+		info.Limits = &tl
+	}
+	return info
+}
+
+// laneName names a deque lane: live, retry-N, backlog (the last).
+func laneName(i, n int) string {
+	switch {
+	case i == 0:
+		return "live"
+	case i == n-1:
+		return "backlog"
+	}
+	return "retry-" + strconv.Itoa(i)
+}
+
+// tenantFigures are Sluice's read-only queue attributes about tenants and
+// age.
+func tenantFigures(q *queue.Queue, now time.Time) map[string]string {
+	c := q.Counts(now)
+	out := map[string]string{}
+	age := int64(0)
+	if c.OldestSent > 0 {
+		age = max(0, now.UnixMilli()-c.OldestSent) / 1000
+	}
+	out["ApproximateAgeOfOldestMessage"] = strconv.FormatInt(age, 10)
+	stats := q.Sched().Stats()
+	total := 0
+	for _, t := range stats {
+		total += t.Ready
+	}
+	noisy, quietOldest := 0, int64(0)
+	for _, t := range stats {
+		if isNoisy(t, total, len(stats)) {
+			noisy++
+			continue
+		}
+		if t.Oldest > 0 && (quietOldest == 0 || t.Oldest < quietOldest) {
+			quietOldest = t.Oldest
+		}
+	}
+	qa := int64(0)
+	if quietOldest > 0 {
+		qa = max(0, now.UnixMilli()-quietOldest) / 1000
+	}
+	out["ApproximateNumberOfTenants"] = strconv.Itoa(len(stats))
+	out["ApproximateNumberOfNoisyGroups"] = strconv.Itoa(noisy)
+	out["ApproximateAgeOfOldestMessageInQuietGroups"] = strconv.FormatInt(qa, 10)
+	qst := q.Stats()
+	out["ApproximateNumberOfMessagesSidelined"] = strconv.FormatUint(qst.Sidelined, 10)
+	out["ApproximateNumberOfMessagesDropped"] = strconv.FormatUint(qst.DroppedMaxAge+qst.DroppedRetention+qst.DroppedWatermark, 10)
+	return out
+}
+
+// isNoisy: a tenant over its receive rate or at its cap, or holding more
+// than twice its even share of the backlog (and at least 10 messages).
+func isNoisy(t sched.TenantStats, total, tenants int) bool {
+	if t.Spilled || t.Capped {
+		return true
+	}
+	return tenants > 1 && t.Ready >= 10 && t.Ready*tenants > 2*total
+}
+
+// Messages lists copies of the queue's messages that match (all when match
+// is nil), in send order, after sequence after, at most max (0: all), with
+// the time it looked (for peeks). Messages leaving are left out.
+func (o *Owner) Messages(after uint64, max int, match func(m *queue.Msg) bool) ([]queue.Msg, time.Time, error) {
+	now, err := o.locked()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var out []queue.Msg
+	o.q.Messages(func(m *queue.Msg) {
+		if m.Seq > after && m.State != queue.Leaving && (max == 0 || len(out) < max) && (match == nil || match(m)) {
+			out = append(out, *m)
+		}
+	})
+	o.unlock()
+	return out, now, nil
+}
+
+// Body reads a message's payload back (for peeks).
+func (o *Owner) Body(m *queue.Msg) (*record.Payload, error) { return o.readPayload(m) }
