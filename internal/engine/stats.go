@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
-	"github.com/sluicemq/sluice/internal/store/disk"
+	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -27,7 +27,7 @@ func (e *Engine) StoreStats() st.StoreStats {
 		FsyncSeconds: s.FsyncSeconds, BytesWritten: s.BytesWritten, FailedWrites: s.FailedWrites, DeadRecords: s.DeadRecords,
 		Relocated: s.Relocated, DiskBytes: s.DiskBytes, LiveBytes: s.LiveBytes, DeadBytes: s.DeadBytes,
 		DiskFree: d.Free, DiskReserve: d.Reserve, DiskAlarm: d.Alarm}
-	out.FsyncBounds = append([]time.Duration(nil), disk.FsyncBounds[:]...)
+	out.FsyncBounds = append([]time.Duration(nil), store.FsyncBounds[:]...)
 	return out
 }
 

@@ -19,20 +19,25 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 	q.now = max(q.now, ms(now))
 	switch r.Type {
 	case record.Meta:
-	case record.Send, record.Index:
+	case record.Send:
 		if r.Msg == nil {
-			return fmt.Errorf("queue: %s record without a message", r.Type)
+			return fmt.Errorf("queue: a send record without a message")
 		}
 		if _, dup := q.t.get(r.Msg.Seq); dup {
 			return nil
 		}
 		m := fromRecord(r.Msg)
-		state := m.State
-		if r.Type == record.Send {
-			m.Loc, state = loc, Pending
-			q.applySendDedup(r)
+		m.Loc = loc
+		q.applySendDedup(r)
+		q.place(now, q.insert(m), Pending)
+	case record.Index:
+		for i := range r.Msgs {
+			if _, dup := q.t.get(r.Msgs[i].Seq); dup {
+				continue
+			}
+			m := fromRecord(&r.Msgs[i])
+			q.place(now, q.insert(m), m.State)
 		}
-		q.place(now, q.insert(m), state)
 	case record.Receive:
 		if m, ok := q.t.get(r.Seq); ok {
 			q.applyReceive(now, m, r)
@@ -225,7 +230,7 @@ func (q *Queue) Revert(now time.Time, prev Msg) {
 func (q *Queue) Snapshot(now time.Time) []*record.Record {
 	t := ms(now)
 	q.expireDedup(t)
-	out := make([]*record.Record, 0, q.t.n+len(q.dedup)+1)
+	out := make([]*record.Record, 0, q.t.n/record.IndexChunk+len(q.dedup)+2)
 	out = append(out, &record.Record{Type: record.State, NextSeqNum: q.lastNum})
 	seen := make(map[string]bool, len(q.dedup))
 	for _, k := range q.dedupQ {
@@ -234,12 +239,16 @@ func (q *Queue) Snapshot(now time.Time) []*record.Record {
 			out = append(out, &record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
 		}
 	}
+	var chunk *record.Record
 	q.t.each(func(m *Msg) bool {
-		r := toRecord(m)
-		if m.State == Leaving {
-			r.State = uint8(Ready)
+		if chunk == nil || len(chunk.Msgs) == record.IndexChunk {
+			chunk = &record.Record{Type: record.Index, Msgs: make([]record.Msg, 0, min(record.IndexChunk, q.t.n))}
+			out = append(out, chunk)
 		}
-		out = append(out, &record.Record{Type: record.Index, Msg: r})
+		chunk.Msgs = append(chunk.Msgs, indexOf(m))
+		if m.State == Leaving {
+			chunk.Msgs[len(chunk.Msgs)-1].State = uint8(Ready)
+		}
 		return true
 	})
 	return out

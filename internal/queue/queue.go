@@ -636,7 +636,13 @@ func (h *timerHeap) Pop() any {
 
 // toRecord is a message's index as records carry it.
 func toRecord(m *Msg) *record.Msg {
-	r := &record.Msg{Seq: m.Seq, Sent: m.Sent, VisibleAt: m.VisibleAt, Group: m.Group(), DLQSource: m.DLQSource(),
+	r := indexOf(m)
+	return &r
+}
+
+// indexOf is toRecord by value.
+func indexOf(m *Msg) record.Msg {
+	r := record.Msg{Seq: m.Seq, Sent: m.Sent, VisibleAt: m.VisibleAt, Group: m.Group(), DLQSource: m.DLQSource(),
 		Count: m.RecvCount(), First: m.FirstRecv(), Last: m.Delivered(), Fence: m.Fence(), State: uint8(m.State), Level: m.Level}
 	if t := m.Tenant(); t != m.Group() {
 		r.Tenant = t

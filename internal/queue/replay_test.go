@@ -196,8 +196,9 @@ func describe(recs []*record.Record) []string {
 	for _, r := range recs {
 		switch r.Type {
 		case record.Index:
-			m := *r.Msg
-			out = append(out, fmt.Sprintf("msg %d state=%d vis=%d count=%d fence=%d level=%d fail=%v", m.Seq, m.State, m.VisibleAt, m.Count, m.Fence, m.Level, m.Fail != nil))
+			for _, m := range r.Msgs {
+				out = append(out, fmt.Sprintf("msg %d state=%d vis=%d count=%d fence=%d level=%d fail=%v", m.Seq, m.State, m.VisibleAt, m.Count, m.Fence, m.Level, m.Fail != nil))
+			}
 		case record.Dedup:
 			out = append(out, fmt.Sprintf("dedup %s %s", r.Key, r.ID))
 		}

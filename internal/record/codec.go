@@ -37,7 +37,7 @@ func (e *enc) flag(v bool) {
 
 // Encode encodes r.
 func Encode(r *Record) []byte {
-	size := 32 + len(r.Raw)
+	size := 32 + len(r.Raw) + 64*len(r.Msgs)
 	if r.Payload != nil && r.Raw == nil {
 		size += len(r.Payload.Body) + 160
 	}
@@ -65,7 +65,10 @@ func Append(b []byte, r *Record) []byte {
 			encodePayload(e, r.Payload)
 		}
 	case Index:
-		encodeMsg(e, r.Msg)
+		e.u(uint64(len(r.Msgs)))
+		for i := range r.Msgs {
+			encodeMsg(e, &r.Msgs[i])
+		}
 	case Receive:
 		e.u(r.Seq)
 		e.u(uint64(r.Count))
@@ -280,7 +283,15 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Msg = decodeMsg(d)
 		r.Payload = decodePayload(d, body)
 	case Index:
-		r.Msg = decodeMsg(d)
+		n := d.u()
+		if n > IndexChunk {
+			d.err = ErrShort
+			break
+		}
+		r.Msgs = make([]Msg, 0, n)
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			r.Msgs = append(r.Msgs, *decodeMsg(d))
+		}
 	case Receive:
 		r.Seq = d.u()
 		c := d.u()

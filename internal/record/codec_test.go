@@ -21,7 +21,7 @@ func samples() []*Record {
 		{Type: Meta, Meta: &QueueMeta{ID: 7, Name: "q", FIFO: true, Attrs: map[string]string{"VisibilityTimeout": "5"}, Created: 1, Modified: 2,
 			Tenants: map[string]TenantLimits{"a": {Weight: 2, MaxInFlight: 3}}}},
 		{Type: Send, Msg: msg, Payload: payload},
-		{Type: Index, Msg: msg},
+		{Type: Index, Msgs: []Msg{*msg, *msg}},
 		{Type: Receive, Seq: 9, Count: 2, First: 10, Last: 11, VisibleAt: 12, Fence: 2, Level: 1},
 		{Type: Visibility, Seq: 9, VisibleAt: -5},
 		{Type: Delete, Seq: 9, Reason: ByWatermark},

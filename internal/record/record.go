@@ -29,7 +29,7 @@ const (
 	Delete                     // a message left the queue
 	Purge                      // every message before this record left the queue
 	Update                     // a failure or verdict: level, failure, count, visibility
-	Index                      // snapshot: a message's index entry (body stays in its Send)
+	Index                      // snapshot: index entries of messages (bodies stay in their Sends)
 	Dedup                      // snapshot: a FIFO deduplication id in its window
 	State                      // snapshot: the queue's own counters
 	// The catalog partition.
@@ -59,7 +59,7 @@ const (
 
 // Record is one record. Which fields a type uses:
 //
-//	Meta: Meta                 Send, Index: Msg (Index: with Msg.Hint), Payload (Send)
+//	Meta: Meta                 Send: Msg, Payload     Index: Msgs (each with its Hint)
 //	Receive: Seq, Count, First, Last, VisibleAt, Fence, Level
 //	Visibility: Seq, VisibleAt Delete: Seq, Reason   Purge: (its position)
 //	Update: Seq, Msg (level, failure, count, visibility)
@@ -82,6 +82,7 @@ type Record struct {
 
 	Meta    *QueueMeta
 	Msg     *Msg
+	Msgs    []Msg // Index: up to IndexChunk entries
 	Payload *Payload
 	// Raw is a Send's payload encoded already (EncodePayload): Encode uses
 	// it instead of Payload.
@@ -95,6 +96,10 @@ type Record struct {
 	Name          string
 	NextPartition uint64
 }
+
+// IndexChunk is how many index entries a snapshot's Index record holds:
+// a million waiting messages make two thousand records, not a million.
+const IndexChunk = 512
 
 // QueueMeta is a queue's identity and settings, persisted whole on every
 // change (so its record is idempotent).

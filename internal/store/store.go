@@ -46,6 +46,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // PartitionID names a partition. Catalog is the catalog of queues; every
@@ -138,6 +139,11 @@ type Disk struct {
 	Free, Reserve int64
 	Alarm         bool
 }
+
+// FsyncBounds are the upper bounds of Stats.FsyncBuckets.
+var FsyncBounds = [...]time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
+	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second}
 
 // Stats are a store's figures.
 type Stats struct {

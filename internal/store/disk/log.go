@@ -96,11 +96,6 @@ type Options struct {
 	Preallocate bool
 }
 
-// FsyncBounds are the upper bounds of Stats.FsyncBuckets.
-var FsyncBounds = [...]time.Duration{100 * time.Microsecond, 250 * time.Microsecond, 500 * time.Microsecond,
-	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond, 25 * time.Millisecond,
-	50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond, time.Second}
-
 type opKind uint8
 
 const (
@@ -167,7 +162,7 @@ type Log struct {
 	running   bool
 	stopped   chan struct{}
 	stats     store.Stats
-	buckets   [len(FsyncBounds) + 1]int64
+	buckets   [len(store.FsyncBounds) + 1]int64
 	segs      map[uint32]*segment
 	parts     map[store.PartitionID]*part
 	man       manifest                     // the newest durable manifest
@@ -598,7 +593,7 @@ func (l *Log) observeFsync(d time.Duration) {
 	l.stats.Fsyncs++
 	l.stats.FsyncSeconds += d.Seconds()
 	i := 0
-	for i < len(FsyncBounds) && d > FsyncBounds[i] {
+	for i < len(store.FsyncBounds) && d > store.FsyncBounds[i] {
 		i++
 	}
 	l.buckets[i]++
