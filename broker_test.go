@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice"
@@ -222,34 +223,37 @@ func bodies(ms []st.Message) []string {
 	return out
 }
 
+// TestLongPollWakesOnSend: a long poll on an empty queue waits (in a
+// synctest bubble: it is seen blocked, not guessed blocked after a pause)
+// until a send wakes it, long before its 20 s are up.
 func TestLongPollWakesOnSend(t *testing.T) {
-	// A fake clock that never moves: only a send can end this long poll.
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	b, err := sluice.Open(sluice.Config{InMemory: true, Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	b.CreateQueue(ctx, "q", nil, nil)
-	done := make(chan []st.Message)
-	go func() {
-		ms, _ := b.Receive(ctx, "q", st.ReceiveInput{WaitTimeSeconds: ptr(20)})
-		done <- ms
-	}()
-	select {
-	case ms := <-done:
-		t.Fatalf("long poll on an empty queue returned at once with %d messages", len(ms))
-	case <-time.After(100 * time.Millisecond): // the poll is waiting
-	}
-	b.Send(ctx, "q", st.SendInput{Body: "hi"})
-	select {
-	case ms := <-done:
-		if len(ms) != 1 {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := sluice.Open(sluice.Config{InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		b.CreateQueue(ctx, "q", nil, nil)
+		done := make(chan []st.Message, 1)
+		start := time.Now()
+		go func() {
+			ms, _ := b.Receive(ctx, "q", st.ReceiveInput{WaitTimeSeconds: ptr(20)})
+			done <- ms
+		}()
+		synctest.Wait() // the poll is blocked
+		select {
+		case ms := <-done:
+			t.Fatalf("long poll on an empty queue returned at once with %d messages", len(ms))
+		default:
+		}
+		b.Send(ctx, "q", st.SendInput{Body: "hi"})
+		if ms := <-done; len(ms) != 1 {
 			t.Fatalf("long poll returned %d messages", len(ms))
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a send did not wake the long poll")
-	}
+		if waited := time.Since(start); waited != 0 {
+			t.Fatalf("the poll returned after %s of fake time, not when the send woke it", waited)
+		}
+	})
 }
 
 func TestRedriveAllowPolicy(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -345,33 +346,101 @@ func TestFallbackWithoutExtensions(t *testing.T) {
 }
 
 // TestGracefulShutdown: Shutdown waits for running handlers and deletes
-// their messages; Close cancels them.
+// their messages. It runs in a synctest bubble (a broker in memory, the
+// server and the client over in-memory pipes), so "Shutdown is waiting"
+// is seen (every goroutine blocked), not guessed after a pause.
 func TestGracefulShutdown(t *testing.T) {
-	e := start(t, false)
-	q := e.queue(t, "grace", nil)
-	e.send(t, q, "a", "")
-	started := make(chan struct{})
-	release := make(chan struct{})
-	c, _ := consumer.New(e.client, q, func(ctx context.Context, m *consumer.Message) error {
-		close(started)
-		<-release
-		return nil
-	}, consumer.Options{WaitTime: time.Second, Logger: quiet})
-	c.Start()
-	<-started
-	done := make(chan error)
-	go func() { done <- c.Shutdown(ctx) }()
-	select {
-	case <-done:
-		t.Fatal("Shutdown returned while a handler ran")
-	case <-time.After(50 * time.Millisecond):
-	}
-	close(release)
-	if err := <-done; err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		e := startInBubble(t)
+		q := e.queue(t, "grace", nil)
+		e.send(t, q, "a", "")
+		started := make(chan struct{})
+		release := make(chan struct{})
+		c, _ := consumer.New(e.client, q, func(ctx context.Context, m *consumer.Message) error {
+			close(started)
+			<-release
+			return nil
+		}, consumer.Options{WaitTime: time.Second, Logger: quiet})
+		c.Start()
+		<-started
+		done := make(chan error, 1)
+		go func() { done <- c.Shutdown(ctx) }()
+		synctest.Wait() // Shutdown is blocked (or has returned)
+		select {
+		case <-done:
+			t.Fatal("Shutdown returned while a handler ran")
+		default:
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if v, f := e.counts(t, q); v != "0" || f != "0" {
+			t.Fatalf("after shutdown: %s visible, %s in flight", v, f)
+		}
+	})
+}
+
+// startInBubble runs a real server over a broker in memory, client and
+// server joined by in-memory pipes, so the whole exchange can run in a
+// synctest bubble.
+func startInBubble(t *testing.T) *env {
+	t.Helper()
+	b, err := sluice.Open(sluice.Config{InMemory: true})
+	if err != nil {
 		t.Fatal(err)
 	}
-	if v, f := e.counts(t, q); v != "0" || f != "0" {
-		t.Fatalf("after shutdown: %s visible, %s in flight", v, f)
+	s := srv.NewServer(srv.ServerConfig{Logger: quiet}, b)
+	ln := newPipeListener()
+	go s.Serve(ln)
+	e := &env{b: b, url: "http://pipe.invalid"}
+	e.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url),
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1,
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.dial}}})
+	t.Cleanup(func() {
+		s.Shutdown(ctx)
+		ln.Close()
+		b.Close()
+	})
+	return e
+}
+
+// pipeListener hands out one end of a net.Pipe per dial.
+type pipeListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newPipeListener() *pipeListener {
+	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
+}
+
+func (l *pipeListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (l *pipeListener) Close() error {
+	l.once.Do(func() { close(l.closed) })
+	return nil
+}
+
+func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "pipe"} }
+
+func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	server, client := net.Pipe()
+	select {
+	case l.conns <- server:
+		return client, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

@@ -328,7 +328,9 @@ func TestScenarioNoisySmoke(t *testing.T) {
 		}
 	}
 	// 9 quiet tenants send 45% of capacity: about 90 messages in a second,
-	// all received with fair delivery (the scenario waits for 98%).
+	// received with fair delivery (the scenario waits for every message
+	// sent in the window, and counts only those: 98% is the margin for a
+	// loaded machine, where its wait may end first).
 	m := regexp.MustCompile(`quiet received (\d+) of (\d+) sent`).FindAllStringSubmatch(out, -1)
 	if len(m) != 3 {
 		t.Fatalf("want three runs with quiet counts:\n%s", out)
