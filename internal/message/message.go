@@ -209,30 +209,57 @@ func validateAttrValue(name string, a st.AttributeValue) error {
 	return nil
 }
 
+// isNumber reports whether s is an SQS Number: an integer or decimal
+// with an optional exponent, at most 38 significant digits, and a
+// magnitude of zero or between 10^-128 and 10^126 (SQS's limits). 1e400
+// is refused; it would overflow every consumer's float64.
 func isNumber(s string) bool {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return false
-	}
-	if s[0] == '-' || s[0] == '+' {
+	if s != "" && (s[0] == '-' || s[0] == '+') {
 		s = s[1:]
 	}
-	digits, dot, exp := 0, false, false
+	mant, expPart, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	if digits == "" || !allDigits(digits) {
+		return false
+	}
+	exp := 0
+	if hasExp {
+		e := strings.TrimPrefix(strings.TrimPrefix(expPart, "+"), "-")
+		if e == "" || !allDigits(e) {
+			return false
+		}
+		e = strings.TrimLeft(e, "0")
+		if len(e) > 4 {
+			return false // far beyond any allowed magnitude
+		}
+		for _, c := range e {
+			exp = exp*10 + int(c-'0')
+		}
+		if strings.HasPrefix(expPart, "-") {
+			exp = -exp
+		}
+	}
+	sig := strings.TrimLeft(digits, "0")
+	if sig == "" {
+		return true // zero
+	}
+	lead := len(digits) - len(sig)
+	if len(strings.TrimRight(sig, "0")) > 38 {
+		return false
+	}
+	// The value is 0.d1d2... x 10^(point), with d1 its first significant
+	// digit; in scientific form its exponent is point-1.
+	sci := len(intPart) - lead - 1 + exp
+	return sci >= -128 && sci <= 126
+}
+
+func allDigits(s string) bool {
 	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= '0' && c <= '9':
-			digits++
-		case c == '.' && !dot && !exp:
-			dot = true
-		case (c == 'e' || c == 'E') && !exp && digits > 0:
-			exp = true
-			if i+1 < len(s) && (s[i+1] == '-' || s[i+1] == '+') {
-				i++
-			}
-		default:
+		if s[i] < '0' || s[i] > '9' {
 			return false
 		}
 	}
-	return digits > 0
+	return true
 }

@@ -79,3 +79,21 @@ func TestValidNameMatchesRegexp(t *testing.T) {
 		check(string(b))
 	}
 }
+
+// TestIsNumber: SQS's Number type: up to 38 significant digits, a
+// magnitude between 10^-128 and 10^126, and a well-formed exponent.
+func TestIsNumber(t *testing.T) {
+	for s, want := range map[string]bool{
+		"0": true, "-0": true, "+7": true, "1.5": true, ".5": true, "1.": true, " 42 ": true,
+		"1e5": true, "2.5E-3": true, "1e126": true, "9.9e125": true, "1e-128": true, "0e999999": false, "0e9999": true,
+		"00012300000": true, strings.Repeat("9", 38): true, strings.Repeat("9", 38) + "000": true,
+		"0.000" + strings.Repeat("1", 38): true,
+		"1e400":                           false, "1e127": false, "1e-129": false, "-1e400": false, "1e99999999999": false,
+		strings.Repeat("9", 39): false, "": false, ".": false, "-": false, "1e": false,
+		"1e+": false, "e5": false, "1.2.3": false, "1e5e3": false, "0x10": false, "NaN": false, "Infinity": false,
+	} {
+		if got := isNumber(s); got != want {
+			t.Errorf("isNumber(%q) = %v, want %v", s, got, want)
+		}
+	}
+}

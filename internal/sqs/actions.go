@@ -64,13 +64,20 @@ var quickActions = map[string]bool{"SendMessage": true, "SendMessageBatch": true
 
 // ctx is the context of broker calls: it ends when the client goes away or
 // the server shuts down.
+// It carries the principal's authorizer, so the broker checks every queue
+// an action touches (a dead-letter target, a move destination), not only
+// the one in QueueUrl.
 func (req *request) ctx(s *Server) (context.Context, context.CancelFunc) {
+	base := st.WithRequestID(req.r.Context(), req.id)
+	if req.principal != nil {
+		base = st.WithAuthorizer(base, req.principal.allows)
+	}
 	if quickActions[req.action] {
 		// Nothing to cut short at shutdown (Shutdown waits for them):
 		// spare the cancel context and its registration.
-		return st.WithRequestID(req.r.Context(), req.id), func() {}
+		return base, func() {}
 	}
-	ctx, cancel := context.WithCancel(st.WithRequestID(req.r.Context(), req.id))
+	ctx, cancel := context.WithCancel(base)
 	stop := context.AfterFunc(s.base, cancel)
 	return ctx, func() { stop(); cancel() }
 }

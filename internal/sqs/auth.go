@@ -105,44 +105,60 @@ func (p *Principal) senderID() string {
 // MaxClockSkew is how far a request's X-Amz-Date may be from the server's.
 const MaxClockSkew = 15 * time.Minute
 
-// authenticate verifies SigV4 when credentials are configured. Without
-// them the access key (if any) names the principal and any signature goes.
-func (s *Server) authenticate(req *request, body []byte) error {
+// identify checks everything about a request's signature that does not
+// need its body: that it is signed (when credentials are configured), by a
+// known key, with the right session token, at a date within the allowed
+// skew. It runs before the body is read, so an unsigned or unknown caller
+// costs the server no memory. Without credentials the access key (if any)
+// names the principal and any signature goes; identify then returns nil.
+func (s *Server) identify(req *request) (*sigV4, error) {
 	sig, err := parseSigV4(req.r)
 	if s.cfg.Credentials == nil {
 		if err == nil && sig != nil {
 			req.principal = &Principal{Name: sig.accessKey}
 		}
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if sig == nil {
-		return st.Errorf(codeMissingAuthenticationToken, "Request is missing Authentication Token")
+		return nil, st.Errorf(codeMissingAuthenticationToken, "Request is missing Authentication Token")
 	}
 	p := s.cfg.Credentials.byKey[sig.accessKey]
 	if p == nil {
-		return st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
+		return nil, st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	token := req.r.Header.Get("X-Amz-Security-Token")
 	if sig.presigned {
 		token = req.r.URL.Query().Get("X-Amz-Security-Token")
 	}
 	if p.SessionToken != "" && token != p.SessionToken {
-		return st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
+		return nil, st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	t, err := time.Parse("20060102T150405Z", sig.date)
 	if err != nil {
-		return st.Errorf(codeIncompleteSignature, "X-Amz-Date is not a valid ISO 8601 basic timestamp.")
+		return nil, st.Errorf(codeIncompleteSignature, "X-Amz-Date is not a valid ISO 8601 basic timestamp.")
 	}
 	now := s.cfg.Now()
 	if d := now.Sub(t); d > MaxClockSkew || d < -MaxClockSkew {
-		return st.Errorf(codeSignatureDoesNotMatch, "Signature expired: %s is now earlier than %s (%s - 15 min.)", sig.date, now.UTC().Add(-MaxClockSkew).Format("20060102T150405Z"), now.UTC().Format("20060102T150405Z"))
+		return nil, st.Errorf(codeSignatureDoesNotMatch, "Signature expired: %s is now earlier than %s (%s - 15 min.)", sig.date, now.UTC().Add(-MaxClockSkew).Format("20060102T150405Z"), now.UTC().Format("20060102T150405Z"))
 	}
 	if sig.presigned && sig.expires > 0 && now.After(t.Add(time.Duration(sig.expires)*time.Second)) {
-		return st.Errorf(codeRequestExpired, "Request has expired.")
+		return nil, st.Errorf(codeRequestExpired, "Request has expired.")
 	}
+	sig.principal = p
+	return sig, nil
+}
+
+// verify checks the signature identify accepted against the body (the
+// signature covers its hash), before the body is parsed, and only then
+// lets the request act as its principal.
+func (s *Server) verify(req *request, sig *sigV4, body []byte) error {
+	if sig == nil {
+		return nil
+	}
+	p := sig.principal
 	ok := hmac.Equal([]byte(sig.compute(req.r, body, p.SecretAccessKey, false)), []byte(sig.signature))
 	if !ok && sig.presigned {
 		// Presigned URLs may also be signed over UNSIGNED-PAYLOAD.
@@ -161,6 +177,7 @@ type sigV4 struct {
 	signature                               string
 	presigned                               bool
 	expires                                 int
+	principal                               *Principal // set by identify
 }
 
 // parseSigV4 reads the Authorization header or the presigned query form.

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
@@ -22,23 +23,45 @@ import (
 // json.Number, bool, []any or map[string]any.
 type params map[string]any
 
+// maxJSONValues and maxJSONDepth bound what one JSON body may decode to.
+// The largest valid request (a batch of ten entries with ten message
+// attributes each) has well under a thousand values and a depth of five;
+// without a bound, 5 MiB of `[0,0,...]` decodes to over a hundred MiB.
+const (
+	maxJSONValues = 10000
+	maxJSONDepth  = 16
+)
+
 // decodeJSON reads an AWS JSON 1.0 body: one JSON object. Duplicate
-// member names keep the last value and invalid UTF-8 becomes U+FFFD, as
-// with encoding/json; anything after the object is an error.
+// member names keep the last value, as with encoding/json; anything after
+// the object is an error. Invalid UTF-8 and lone surrogate escapes are
+// refused with InvalidMessageContents (as the Query protocol refuses
+// them), not replaced: the stored body and its MD5 must be what the
+// client sent.
 func decodeJSON(body []byte) (params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return params{}, nil
 	}
 	// From a bytes.Buffer, jsontext parses in place instead of copying
 	// the body into a buffer of its own.
-	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	v, err := jsonValue(d)
+	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true))
+	budget := maxJSONValues
+	v, err := jsonValue(d, &budget, 0)
 	if err == nil {
 		if _, end := d.ReadToken(); end != io.EOF {
 			err = errors.New("unexpected data after the top-level object")
 		}
 	}
 	if err != nil {
+		var e *st.Error
+		switch {
+		case errors.As(err, &e):
+			return nil, e
+		case !utf8.Valid(body):
+			return nil, st.Errorf(st.CodeInvalidMessageContents, "The request contains invalid UTF-8.")
+		case strings.Contains(err.Error(), "surrogate"):
+			return nil, st.Errorf(st.CodeInvalidMessageContents, "The request contains an unpaired UTF-16 surrogate escape, which is not a character.")
+		}
 		return nil, st.Errorf(codeMalformedInput, "The request body is not valid JSON: %v", err)
 	}
 	switch p := v.(type) {
@@ -51,9 +74,16 @@ func decodeJSON(body []byte) (params, error) {
 }
 
 // jsonValue reads one JSON value as string, json.Number, bool, nil,
-// []any or map[string]any. (jsontext reads tokens without reflection:
-// about three times faster than encoding/json into an any, measured.)
-func jsonValue(d *jsontext.Decoder) (any, error) {
+// []any or map[string]any, counting values against budget. (jsontext
+// reads tokens without reflection: about three times faster than
+// encoding/json into an any, measured.)
+func jsonValue(d *jsontext.Decoder, budget *int, depth int) (any, error) {
+	if *budget--; *budget < 0 {
+		return nil, st.Errorf(codeMalformedInput, "The request body holds more than %d JSON values.", maxJSONValues)
+	}
+	if depth > maxJSONDepth {
+		return nil, st.Errorf(codeMalformedInput, "The request body nests JSON deeper than %d levels.", maxJSONDepth)
+	}
 	t, err := d.ReadToken()
 	if err != nil {
 		return nil, err
@@ -67,7 +97,7 @@ func jsonValue(d *jsontext.Decoder) (any, error) {
 				return nil, err
 			}
 			name := k.String()
-			v, err := jsonValue(d)
+			v, err := jsonValue(d, budget, depth+1)
 			if err != nil {
 				return nil, err
 			}
@@ -78,7 +108,7 @@ func jsonValue(d *jsontext.Decoder) (any, error) {
 	case '[':
 		a := []any{}
 		for d.PeekKind() != ']' {
-			v, err := jsonValue(d)
+			v, err := jsonValue(d, budget, depth+1)
 			if err != nil {
 				return nil, err
 			}

@@ -3,8 +3,14 @@ package sqs
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode/utf8"
+
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // stdDecode is the reference for decodeJSON: encoding/json with UseNumber,
@@ -61,6 +67,15 @@ func checkJSONDecode(t *testing.T, body []byte) {
 		}
 		return
 	}
+	var e *st.Error
+	if errors.As(err, &e) && e.Code == st.CodeInvalidMessageContents {
+		// encoding/json replaces invalid UTF-8 and lone surrogates with
+		// U+FFFD; decodeJSON refuses them.
+		if !strings.Contains(fmt.Sprint(want), "\uFFFD") && !strings.Contains(fmt.Sprint(want), "\ufffd") && !strings.ContainsRune(fmt.Sprint(want), utf8.RuneError) {
+			t.Errorf("%q: refused as %v, but encoding/json reads %v with nothing replaced", body, err, want)
+		}
+		return
+	}
 	if err != nil {
 		t.Errorf("%q: %v, encoding/json reads %v", body, err, want)
 		return
@@ -74,6 +89,32 @@ func checkJSONDecode(t *testing.T, body []byte) {
 // reads back as the model says: empty members left out, lists, maps,
 // numbers, booleans, and strings with quotes, control characters and
 // invalid UTF-8.
+// TestJSONRefusesWhatItCannotKeep: invalid UTF-8 and lone surrogate
+// escapes are refused as InvalidMessageContents (not replaced, which would
+// store a body whose MD5 differs from the client's), and a body that would
+// decode to far more values or depth than any request has is refused
+// before it takes memory.
+func TestJSONRefusesWhatItCannotKeep(t *testing.T) {
+	many := "{\"x\":[" + strings.Repeat("0,", maxJSONValues) + "0]}"
+	deep := "{\"x\":" + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + "}"
+	for body, code := range map[string]st.Code{
+		`{"MessageBody":"a` + "\xff" + `b"}`: st.CodeInvalidMessageContents,
+		`{"MessageBody":"\ud800"}`:           st.CodeInvalidMessageContents,
+		`{"MessageBody":"x\udc00"}`:          st.CodeInvalidMessageContents,
+		many:                                 codeMalformedInput,
+		deep:                                 codeMalformedInput,
+	} {
+		_, err := decodeJSON([]byte(body))
+		var e *st.Error
+		if !errors.As(err, &e) || e.Code != code {
+			t.Errorf("%.60q: %v, want %s", body, err, code)
+		}
+	}
+	if p, err := decodeJSON([]byte(`{"MessageBody":"\ud83d\ude00 \uFFFD"}`)); err != nil || p["MessageBody"] != "😀 \uFFFD" {
+		t.Errorf("a surrogate pair and U+FFFD itself: %v %v", p, err)
+	}
+}
+
 func TestRenderJSON(t *testing.T) {
 	o := obj{}.add("Id", "a\"b\\c\n\x01é😀").add("Empty", "").add("N", num(-42)).add("B", boolean(true)).
 		add("L", list{member: "m", items: []any{obj{}.add("X", "1"), obj{}}}).
@@ -100,7 +141,7 @@ func TestReadBody(t *testing.T) {
 	for _, n := range []int{0, 1, 4095, 4096, pooledBufMax - 1, pooledBufMax + 1, 3 * pooledBufMax} {
 		body := bytes.Repeat([]byte("abcdefg"), n/7+1)[:n]
 		for _, declared := range []int64{int64(n), -1, int64(n) + 100, 1 << 30} {
-			got, err := readBody(bytes.NewReader(body), declared, []byte("old"))
+			got, err := readBody(bytes.NewReader(body), declared, []byte("old"), nil)
 			if err != nil || !bytes.Equal(got, body) {
 				t.Fatalf("n=%d declared=%d: %d bytes, %v", n, declared, len(got), err)
 			}

@@ -32,12 +32,18 @@ type env struct {
 
 func start(t *testing.T, creds *sqs.Credentials, dir string) *env {
 	t.Helper()
+	return startServer(t, sqs.ServerConfig{Credentials: creds}, dir)
+}
+
+func startServer(t *testing.T, scfg sqs.ServerConfig, dir string) *env {
+	t.Helper()
 	cfg := sluice.Config{InMemory: dir == "", Dir: dir}
 	b, err := sluice.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := sqs.NewServer(sqs.ServerConfig{Credentials: creds, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	scfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv := sqs.NewServer(scfg, b)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@
 package sqs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +55,11 @@ type ServerConfig struct {
 	// ReadTimeout and WriteTimeout bound one request. Defaults 30 s and
 	// 60 s (a long poll lasts up to 20 s).
 	ReadTimeout, WriteTimeout time.Duration
+	// MaxInflightBytes bounds the request bodies held at once, summed over
+	// every request in flight (at least MaxRequestBytes). A request that
+	// finds no room within a short wait is refused with ServiceUnavailable
+	// (retryable). Default 48 MiB.
+	MaxInflightBytes int64
 }
 
 // Server is the SQS HTTP front.
@@ -71,6 +78,8 @@ type Server struct {
 	// visible share of the CPU and of the garbage. Buffers that grew past
 	// pooledBufMax (rare, large requests) are left to the collector.
 	bufs sync.Pool
+	// inflight bounds the memory request bodies hold at once.
+	inflight *budget
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -107,8 +116,13 @@ func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
 	if cfg.WriteTimeout <= 0 {
 		cfg.WriteTimeout = 60 * time.Second
 	}
+	if cfg.MaxInflightBytes <= 0 {
+		cfg.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, MaxRequestBytes)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics()}
+	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics(),
+		inflight: newBudget(cfg.MaxInflightBytes)}
 }
 
 // Serve serves HTTP on ln until Shutdown.
@@ -154,6 +168,7 @@ type request struct {
 	r         *http.Request
 	principal *Principal
 	pathQueue string // queue named by the URL path, if any
+	release   *grant // the request's share of the in-flight body budget
 	errCode   string // the error the request was answered with, if any
 }
 
@@ -175,6 +190,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, req, &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."})
 		}
 	}()
+	defer func() { req.release.done() }()
 	body := s.getBuf()
 	err := s.decode(w, req, body)
 	s.putBuf(body) // decoding copies what it keeps
@@ -203,20 +219,45 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeLarge(r.Context(), w, renderXML(req.action, out, hasResult, req.id))
 }
 
-// decode reads and parses the request, reading the body into buf.
+// decode authenticates, reads and parses the request, reading the body
+// into buf. Nothing costly happens before the caller is known: the
+// signature's header part is checked before the body is read, the body
+// only once the in-flight budget has room for it, and it is parsed only
+// after the signature over it holds.
 func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error {
 	r := req.r
-	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength, *buf)
+	target := r.Header.Get("X-Amz-Target")
+	req.json = target != "" // errors from here on answer in the request's protocol
+	if acct, name, ok := splitQueuePath(r.URL.Path); ok && acct == s.cfg.AccountID {
+		req.pathQueue = name
+	}
+	sig, err := s.identify(req)
+	if err != nil {
+		return err
+	}
+	if r.ContentLength > MaxRequestBytes {
+		return tooLarge()
+	}
+	if req.release, err = s.inflight.admit(r.Context(), r.ContentLength); err != nil {
+		return err
+	}
+	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength, *buf, req.release)
 	*buf = body
 	if err != nil {
 		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return st.Errorf(codeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
+		var e *st.Error
+		switch {
+		case errors.As(err, &mbe):
+			return tooLarge()
+		case errors.As(err, &e):
+			return e
 		}
 		return st.Errorf(codeMalformedInput, "Could not read the request body.")
 	}
-	if target := r.Header.Get("X-Amz-Target"); target != "" {
-		req.json = true
+	if err := s.verify(req, sig, body); err != nil {
+		return err
+	}
+	if req.json {
 		op, ok := strings.CutPrefix(target, "AmazonSQS.")
 		if !ok || op == "" {
 			return st.Errorf(codeInvalidAction, "The action %s is not valid for this endpoint.", target)
@@ -228,6 +269,9 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 	} else {
 		vals := r.URL.Query()
 		if r.Method == http.MethodPost && len(body) > 0 {
+			if n := bytes.Count(body, []byte("&")) + 1; n > maxQueryParams {
+				return st.Errorf(codeMalformedInput, "The request has %d parameters; at most %d are accepted.", n, maxQueryParams)
+			}
 			form, err := url.ParseQuery(string(body))
 			if err != nil {
 				return st.Errorf(codeMalformedInput, "The request body is not a valid form.")
@@ -242,27 +286,29 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 			return st.Errorf(codeMissingAction, "The request must contain the parameter Action.")
 		}
 	}
-	if acct, name, ok := splitQueuePath(r.URL.Path); ok && acct == s.cfg.AccountID {
-		req.pathQueue = name
-	}
-	if err := s.authenticate(req, body); err != nil {
-		return err
-	}
 	return nil
 }
 
+func tooLarge() error {
+	return st.Errorf(codeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
+}
+
 // readBody reads r to its end into buf's storage (replacing what it held),
-// sized by the declared length when there is one (up to pooledBufMax: a
-// larger claim grows the buffer only as the body arrives, so a false
-// Content-Length costs the sender, not us).
-func readBody(r io.Reader, declared int64, buf []byte) ([]byte, error) {
+// sized by the declared length when there is one: the in-flight budget has
+// already reserved that much (g), so a false Content-Length holds the
+// sender's share of the budget, nothing more. A body of unknown length
+// must win more of the budget as it grows.
+func readBody(r io.Reader, declared int64, buf []byte, g *grant) ([]byte, error) {
 	buf = buf[:0]
-	if declared > 0 && declared < pooledBufMax && int64(cap(buf)) < declared+1 {
+	if declared >= 0 && declared <= MaxRequestBytes && int64(cap(buf)) < declared+1 {
 		buf = make([]byte, 0, declared+1) // +1: the read that sees the end
 	}
 	for {
 		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
+			if err := g.grow(int64(2*cap(buf) + 512)); err != nil {
+				return buf, err
+			}
+			buf = slices.Grow(buf, cap(buf)+512)
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
