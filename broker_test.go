@@ -42,6 +42,25 @@ func stores(t *testing.T, f func(t *testing.T, open func() *sluice.Broker, clk *
 	}
 }
 
+// storesInBubble is stores with each run inside a testing/synctest bubble:
+// time is the bubble's (it moves only when every goroutine is blocked),
+// and synctest.Wait tells when the broker has nothing left to do.
+func storesInBubble(t *testing.T, f func(t *testing.T, b *sluice.Broker)) {
+	for _, kind := range []string{"memory", "disk"} {
+		t.Run(kind, func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				b, err := sluice.Open(sluice.Config{Dir: dir, InMemory: kind == "memory"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				f(t, b)
+			})
+		})
+	}
+}
+
 func code(err error) st.Code {
 	if err == nil {
 		return ""

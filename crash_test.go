@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -28,7 +30,8 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m) // fails the tests if any goroutine outlives them
+
 }
 
 // crashChild runs a broker under concurrent load and prints one line per

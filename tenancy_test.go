@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice"
@@ -319,8 +320,7 @@ func TestStoreBytes(t *testing.T) {
 // that one waiting. A short poll, which cannot wait, is always served, and
 // a tenant alone is always served.
 func TestTenantHeadroom(t *testing.T) {
-	stores(t, func(t *testing.T, open func() *sluice.Broker, clk *clock.Fake) {
-		b := open()
+	storesInBubble(t, func(t *testing.T, b *sluice.Broker) {
 		if _, err := b.CreateQueue(ctx, "q", map[string]string{"TenantHeadroom": "1"}, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -334,11 +334,9 @@ func TestTenantHeadroom(t *testing.T) {
 		}
 		waitFor := func(n int) {
 			t.Helper()
-			for waited := 0; waiting(b, "q") != n; waited++ {
-				if waited > 500 {
-					t.Fatalf("waiting receives %d, want %d", waiting(b, "q"), n)
-				}
-				time.Sleep(10 * time.Millisecond)
+			synctest.Wait() // every receive has either returned or parked
+			if got := waiting(b, "q"); got != n {
+				t.Fatalf("waiting receives %d, want %d", got, n)
 			}
 		}
 		sendAs(t, b, "q", "a", 5)
@@ -351,8 +349,8 @@ func TestTenantHeadroom(t *testing.T) {
 		if ms := <-long(10); groups(ms) != "b" {
 			t.Fatalf("long poll with no other waiting: %q, want b", groups(ms))
 		}
-		// The next long poll waits (the fake clock does not move): it is
-		// the headroom, and the one after it may serve a.
+		// The next long poll waits (the bubble's clock does not move while
+		// the test runs): it is the headroom, and the one after it may serve a.
 		kept := long(1)
 		waitFor(1)
 		if ms := <-long(1); groups(ms) != "a" {

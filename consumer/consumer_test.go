@@ -26,6 +26,7 @@ import (
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/consumer"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/pipenet"
 	srv "github.com/sluicemq/sluice/internal/sqs"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -391,57 +392,18 @@ func startInBubble(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	s := srv.NewServer(srv.ServerConfig{Logger: quiet}, b)
-	ln := newPipeListener()
+	ln := pipenet.New()
 	go s.Serve(ln)
 	e := &env{b: b, url: "http://pipe.invalid"}
 	e.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1,
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.dial}}})
+		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.Dial}}})
 	t.Cleanup(func() {
 		s.Shutdown(ctx)
 		ln.Close()
 		b.Close()
 	})
 	return e
-}
-
-// pipeListener hands out one end of a net.Pipe per dial.
-type pipeListener struct {
-	conns  chan net.Conn
-	closed chan struct{}
-	once   sync.Once
-}
-
-func newPipeListener() *pipeListener {
-	return &pipeListener{conns: make(chan net.Conn), closed: make(chan struct{})}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error {
-	l.once.Do(func() { close(l.closed) })
-	return nil
-}
-
-func (l *pipeListener) Addr() net.Addr { return &net.UnixAddr{Name: "pipe", Net: "pipe"} }
-
-func (l *pipeListener) dial(ctx context.Context, _, _ string) (net.Conn, error) {
-	server, client := net.Pipe()
-	select {
-	case l.conns <- server:
-		return client, nil
-	case <-l.closed:
-		return nil, net.ErrClosed
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
 }
 
 // TestTraceHeaders: AWSTraceHeader and traceparent reach the handler.

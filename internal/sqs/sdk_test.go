@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/pipenet"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -443,45 +445,49 @@ func TestSigV4Presigned(t *testing.T) {
 	}
 }
 
+// TestShutdownEndsLongPolls: a long poll in flight at shutdown returns at
+// once, empty. It runs in a synctest bubble (client and server joined by
+// in-memory pipes), so "the poll is waiting" is known, not guessed.
 func TestShutdownEndsLongPolls(t *testing.T) {
-	b, err := sluice.Open(sluice.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	c := newClient("http://"+ln.Addr().String(), "AK", "s", "")
-	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("poll")}))
-	type result struct {
-		n   int
-		err error
-	}
-	done := make(chan result)
-	go func() {
-		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
+	synctest.Test(t, func(t *testing.T) {
+		b, err := sluice.Open(sluice.Config{InMemory: true})
 		if err != nil {
-			done <- result{err: err}
-			return
+			t.Fatal(err)
 		}
-		done <- result{n: len(out.Messages)}
-	}()
-	time.Sleep(200 * time.Millisecond) // let the poll start waiting
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		t.Fatalf("shutdown: %v", err)
-	}
-	select {
-	case r := <-done:
+		defer b.Close()
+		srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+		ln := pipenet.New()
+		defer ln.Close()
+		go srv.Serve(ln)
+		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://pipe.invalid"),
+			Credentials: credentials.NewStaticCredentialsProvider("AK", "s", ""), RetryMaxAttempts: 1,
+			HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.Dial}}})
+		q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("poll")}))
+		type result struct {
+			n   int
+			err error
+		}
+		done := make(chan result)
+		start := time.Now()
+		go func() {
+			out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			done <- result{n: len(out.Messages)}
+		}()
+		synctest.Wait() // the poll is parked on the queue
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Fatalf("shutdown: %v", err)
+		}
+		r := <-done
 		if r.err != nil || r.n != 0 {
 			t.Fatalf("long poll at shutdown: %d messages, %v", r.n, r.err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("long poll still waiting after shutdown")
-	}
+		if waited := time.Since(start); waited >= 20*time.Second {
+			t.Fatalf("the long poll ran its full %v instead of ending at shutdown", waited)
+		}
+		c.Options().HTTPClient.(*http.Client).CloseIdleConnections()
+	})
 }

@@ -128,6 +128,12 @@ func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
 // Serve serves HTTP on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.mu.Lock()
+	if s.base.Err() != nil {
+		// Shutdown came first (Serve's goroutine had not started yet).
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
 	s.srv = &http.Server{
 		Handler:           s,
 		ReadTimeout:       s.cfg.ReadTimeout,
@@ -149,8 +155,8 @@ func (s *Server) Serve(ln net.Listener) error {
 // Shutdown stops accepting connections, makes long polls in flight return
 // empty at once, and waits for in-flight requests (until ctx ends).
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.cancel()
 	s.mu.Lock()
+	s.cancel() // under mu: a Serve that has not begun sees it and returns
 	srv := s.srv
 	s.mu.Unlock()
 	if srv == nil {

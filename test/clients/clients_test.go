@@ -7,28 +7,42 @@
 package clients
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sync"
 	"testing"
 	"time"
 )
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+// syncBuffer collects the server's output for failure messages.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
 }
 
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var servingLine = regexp.MustCompile(`msg="sluice serving" sqs=(\S+) admin=(\S+)`)
+
 // startServer builds and runs `sluice serve` on loopback with a temp dir.
+// The server picks its own ports (127.0.0.1:0, so no other test can take
+// them in between) and the test reads them from its "sluice serving" line.
 func startServer(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "sluice")
@@ -36,36 +50,49 @@ func startServer(t *testing.T) string {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	addr, admin := freeAddr(t), freeAddr(t)
-	var logs bytes.Buffer
-	cmd := exec.Command(bin, "serve", "--sqs-addr", addr, "--admin-addr", admin, "--data-dir", t.TempDir(), "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
+	logs := &syncBuffer{}
+	cmd := exec.Command(bin, "serve", "--sqs-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--log-level", "info")
+	out, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	serving := make(chan string, 1)
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			fmt.Fprintln(logs, sc.Text())
+			if m := servingLine.FindStringSubmatch(sc.Text()); m != nil {
+				serving <- m[1]
+			}
+		}
+	}()
 	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("sluice serve exited with %v\n%s", err, logs.String())
-			}
+		case <-scanned: // the pipe closes when the process exits
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
+			<-scanned
 			t.Errorf("sluice serve did not stop on SIGINT\n%s", logs.String())
+			cmd.Wait()
+			return
+		}
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("sluice serve exited with %v\n%s", err, logs.String())
 		}
 	})
-	for i := 0; i < 200; i++ {
-		resp, err := http.Get("http://" + admin + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			return "http://" + addr
-		}
-		time.Sleep(25 * time.Millisecond)
+	select {
+	case url := <-serving:
+		return url
+	case <-scanned:
+		t.Fatalf("sluice serve exited before serving\n%s", logs.String())
 	}
-	t.Fatalf("server did not come up\n%s", logs.String())
 	return ""
 }
 

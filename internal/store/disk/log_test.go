@@ -46,6 +46,7 @@ func openLog(t *testing.T, fs vfs.FS, dir string, opts Options) (*Log, replayed)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() }) // Close is idempotent; tests may close earlier
 	r := replayed{}
 	err = l.Replay(func(e store.Entry) error {
 		e.Data = append([]byte(nil), e.Data...)
