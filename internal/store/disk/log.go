@@ -398,15 +398,28 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		_ = l.fs.Remove(l.path(f))
 	}
 	for _, o := range ok {
-		if o.kind == opAppend || o.kind == opMove {
+		o.fut.Resolve(o.hints, nil)
+	}
+	for _, o := range ok {
+		if o.kind == opMove || o.kind == opAppend && o.keeps() {
 			// Bodies are usually read soon after they are written: keep
-			// the frames of recent ones in memory for a while.
+			// the frames of recent ones in memory for a while. (After the
+			// answers: the writer's callers need not wait for it.)
 			l.recent.put(frameKey{uint32(seg), uint32(base + int64(o.frameOff))}, o.frecs())
 		}
-		o.fut.Resolve(o.hints, nil)
 	}
 	l.noteDisk(int64(len(buf)), false)
 	return buf
+}
+
+// keeps reports whether an append holds a record to keep (a body).
+func (o *op) keeps() bool {
+	for _, r := range o.recs {
+		if r.Keep {
+			return true
+		}
+	}
+	return false
 }
 
 // frecs are the records of an append or move as its frame holds them.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
+	"sort"
 	"sync"
 
 	"github.com/sluicemq/sluice/internal/store"
@@ -98,15 +99,23 @@ type frameKey struct{ seg, off uint32 }
 // recentFrames keeps the records of the most recently written frames that
 // hold bodies, up to recentBytes, so a consumer that keeps up reads them
 // from memory instead of the page cache. It holds exactly what was written
-// (and fsynced), so it needs no checksum.
+// (and fsynced), so it needs no checksum. Frames arrive in log order, so a
+// ring in that order, searched by halves, needs no map.
 type recentFrames struct {
 	mu    sync.Mutex
-	m     map[frameKey][]frec
-	order []frameKey
+	ring  []recentFrame // oldest first
+	bytes int
+}
+
+type recentFrame struct {
+	k     frameKey
+	recs  []frec
 	bytes int
 }
 
 const recentBytes = 8 << 20
+
+func (k frameKey) less(o frameKey) bool { return k.seg < o.seg || k.seg == o.seg && k.off < o.off }
 
 func (r *recentFrames) put(k frameKey, recs []frec) {
 	n := 0
@@ -118,39 +127,47 @@ func (r *recentFrames) put(k frameKey, recs []frec) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[frameKey][]frec{}
+	if last := len(r.ring) - 1; last >= 0 && !r.ring[last].k.less(k) {
+		r.ring, r.bytes = r.ring[:0], 0 // out of order (not expected): start again
 	}
-	r.m[k] = recs
-	r.order = append(r.order, k)
+	r.ring = append(r.ring, recentFrame{k: k, recs: recs, bytes: n})
 	r.bytes += n
-	for r.bytes > recentBytes && len(r.order) > 0 {
-		old := r.order[0]
-		r.order = r.order[1:]
-		for _, rec := range r.m[old] {
-			r.bytes -= len(rec.data)
+	drop := 0
+	for r.bytes > recentBytes && drop < len(r.ring) {
+		r.bytes -= r.ring[drop].bytes
+		r.ring[drop] = recentFrame{}
+		drop++
+	}
+	if drop > 0 {
+		r.ring = r.ring[drop:]
+		if cap(r.ring) > 4*len(r.ring)+64 {
+			r.ring = append([]recentFrame(nil), r.ring...) // let the old array go
 		}
-		delete(r.m, old)
 	}
 }
 
 func (r *recentFrames) get(k frameKey) ([]frec, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	recs, ok := r.m[k]
-	return recs, ok
+	i := sort.Search(len(r.ring), func(i int) bool { return !r.ring[i].k.less(k) })
+	if i < len(r.ring) && r.ring[i].k == k {
+		return r.ring[i].recs, true
+	}
+	return nil, false
 }
 
 // dropSegment forgets the frames of a segment that is going away.
 func (r *recentFrames) dropSegment(seg uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for k, recs := range r.m {
-		if k.seg == seg {
-			for _, rec := range recs {
-				r.bytes -= len(rec.data)
-			}
-			delete(r.m, k)
+	kept := r.ring[:0]
+	for _, f := range r.ring {
+		if f.k.seg == seg {
+			r.bytes -= f.bytes
+			continue
 		}
+		kept = append(kept, f)
 	}
+	clear(r.ring[len(kept):])
+	r.ring = kept
 }
