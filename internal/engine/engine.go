@@ -206,6 +206,12 @@ func (e *Engine) catalogAppend(r *record.Record) error {
 	f := e.st.Append(store.Catalog, e.catLast, []store.Rec{{Data: record.Encode(r)}})
 	e.catLast++
 	e.catMu.Unlock()
+	return e.catalogWait(f)
+}
+
+// catalogWait waits for a catalog write; a failed one leaves the catalog's
+// end where the store says it is, so the next write is not fenced off.
+func (e *Engine) catalogWait(f store.Future) error {
 	err := f.Wait(context.Background())
 	if err != nil {
 		e.catMu.Lock()

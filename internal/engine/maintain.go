@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
@@ -77,15 +76,7 @@ func (e *Engine) snapshotCatalog() error {
 	f := e.st.Snapshot(store.Catalog, prev, data)
 	e.catLast += uint64(len(recs))
 	e.catMu.Unlock()
-	err := f.Wait(context.Background())
-	if err != nil {
-		e.catMu.Lock()
-		if last, ok := store.LastPosition(err); ok && last < e.catLast {
-			e.catLast = last
-		}
-		e.catMu.Unlock()
-	}
-	return partition.WriteError(err)
+	return e.catalogWait(f)
 }
 
 // compact copies live message bodies out of mostly dead files, at most
