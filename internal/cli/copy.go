@@ -916,6 +916,9 @@ func (k *copyCmd) counts(q *copyQueue) (copied, failed int, reasons []string) {
 		}
 	}
 	sort.Strings(reasons)
+	if len(reasons) > 100 {
+		reasons = append(reasons[:100], fmt.Sprintf("... and %d more", len(reasons)-100))
+	}
 	return copied, failed, reasons
 }
 
@@ -935,7 +938,7 @@ func (k *copyCmd) report() error {
 		const shown = 10
 		for i, why := range reasons {
 			if i == shown {
-				notes = append(notes, fmt.Sprintf("%s: ... and %d more", q.name, len(reasons)-shown))
+				notes = append(notes, fmt.Sprintf("%s: ... and %d more (--json lists up to 100)", q.name, failed-shown))
 				break
 			}
 			notes = append(notes, fmt.Sprintf("%s: message %s", q.name, why))
