@@ -44,6 +44,9 @@ Usage:
   sluice dlq redrive DLQ [--to QUEUE] [--rate N] [FILTER]
       FILTER: --tenant T --source Q --reason R --since T --until T --contains S
   sluice stats                         queue figures
+  sluice copy --from URL --to URL [--queues GLOB] [--create] [--move] [--dry-run] [--concurrency N]
+                                       copy or move queues and messages between SQS endpoints
+                                       (upgrades across a storage-format change; see sluice copy -h)
   sluice bench [flags]                 load test over the SQS JSON protocol
   sluice scenario noisy|outage|cost|all [flags]
                                        anti-backlog scenarios (docs/benchmarks.md)
@@ -80,6 +83,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = bench(ctx, args[1:], env)
 	case "scenario":
 		err = scenario(ctx, args[1:], env)
+	case "copy":
+		err = copyQueues(ctx, args[1:], env)
 	default:
 		err = fmt.Errorf("unknown command %q (see sluice --help)", args[0])
 	}

@@ -54,8 +54,14 @@ func sluiceCmd(t *testing.T, endpoint string, args ...string) (string, int) {
 	t.Helper()
 	var out, errb bytes.Buffer
 	env := Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
-		if k == "SLUICE_ENDPOINT" {
+		switch k {
+		case "SLUICE_ENDPOINT":
 			return endpoint
+		case "SLUICE_ADMIN_ENDPOINT":
+			// Nothing listens on port 1: a test that wants the admin API
+			// passes --admin, and the default (127.0.0.1:9325) may be a
+			// server of someone else's on the machine.
+			return "http://127.0.0.1:1"
 		}
 		return ""
 	}}
