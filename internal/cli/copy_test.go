@@ -12,6 +12,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/qcopy"
 )
 
 // sentMsg is what a test sent to the source, to find at the destination.
@@ -137,10 +138,10 @@ func drain(t *testing.T, c *awssqs.Client, url string, want map[string]sentMsg) 
 	return order
 }
 
-func runCopy(t *testing.T, args ...string) (copyReport, string, int) {
+func runCopy(t *testing.T, args ...string) (qcopy.Report, string, int) {
 	t.Helper()
 	out, code := sluiceCmd(t, "", append([]string{"copy", "--json"}, args...)...)
-	var rep copyReport
+	var rep qcopy.Report
 	if code == 0 {
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("copy --json: %v\n%s", err, out)
