@@ -32,6 +32,10 @@ type Options struct {
 	// Collectors are served on /metrics with the broker's own metrics
 	// (the SQS server's request metrics).
 	Collectors []prometheus.Collector
+	// MaxQueueSeries bounds the queues with series of their own on
+	// /metrics (the rest are summed as queue="_others"). Default
+	// MaxQueueSeries.
+	MaxQueueSeries int
 }
 
 // Server is the admin HTTP handler and its history sampler.
@@ -58,9 +62,12 @@ func New(b *sluice.Broker, opts Options) *Server {
 	if opts.SampleEvery <= 0 {
 		opts.SampleEvery = 10 * time.Second
 	}
+	if opts.MaxQueueSeries <= 0 {
+		opts.MaxQueueSeries = MaxQueueSeries
+	}
 	s := &Server{b: b, opts: opts, mux: http.NewServeMux(), hist: newHistory(int(time.Hour / opts.SampleEvery))}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(b), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(newCollector(b, opts.MaxQueueSeries), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(opts.Collectors...)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{opts.Logger}}))
 	s.mux.HandleFunc("GET /api/queues", s.queues)
@@ -70,6 +77,7 @@ func New(b *sluice.Broker, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/queues/{queue}/tenants/{tenant}", s.tenant)
 	s.mux.HandleFunc("PUT /api/queues/{queue}/tenants/{tenant}", s.setTenant)
 	s.mux.HandleFunc("POST /api/queues/{queue}/drop-before", s.dropBefore)
+	s.mux.HandleFunc("GET /api/store", s.store)
 	s.routesDLQ()
 	s.routesUI()
 	return s
@@ -311,6 +319,17 @@ func (s *Server) dropBefore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]int{"dropped": n})
+}
+
+// store answers the storage engine's figures, with the disk alarm the
+// dashboard shows as a banner.
+func (s *Server) store(w http.ResponseWriter, r *http.Request) {
+	st := s.b.StoreStats()
+	writeJSON(w, http.StatusOK, map[string]any{
+		"live_messages": st.LiveMessages, "segments": st.Segments, "disk_bytes": st.DiskBytes,
+		"live_bytes": st.LiveBytes, "dead_bytes": st.DeadBytes, "snapshot_bytes": st.SnapshotBytes,
+		"disk_free_bytes": st.DiskFree, "disk_reserve_bytes": st.DiskReserve, "disk_alarm": st.DiskAlarm,
+	})
 }
 
 type slogAdapter struct{ l *slog.Logger }

@@ -36,7 +36,7 @@ func setupAdmin(t *testing.T) (*sluice.Broker, *httptest.Server, *admin.Server) 
 		t.Fatal(err)
 	}
 	a := admin.New(b, admin.Options{})
-	srv := httptest.NewServer(a)
+	srv := httptest.NewServer(admin.Guard(a, admin.GuardOptions{})) // as serve runs it: loopback, no token
 	t.Cleanup(func() { srv.Close(); b.Close() })
 	return b, srv, a
 }
@@ -44,6 +44,9 @@ func setupAdmin(t *testing.T) (*sluice.Broker, *httptest.Server, *admin.Server) 
 func call(t *testing.T, srv *httptest.Server, method, path, body string, out any) int {
 	t.Helper()
 	req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if method != http.MethodGet {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

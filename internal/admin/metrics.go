@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"sort"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice"
 )
@@ -18,9 +21,84 @@ type collector struct {
 	sidelined, spilled, heldBack, waiting, dropped, firstAttempt  *prometheus.Desc
 	tenantMessages, tenantOldest                                  *prometheus.Desc
 	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
+	diskFree, diskReserve, diskAlarm, queueSeries                 *prometheus.Desc
+
+	// maxQueues bounds the queues with series of their own (see boundQueues).
+	maxQueues int
 }
 
-func newCollector(b *sluice.Broker) *collector {
+// MaxQueueSeries is how many queues get per-queue series on /metrics by
+// default: those with the largest backlogs (then the oldest messages); the
+// rest are summed under queue="_others", so a server with ten thousand
+// queues still answers a scrape quickly with a bounded number of series.
+const MaxQueueSeries = 500
+
+// boundQueues keeps the max queues with the largest backlogs (ties: the
+// oldest message, then the name) and sums the rest into one "_others".
+func boundQueues(stats []sluice.QueueStats, max int) ([]sluice.QueueStats, *sluice.QueueStats) {
+	if len(stats) <= max {
+		return stats, nil
+	}
+	sorted := append([]sluice.QueueStats(nil), stats...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		na, nb := a.Visible+a.InFlight+a.Delayed, b.Visible+b.InFlight+b.Delayed
+		if na != nb {
+			return na > nb
+		}
+		if a.OldestAge != b.OldestAge {
+			return a.OldestAge > b.OldestAge
+		}
+		return a.Name < b.Name
+	})
+	o := &sluice.QueueStats{Name: "_others", Dropped: map[string]uint64{}, Lanes: map[string]int{}}
+	for _, q := range sorted[max:] {
+		o.Visible += q.Visible
+		o.InFlight += q.InFlight
+		o.Delayed += q.Delayed
+		o.OldestAge = maxDur(o.OldestAge, q.OldestAge)
+		o.QuietOldestAge = maxDur(o.QuietOldestAge, q.QuietOldestAge)
+		o.NoisyOldestAge = maxDur(o.NoisyOldestAge, q.NoisyOldestAge)
+		o.Sent += q.Sent
+		o.Throttled += q.Throttled
+		o.Received += q.Received
+		o.EmptyReceives += q.EmptyReceives
+		o.Deleted += q.Deleted
+		o.DeadLettered += q.DeadLettered
+		o.Sidelined += q.Sidelined
+		o.Spilled += q.Spilled
+		o.HeldBack += q.HeldBack
+		o.WaitingReceives += q.WaitingReceives
+		o.Redriven += q.Redriven
+		o.Retried += q.Retried
+		o.Deferred += q.Deferred
+		o.Rejected += q.Rejected
+		o.NoisyTenants += q.NoisyTenants
+		for k, v := range q.Dropped {
+			o.Dropped[k] += v
+		}
+		for k, v := range q.Lanes {
+			o.Lanes[k] += v
+		}
+		if len(o.FirstAttempt) < len(q.FirstAttempt) {
+			o.FirstAttempt = append(o.FirstAttempt, make([]int64, len(q.FirstAttempt)-len(o.FirstAttempt))...)
+		}
+		for i, n := range q.FirstAttempt {
+			o.FirstAttempt[i] += n
+		}
+		o.FirstAttemptSum += q.FirstAttemptSum
+	}
+	return sorted[:max], o
+}
+
+func maxDur(a, b time.Duration) time.Duration {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func newCollector(b *sluice.Broker, maxQueues int) *collector {
 	q := []string{"queue"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("sluice_"+name, help, labels, nil)
@@ -64,6 +142,11 @@ func newCollector(b *sluice.Broker) *collector {
 		written:        d("store_written_bytes_total", "Bytes appended to the log."),
 		failed:         d("store_failed_writes_total", "Writes or fsyncs that failed."),
 		fs:             d("store_fsync_seconds", "Latency of fsync."),
+		diskFree:       d("store_disk_free_bytes", "Free space of the data directory's file system (what an unprivileged process may use)."),
+		diskReserve:    d("store_disk_reserve_bytes", "Free space below which new messages are refused (the disk alarm)."),
+		diskAlarm:      d("store_disk_alarm", "1 while free space is below the reserve: sends are refused, receives, deletes and purges go on."),
+		queueSeries:    d("queues_without_series", "Queues summed under queue=\"_others\" because more than the bound have series of their own."),
+		maxQueues:      maxQueues,
 	}
 }
 
@@ -76,7 +159,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctr := func(d *prometheus.Desc, v float64, l ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, l...)
 	}
-	for _, s := range c.b.Stats() {
+	all := c.b.Stats()
+	stats, others := boundQueues(all, c.maxQueues)
+	g(c.queueSeries, float64(len(all)-len(stats)))
+	if others != nil {
+		stats = append(stats, *others)
+	}
+	for _, s := range stats {
 		q := s.Name
 		g(c.messages, float64(s.Visible), q, "visible")
 		g(c.messages, float64(s.InFlight), q, "inflight")
@@ -112,6 +201,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		count, buckets := cumulative(sluice.FirstAttemptBounds, s.FirstAttempt)
 		ch <- prometheus.MustNewConstHistogram(c.firstAttempt, count, s.FirstAttemptSum.Seconds(), buckets, q)
+		if q == "_others" {
+			continue // tenants only for queues with series of their own
+		}
 		for _, t := range s.Tenants {
 			g(c.tenantMessages, float64(t.Ready), q, t.Name, "ready")
 			g(c.tenantMessages, float64(t.InFlight), q, t.Name, "inflight")
@@ -140,6 +232,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	count, buckets := cumulative(bounds, st.FsyncBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.fs, count, st.FsyncSeconds, buckets)
+	g(c.diskFree, float64(st.DiskFree))
+	g(c.diskReserve, float64(st.DiskReserve))
+	alarm := 0.0
+	if st.DiskAlarm {
+		alarm = 1
+	}
+	g(c.diskAlarm, alarm)
 }
 
 // cumulative turns per-bucket counts (one per bound, then one above them

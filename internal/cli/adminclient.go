@@ -16,8 +16,9 @@ import (
 // adminClient talks to the admin API (--admin, SLUICE_ADMIN_ENDPOINT):
 // tenants and their limits, the watermark, dead-letter tooling.
 type adminClient struct {
-	base string
-	hc   *http.Client
+	base  string
+	token string // --admin-token, SLUICE_ADMIN_TOKEN
+	hc    *http.Client
 }
 
 func (a *adminClient) do(ctx context.Context, method, path string, in, out any) error {
@@ -33,6 +34,12 @@ func (a *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	if err != nil {
 		return err
 	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API at %s: %w (is --admin right?)", a.base, err)
@@ -41,6 +48,9 @@ func (a *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
+	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		return fmt.Errorf("admin API at %s: unauthorized: pass the server's admin token with --admin-token or SLUICE_ADMIN_TOKEN", a.base)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct{ Code, Message string }

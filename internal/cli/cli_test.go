@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -124,6 +126,46 @@ func TestServeRefusesPublicAddressWithoutCredentials(t *testing.T) {
 	code := Run(context.Background(), []string{"serve", "--sqs-addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
 	if code == 0 || !strings.Contains(errb.String(), "--insecure") {
 		t.Fatalf("code %d: %s", code, errb.String())
+	}
+}
+
+// TestServeRefusesPublicAdminWithoutToken: the admin API (message bodies,
+// purge) is not served beyond loopback without a token, even with SQS
+// credentials; with a token it starts.
+func TestServeRefusesPublicAdminWithoutToken(t *testing.T) {
+	creds := filepath.Join(t.TempDir(), "creds.json")
+	os.WriteFile(creds, []byte(`{"principals":[{"name":"a","access_key_id":"AK","secret_access_key":"s","queues":["*"]}]}`), 0o600)
+	var errb bytes.Buffer
+	code := Run(context.Background(), []string{"serve", "--credentials", creds, "--admin-addr", "0.0.0.0:0", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+	if code == 0 || !strings.Contains(errb.String(), "--admin-token") {
+		t.Fatalf("code %d: %s", code, errb.String())
+	}
+	errb.Reset()
+	code = Run(context.Background(), []string{"serve", "--disk-reserve", "lots", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+	if code == 0 || !strings.Contains(errb.String(), "--disk-reserve") {
+		t.Fatalf("a bad --disk-reserve: code %d: %s", code, errb.String())
+	}
+}
+
+// TestAdminServerTimeouts: slow or idle connections to the admin address
+// are cut like the SQS port's.
+func TestAdminServerTimeouts(t *testing.T) {
+	s := adminHTTPServer(http.NotFoundHandler())
+	if s.ReadHeaderTimeout <= 0 || s.ReadTimeout <= 0 || s.WriteTimeout <= 0 || s.IdleTimeout <= 0 || s.MaxHeaderBytes <= 0 {
+		t.Fatalf("admin server without a bound: %+v", s)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "512MiB": 512 << 20, "2GiB": 2 << 30, "1.5 GiB": 3 << 29, "10MB": 10e6, "7B": 7} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "lots", "-1", "1PiB", "1e30"} {
+		if _, err := parseSize(bad); err == nil {
+			t.Errorf("parseSize(%q) accepted", bad)
+		}
 	}
 }
 

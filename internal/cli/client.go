@@ -90,6 +90,7 @@ func client(ctx context.Context, args []string, env Env) error {
 		adminURL = "http://127.0.0.1:9325"
 	}
 	fs.StringVar(&adminURL, "admin", adminURL, "admin API URL (tenants, watermark, dead-letter filters)")
+	adminToken := fs.String("admin-token", env.Getenv("SLUICE_ADMIN_TOKEN"), "the admin API's token, if the server has one")
 	var f filter
 	fs.StringVar(&f.tenant, "tenant", "", "only this tenant")
 	fs.StringVar(&f.source, "source", "", "only messages dead-lettered from this queue (name or ARN)")
@@ -115,7 +116,7 @@ func client(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	k.c = newSQS(k.endpoint, k.region, env)
-	k.admin = &adminClient{base: adminURL, hc: &http.Client{Timeout: 30 * time.Second}}
+	k.admin = &adminClient{base: adminURL, token: *adminToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	need := func(n int, what string) error {
 		if len(pos) < n {
 			return fmt.Errorf("%s %s: missing %s", cmd, sub, what)

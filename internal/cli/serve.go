@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,17 +24,21 @@ import (
 // flag and a SLUICE_* environment variable (flag wins); docs/configuration.md
 // documents them.
 type ServeConfig struct {
-	SQSAddr     string // --sqs-addr, SLUICE_SQS_ADDR, default 127.0.0.1:9324
-	AdminAddr   string // --admin-addr, SLUICE_ADMIN_ADDR, default 127.0.0.1:9325
-	DataDir     string // --data-dir, SLUICE_DATA_DIR, default ./sluice-data
-	Sync        string // --sync, SLUICE_SYNC: always|batch|none, default always
-	Credentials string // --credentials, SLUICE_CREDENTIALS: credentials JSON file
-	Region      string // --region, SLUICE_REGION, default us-east-1
-	AccountID   string // --account-id, SLUICE_ACCOUNT_ID, default 000000000000
-	LogLevel    string // --log-level, SLUICE_LOG_LEVEL: debug|info|warn|error, default info
-	Insecure    bool   // --insecure, SLUICE_INSECURE: allow a non-loopback address without credentials
-	BaseURL     string // --base-url, SLUICE_BASE_URL: queue URL base instead of the request's Host
-	Preallocate bool   // --preallocate, SLUICE_PREALLOCATE: prepare log segments full of zeros, default true
+	SQSAddr        string // --sqs-addr, SLUICE_SQS_ADDR, default 127.0.0.1:9324
+	AdminAddr      string // --admin-addr, SLUICE_ADMIN_ADDR, default 127.0.0.1:9325
+	DataDir        string // --data-dir, SLUICE_DATA_DIR, default ./sluice-data
+	Sync           string // --sync, SLUICE_SYNC: always|batch|none, default always
+	Credentials    string // --credentials, SLUICE_CREDENTIALS: credentials JSON file
+	Region         string // --region, SLUICE_REGION, default us-east-1
+	AccountID      string // --account-id, SLUICE_ACCOUNT_ID, default 000000000000
+	LogLevel       string // --log-level, SLUICE_LOG_LEVEL: debug|info|warn|error, default info
+	Insecure       bool   // --insecure, SLUICE_INSECURE: allow a non-loopback address without credentials
+	BaseURL        string // --base-url, SLUICE_BASE_URL: queue URL base instead of the request's Host
+	Preallocate    bool   // --preallocate, SLUICE_PREALLOCATE: prepare log segments full of zeros, default true
+	DiskReserve    string // --disk-reserve, SLUICE_DISK_RESERVE: free space below which sends are refused, default 256MiB
+	AdminToken     string // --admin-token, SLUICE_ADMIN_TOKEN: required on the admin address (Bearer, or Basic password)
+	AdminTokenFile string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
+	AdminHosts     string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -57,7 +63,40 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.BaseURL, "base-url", def("SLUICE_BASE_URL", ""), "base of queue URLs (default: the request's scheme and Host)")
 	pre := def("SLUICE_PREALLOCATE", "true")
 	fs.BoolVar(&c.Preallocate, "preallocate", pre != "false" && pre != "0", "prepare each next log segment full of zeros (faster fsync on ext4/XFS; turn off on btrfs/ZFS)")
+	fs.StringVar(&c.DiskReserve, "disk-reserve", def("SLUICE_DISK_RESERVE", "256MiB"), "free disk space below which new messages are refused (bytes, or 512MiB, 2GiB)")
+	fs.StringVar(&c.AdminToken, "admin-token", def("SLUICE_ADMIN_TOKEN", ""), "token required on the admin address (Authorization: Bearer, or Basic with it as password)")
+	fs.StringVar(&c.AdminTokenFile, "admin-token-file", def("SLUICE_ADMIN_TOKEN_FILE", ""), "file holding the admin token (instead of --admin-token)")
+	fs.StringVar(&c.AdminHosts, "admin-allowed-hosts", def("SLUICE_ADMIN_ALLOWED_HOSTS", ""), "comma-separated Host names the admin address answers to besides loopback ones (behind a proxy)")
 	return fs, c
+}
+
+// parseSize reads a byte count: a number, or one with a unit (KiB, MiB,
+// GiB, TiB; KB, MB, GB, TB in powers of ten).
+func parseSize(v string) (int64, error) {
+	v = strings.TrimSpace(v)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(v, u.suffix); ok {
+			v, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(v, 64)
+	if err != nil || n < 0 || n*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("not a size: %q (bytes, or with a unit: 512MiB, 2GiB)", v)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+// adminHTTPServer is the admin address's server, with timeouts like the
+// SQS port's so that slow or idle connections cannot pile up.
+func adminHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{Handler: h, ReadTimeout: 30 * time.Second, ReadHeaderTimeout: 10 * time.Second,
+		WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10}
 }
 
 func isLoopback(addr string) bool {
@@ -88,8 +127,29 @@ func serve(ctx context.Context, args []string, env Env) error {
 		if creds, err = sqs.LoadCredentials(c.Credentials); err != nil {
 			return err
 		}
-	} else if !c.Insecure && (!isLoopback(c.SQSAddr) || !isLoopback(c.AdminAddr)) {
-		return fmt.Errorf("refusing to listen on a non-loopback address (%s, %s) without --credentials: anyone could read and write every queue; pass --insecure to do it anyway", c.SQSAddr, c.AdminAddr)
+	} else if !c.Insecure && !isLoopback(c.SQSAddr) {
+		return fmt.Errorf("refusing to listen on a non-loopback address (%s) without --credentials: anyone could read and write every queue; pass --insecure to do it anyway", c.SQSAddr)
+	}
+	token := c.AdminToken
+	if c.AdminTokenFile != "" {
+		raw, err := os.ReadFile(c.AdminTokenFile)
+		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(raw))
+		if token == "" {
+			return fmt.Errorf("--admin-token-file %s is empty", c.AdminTokenFile)
+		}
+	}
+	if token == "" && !c.Insecure && !isLoopback(c.AdminAddr) {
+		return fmt.Errorf("refusing to serve the admin API on a non-loopback address (%s) without --admin-token: anyone could read message bodies and purge queues; pass --insecure to do it anyway", c.AdminAddr)
+	}
+	reserve, err := parseSize(c.DiskReserve)
+	if err != nil {
+		return fmt.Errorf("--disk-reserve: %w", err)
+	}
+	if reserve == 0 {
+		reserve = -1 // only the minimum the state needs (Config's 0 is the default)
 	}
 	switch c.Sync {
 	case "always", "batch", "none":
@@ -97,7 +157,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
 	}
 	b, err := sluice.Open(sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
-		NoPreallocate: !c.Preallocate})
+		NoPreallocate: !c.Preallocate, DiskReserve: reserve})
 	if err != nil {
 		return err
 	}
@@ -123,11 +183,18 @@ func serve(ctx context.Context, args []string, env Env) error {
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/heap", pprof.Index)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	admin := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	var hosts []string
+	if c.AdminHosts != "" {
+		hosts = strings.Split(c.AdminHosts, ",")
+	}
+	if token == "" && creds != nil {
+		log.Warn("the admin address has no token: anyone who can reach " + c.AdminAddr + " can read and purge every queue; set --admin-token")
+	}
+	adminSrv := adminHTTPServer(admin.Guard(mux, admin.GuardOptions{Token: token, AllowedHosts: hosts}))
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() {
-		if err := admin.Serve(aln); !errors.Is(err, http.ErrServerClosed) {
+		if err := adminSrv.Serve(aln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 		}
 	}()
@@ -147,7 +214,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_ = admin.Shutdown(sctx)
+	_ = adminSrv.Shutdown(sctx)
 	if err := srv.Shutdown(sctx); err != nil && !strings.Contains(err.Error(), "closed") {
 		log.Warn("shutdown", "err", err)
 	}

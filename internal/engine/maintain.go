@@ -1,7 +1,6 @@
 package engine
 
 import (
-
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"

@@ -11,6 +11,22 @@ async function api(path, opts) {
   return body;
 }
 
+// post sends a change: JSON, as the admin API requires of every change
+// (a cross-site form cannot).
+function post(path, body) {
+  return api(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body || {})});
+}
+
+// diskBanner shows the disk alarm while it is raised.
+async function diskBanner() {
+  const el = document.getElementById('alarm');
+  const st = await api('/api/store');
+  const mib = b => (b / (1 << 20)).toFixed(0) + ' MiB';
+  el.hidden = !st.disk_alarm;
+  el.textContent = st.disk_alarm ? 'Disk alarm: new messages are refused (' + mib(st.disk_free_bytes) + ' free, reserve ' +
+    mib(st.disk_reserve_bytes) + '); receives, deletes and purges go on.' : '';
+}
+
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
 }
@@ -97,7 +113,7 @@ async function queuePage(name) {
   document.getElementById('redrive').onclick = async () => {
     const out = document.getElementById('action');
     try {
-      const r = await api('/api/queues/' + enc + '/redrive', {method: 'POST'});
+      const r = await post('/api/queues/' + enc + '/redrive');
       out.textContent = 'Redrive started (' + r.task_handle.slice(0, 8) + '…)';
       setTimeout(render, 500);
     } catch (e) { out.textContent = 'Redrive failed: ' + e.message; }
@@ -106,7 +122,7 @@ async function queuePage(name) {
     const out = document.getElementById('action');
     if (!confirm('Delete every message of ' + name + '?')) return;
     try {
-      const r = await api('/api/queues/' + enc + '/purge', {method: 'POST'});
+      const r = await post('/api/queues/' + enc + '/purge');
       out.textContent = 'Purged ' + r.purged + ' messages';
       setTimeout(render, 300);
     } catch (e) { out.textContent = 'Purge failed: ' + e.message; }
@@ -116,6 +132,7 @@ async function queuePage(name) {
 async function render() {
   const m = location.hash.match(/^#\/queue\/(.+)$/);
   try {
+    await diskBanner();
     if (m) await queuePage(decodeURIComponent(m[1]));
     else await queuesPage();
     statusEl.textContent = 'updated ' + new Date().toLocaleTimeString();

@@ -1,0 +1,108 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// GuardOptions say who may use the admin address.
+type GuardOptions struct {
+	// Token, when set, is required on every request but /healthz: as
+	// "Authorization: Bearer <token>", or as the password of HTTP Basic
+	// authentication (any user name), so a browser's own prompt opens the
+	// dashboard.
+	Token string
+	// AllowedHosts are Host header names accepted besides loopback ones
+	// (for an admin address reached through a proxy or a DNS name). Without
+	// a token only loopback and these are accepted: a page on another site
+	// that rebinds its DNS name to 127.0.0.1 gets nothing.
+	AllowedHosts []string
+}
+
+// Guard wraps the admin handler (and whatever else the admin address
+// serves: /healthz, /debug/pprof) with what a browser or a stranger on
+// the network must not get past:
+//
+//   - the token, when one is set;
+//   - the Host header: loopback names, or AllowedHosts (any host when a
+//     token is set and AllowedHosts is empty: the token is the guard);
+//   - for every request that changes something (not GET or HEAD): a JSON
+//     Content-Type (a cross-site form or text/plain "simple request" is
+//     refused), and an Origin, when the browser sends one, equal to the
+//     Host; a request a browser marks Sec-Fetch-Site: cross-site is refused.
+//
+// Refusals answer with the API's JSON error body, naming the problem.
+func Guard(next http.Handler, o GuardOptions) http.Handler {
+	allowed := map[string]bool{}
+	for _, h := range o.AllowedHosts {
+		if h = strings.TrimSpace(strings.ToLower(h)); h != "" {
+			allowed[h] = true
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := hostOnly(r.Host)
+		if !isLoopbackHost(host) && !allowed[host] && (o.Token == "" || len(allowed) > 0) {
+			refuse(w, http.StatusForbidden, "ForbiddenHost", fmt.Sprintf("The Host %q is not one this admin address answers to (loopback names, or --admin-allowed-hosts).", r.Host))
+			return
+		}
+		if o.Token != "" && r.URL.Path != "/healthz" && !tokenOK(r, o.Token) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="sluice admin", charset="UTF-8"`)
+			refuse(w, http.StatusUnauthorized, "Unauthorized", "The admin API needs the admin token: Authorization: Bearer <token>, or Basic with the token as password.")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" {
+				refuse(w, http.StatusForbidden, "CrossSiteRequest", "A request from another site may not change anything here.")
+				return
+			}
+			if origin := r.Header.Get("Origin"); origin != "" {
+				u, err := url.Parse(origin)
+				if err != nil || !strings.EqualFold(u.Host, r.Host) {
+					refuse(w, http.StatusForbidden, "CrossOriginRequest", fmt.Sprintf("A request from %s may not change anything on %s.", origin, r.Host))
+					return
+				}
+			}
+			if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+				refuse(w, http.StatusUnsupportedMediaType, "UnsupportedMediaType", "A request that changes something must have Content-Type: application/json.")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func refuse(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, map[string]string{"code": code, "message": msg})
+}
+
+// tokenOK checks the Bearer token or the Basic password in constant time.
+func tokenOK(r *http.Request, token string) bool {
+	got := ""
+	if _, pass, ok := r.BasicAuth(); ok {
+		got = pass
+	} else if b, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+		got = strings.TrimSpace(b)
+	}
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(token)) == 1
+}
+
+// hostOnly is a Host header without its port, lower case.
+func hostOnly(h string) string {
+	if host, _, err := net.SplitHostPort(h); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.Trim(h, "[]"))
+}
+
+func isLoopbackHost(h string) bool {
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
