@@ -365,4 +365,3 @@ func saveAs(p *plot.Plot, format, path string) error {
 	}
 	return f.Close()
 }
-
