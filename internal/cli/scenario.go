@@ -429,7 +429,10 @@ func (s *scn) outage(ctx context.Context, away, recovery time.Duration, sideline
 		var pw sync.WaitGroup
 		for i := 0; i < 10; i++ {
 			pw.Add(1)
-			go func(i int) { defer pw.Done(); producer(ctx, q, fmt.Sprintf("t%d", i), load/10, stop, nil, nil, time.Time{}) }(i)
+			go func(i int) {
+				defer pw.Done()
+				producer(ctx, q, fmt.Sprintf("t%d", i), load/10, stop, nil, nil, time.Time{})
+			}(i)
 		}
 		sleepCtx(ctx, 5*time.Second) // steady state
 		cons.paused.Store(true)
