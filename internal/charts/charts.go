@@ -188,6 +188,7 @@ func byPeer(sums []peers.Summary, rep peers.Report) (*plot.Plot, error) {
 		p.Add(lb)
 	}
 	p.NominalX(names...)
+	headroom(p)
 	return p, nil
 }
 
@@ -300,8 +301,12 @@ func sweep(rep peers.Report, what, title string, dim func(peers.Result) int, lab
 		labels[i] = label(x)
 	}
 	p.NominalX(labels...)
+	headroom(p)
 	return p, nil
 }
+
+// headroom leaves room above the tallest bar for its label.
+func headroom(p *plot.Plot) { p.Y.Max *= 1.12 }
 
 // groupOffset places bar g of n within its category, in data units.
 func groupOffset(g, n int) float64 {
