@@ -54,7 +54,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 	peer := fs.String("peer", "", "one peer: rabbitmq, nats or sluice (same as --peers with one name)")
 	peerList := fs.String("peers", "sluice", "peers to run, comma-separated, in this order each round")
 	rounds := fs.Int("rounds", 1, "rounds: each runs every peer once, alternating")
-	queue := fs.String("queue", "bench", "Sluice queue to use (created if missing, purged first; NAME-i with --queues above 1)")
+	queue := fs.String("queue", "bench", "prefix of the Sluice queues each run creates (NAME-RUN-i) and deletes at its end")
 	producers := fs.Int("producers", 8, "concurrent producers")
 	consumers := fs.Int("consumers", 4, "concurrent consumers")
 	inFlight := fs.Int("inflight", 32, "messages each producer keeps unacknowledged (and each consumer holds); Sluice: inflight/batch calls at once")

@@ -29,8 +29,8 @@ func (s sdkSQS) CreateQueue(ctx context.Context, name string, attrs map[string]s
 	return *out.QueueUrl, nil
 }
 
-func (s sdkSQS) PurgeQueue(ctx context.Context, url string) error {
-	_, err := s.c.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: aws.String(url)})
+func (s sdkSQS) DeleteQueue(ctx context.Context, url string) error {
+	_, err := s.c.DeleteQueue(ctx, &awssqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 	return err
 }
 
@@ -90,12 +90,12 @@ func (l leanSQS) CreateQueue(ctx context.Context, name string, attrs map[string]
 	return out.QueueURL, nil
 }
 
-func (l leanSQS) PurgeQueue(ctx context.Context, url string) error {
+func (l leanSQS) DeleteQueue(ctx context.Context, url string) error {
 	in := struct {
 		QueueURL string `json:"QueueUrl"`
 	}{url}
 	var out struct{}
-	return (&leanBench{p: l.p}).call(ctx, "PurgeQueue", in, &out)
+	return (&leanBench{p: l.p}).call(ctx, "DeleteQueue", in, &out)
 }
 
 func (l leanSQS) SendBatch(ctx context.Context, url string, bodies, groups []string) (int, int, error) {

@@ -12,7 +12,7 @@ import (
 type SQS interface {
 	// CreateQueue creates the queue (or finds it) and returns its URL.
 	CreateQueue(ctx context.Context, name string, attrs map[string]string) (string, error)
-	PurgeQueue(ctx context.Context, url string) error
+	DeleteQueue(ctx context.Context, url string) error
 	// SendBatch sends bodies (with a MessageGroupId each when groups is
 	// not nil) and says how many were sent and how many failed.
 	SendBatch(ctx context.Context, url string, bodies, groups []string) (sent, failed int, err error)
@@ -36,8 +36,10 @@ type Sluice struct {
 	// Tenants is the number of distinct MessageGroupId values (0 or 1:
 	// none).
 	Tenants int
-	// Queue names the queue; with several, Queue-0, Queue-1, … (default
-	// "bench"). Queues are created if missing and purged first.
+	// Queue prefixes the names of the run's queues, Queue-<run>-0, …
+	// (default "bench"): each run creates its own and deletes them at the
+	// end, since SQS refuses a second purge within 60 s and a run that
+	// could not drain would leave its backlog to the next.
 	Queue string
 }
 
@@ -69,18 +71,13 @@ func (s Sluice) Open(ctx context.Context, w Workload) (Session, error) {
 		ss.batch = 10
 	}
 	ss.batch = max(1, min(ss.batch, maxBatchBytes/w.Size))
+	run := strconv.FormatInt(time.Now().UnixNano()%1e12, 36)
 	for i := range w.Queues {
-		n := name
-		if w.Queues > 1 {
-			n += "-" + strconv.Itoa(i)
-		}
-		url, err := s.API.CreateQueue(ctx, n, attrs)
+		url, err := s.API.CreateQueue(ctx, name+"-"+run+"-"+strconv.Itoa(i), attrs)
 		if err != nil {
+			ss.Close()
 			return nil, err
 		}
-		// Refused within 60 s of the last purge (as in SQS); a queue
-		// drained by the run before is empty anyway.
-		_ = s.API.PurgeQueue(ctx, url)
 		ss.urls = append(ss.urls, url)
 	}
 	return ss, nil
@@ -181,4 +178,14 @@ func (s *sluiceSession) Consume(ctx context.Context, queues []int, m *Meter) err
 	return nil
 }
 
-func (s *sluiceSession) Close() error { return nil }
+func (s *sluiceSession) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), sluiceCallTimeout)
+	defer cancel()
+	var first error
+	for _, u := range s.urls {
+		if err := s.s.API.DeleteQueue(ctx, u); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
