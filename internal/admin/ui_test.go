@@ -106,6 +106,7 @@ func TestDashboardInChromium(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	adm.Sample() // a point for the charts' read-out
 	// Redrive the dead-letter queue with a click.
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/?q=dlq#/queue/orders-dlq")); err != nil {
 		t.Fatalf("dead-letter page: %v", err)
@@ -124,6 +125,21 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if !strings.Contains(body, "acme body 0") {
 		t.Fatalf("dead-letter messages: %q", body)
+	}
+	// The depth chart has labelled axes and reads out the sample under
+	// the pointer.
+	readout, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => {
+		const svg = document.querySelector('.chart svg.plot');
+		const r = svg.getBoundingClientRect();
+		svg.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.right - 20, clientY: r.top + r.height / 2}));
+		return [...svg.querySelectorAll('text.label')].map(t => t.textContent).join('|') + '|' +
+			svg.querySelector('text.readout-text').textContent;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(readout, "messages|time (local)|") || !strings.HasSuffix(readout, " messages") {
+		t.Fatalf("depth chart labels and read-out: %q", readout)
 	}
 	if err := chromedp.Do(bctx, chromedp.Click(`#redrive`)); err != nil {
 		t.Fatal(err)

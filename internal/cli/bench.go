@@ -2,94 +2,103 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sluicemq/sluice/internal/peers"
 )
 
-// benchResult is what `sluice bench --json` prints.
-type benchResult struct {
-	DurationS float64 `json:"duration_seconds"`
-	Sent      int64   `json:"sent"`
-	Received  int64   `json:"received"`
-	SendRate  float64 `json:"send_msgs_per_second"`
-	// EndToEndRate counts messages received and deleted while producers
-	// were sending, per second of that window.
-	EndToEndRate  float64            `json:"end_to_end_msgs_per_second"`
-	SendLatencyMS map[string]float64 `json:"send_latency_ms"`
-	RecvLatencyMS map[string]float64 `json:"receive_latency_ms"`
-	E2ELatencyMS  map[string]float64 `json:"send_to_receive_ms"`
-	Errors        int64              `json:"errors"`
-	// ReceiveCalls counts receive requests, EmptyReceives those that
-	// returned nothing; MsgsPerReceive is messages per non-empty one.
-	ReceiveCalls   int64   `json:"receive_calls"`
-	EmptyReceives  int64   `json:"empty_receives"`
-	MsgsPerReceive float64 `json:"messages_per_receive"`
-}
+const benchUsage = `Usage:
+  sluice bench [flags]                     load test Sluice (the server at --endpoint)
+  sluice bench --peers rabbitmq,nats,sluice --rounds 3
+                                           the same workload against each, alternating
+  sluice bench chart --in FILE[,FILE] --out DIR
+                                           draw the charts from --json results
 
-type latencies struct {
-	mu sync.Mutex
-	v  []time.Duration
-}
+Every message counts as sent once the broker acknowledged it as durable,
+and as received once a consumer received and acknowledged (deleted) it.
+Start the peers with scripts/peers.sh start (docs/benchmarks.md).
 
-func (l *latencies) add(d time.Duration) { l.mu.Lock(); l.v = append(l.v, d); l.mu.Unlock() }
-
-func (l *latencies) pcts() map[string]float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]float64{}
-	if len(l.v) == 0 {
-		return out
-	}
-	sort.Slice(l.v, func(i, j int) bool { return l.v[i] < l.v[j] })
-	for _, p := range []float64{50, 90, 99, 99.9} {
-		i := int(float64(len(l.v)-1) * p / 100)
-		out["p"+strconv.FormatFloat(p, 'f', -1, 64)] = float64(l.v[i].Microseconds()) / 1000
-	}
-	out["max"] = float64(l.v[len(l.v)-1].Microseconds()) / 1000
-	return out
-}
+Flags:
+`
 
 func bench(ctx context.Context, args []string, env Env) error {
+	if len(args) > 0 && args[0] == "chart" {
+		return benchChart(args[1:], env)
+	}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), benchUsage)
+		fs.PrintDefaults()
+	}
 	endpoint := env.Getenv("SLUICE_ENDPOINT")
 	if endpoint == "" {
 		endpoint = "http://127.0.0.1:9324"
 	}
-	fs.StringVar(&endpoint, "endpoint", endpoint, "server URL (loopback by default)")
-	queue := fs.String("queue", "bench", "queue to use (created if missing, purged first)")
-	producers := fs.Int("producers", 8, "concurrent senders")
-	consumers := fs.Int("consumers", 8, "concurrent receivers")
-	batch := fs.Int("batch", 10, "messages per send and receive call (1-10)")
+	fs.StringVar(&endpoint, "endpoint", endpoint, "Sluice's SQS endpoint (default $SLUICE_ENDPOINT or loopback)")
+	amqpURL := fs.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ's address")
+	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS's address")
+	peer := fs.String("peer", "", "one peer: rabbitmq, nats or sluice (same as --peers with one name)")
+	peerList := fs.String("peers", "sluice", "peers to run, comma-separated, in this order each round")
+	rounds := fs.Int("rounds", 1, "rounds: each runs every peer once, alternating")
+	queue := fs.String("queue", "bench", "prefix of the Sluice queues each run creates (NAME-RUN-i) and deletes at its end")
+	producers := fs.Int("producers", 8, "concurrent producers")
+	consumers := fs.Int("consumers", 4, "concurrent consumers")
+	inFlight := fs.Int("inflight", 32, "messages each producer keeps unacknowledged (and each consumer holds); Sluice: inflight/batch calls at once")
+	batch := fs.Int("batch", 10, "Sluice: messages per send, receive and delete call (1-10)")
 	size := fs.Int("size", 1024, "message body bytes")
-	duration := fs.Duration("duration", 10*time.Second, "how long to send")
-	tenants := fs.Int("tenants", 1, "distinct MessageGroupId values (tenants)")
+	sizeList := fs.String("sizes", "", "message sizes to sweep, comma-separated bytes (overrides --size)")
+	queueList := fs.String("queues", "1", "spread the load over N queues; comma-separated to sweep")
+	duration := fs.Duration("duration", 10*time.Second, "how long producers publish, each run")
+	tenants := fs.Int("tenants", 1, "Sluice: distinct MessageGroupId values (tenants)")
 	rate := fs.Int("rate", 0, "total send rate in messages/s (0: as fast as possible)")
-	asJSON := fs.Bool("json", false, "print JSON")
+	jsonOut := fs.String("json", "", "write machine-readable results to this file (- for standard output, instead of the table)")
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (to see what the client itself costs)")
-	useSDK := fs.Bool("sdk", false, "drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
-	stdHTTP := fs.Bool("stdhttp", false, "the lean JSON client over net/http's client instead of its own keep-alive connections (more client CPU per request)")
+	useSDK := fs.Bool("sdk", false, "Sluice: drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
+	stdHTTP := fs.Bool("stdhttp", false, "Sluice: the lean JSON client over net/http's client instead of its own keep-alive connections (more client CPU per request)")
 	if _, err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if *batch < 1 || *batch > 10 {
 		return fmt.Errorf("--batch must be 1-10")
 	}
-	if *duration > time.Hour {
-		return fmt.Errorf("--duration is capped at one hour")
+	names := splitList(*peerList)
+	if *peer != "" {
+		names = []string{*peer}
+	}
+	sizes := []int{*size}
+	if *sizeList != "" {
+		var err error
+		if sizes, err = intList("--sizes", *sizeList); err != nil {
+			return err
+		}
+	}
+	queueCounts, err := intList("--queues", *queueList)
+	if err != nil {
+		return err
+	}
+	if *rounds < 1 {
+		return fmt.Errorf("--rounds must be at least 1")
+	}
+	w := peers.Workload{Producers: *producers, Consumers: *consumers, InFlight: *inFlight, Duration: *duration, Rate: *rate}
+	for _, s := range sizes {
+		w.Size = s
+		if err := w.WithDefaults().Validate(); err != nil {
+			return err
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -102,152 +111,196 @@ func bench(ctx context.Context, args []string, env Env) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	// Buffers that hold a whole batch: one write per request and fewer
-	// reads per response (the default 4 KiB splits a batch of 1 KiB
-	// messages into several system calls).
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: *producers + *consumers + 4,
-		WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
-	c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
-		Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})
-	// A short visibility timeout: a batch whose response is lost (a reset
-	// connection the SDK retries) comes back within the drain.
-	q, err := c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: queue, Attributes: map[string]string{"VisibilityTimeout": "5"}})
-	if err != nil {
-		return err
+	client := "lean"
+	switch {
+	case *useSDK:
+		client = "sdk"
+	case *stdHTTP:
+		client = "stdhttp"
 	}
-	_, _ = c.PurgeQueue(ctx, &awssqs.PurgeQueueInput{QueueUrl: q.QueueUrl})
-	var p poster = &stdPoster{hc: hc, endpoint: strings.TrimRight(endpoint, "/")}
-	if !*stdHTTP {
-		if p, err = newPoster(strings.TrimRight(endpoint, "/"), hc, *producers+*consumers+4); err != nil {
+	byName := map[string]peers.Peer{}
+	for _, n := range names {
+		switch n {
+		case "rabbitmq":
+			byName[n] = peers.RabbitMQ{URL: *amqpURL}
+		case "nats":
+			byName[n] = peers.NATS{URL: *natsURL}
+		case "sluice":
+			api, err := newBenchSQS(endpoint, client, *producers+*consumers)
+			if err != nil {
+				return err
+			}
+			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue}
+		default:
+			return fmt.Errorf("unknown peer %q (rabbitmq, nats or sluice)", n)
+		}
+	}
+	rep := peers.Report{Version: 1, Date: time.Now().UTC().Format(time.RFC3339),
+		Host: peers.Host{CPUs: runtime.NumCPU(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()},
+		Config: peers.Config{Workload: w.WithDefaults(), DurationS: duration.Seconds(), Peers: names, Rounds: *rounds,
+			Sizes: sizes, QueueCnts: queueCounts, Batch: *batch, Client: client, Tenants: *tenants,
+			Command: "sluice bench " + strings.Join(args, " ")}}
+	rep.Config.Size, rep.Config.Queues = sizes[0], queueCounts[0]
+	for _, s := range sizes {
+		for _, qn := range queueCounts {
+			for r := 1; r <= *rounds; r++ {
+				for _, n := range names {
+					w.Size, w.Queues = s, qn
+					res, err := peers.Run(ctx, byName[n], w)
+					res.Round = r
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(env.Stderr, "round %d  %-8s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, errors %d)\n",
+						r, n, s, qn, res.Rate, res.Sent, res.Received, res.Errors)
+					rep.Results = append(rep.Results, res)
+				}
+			}
+		}
+	}
+	if *jsonOut == "-" {
+		return writeJSON(env.Stdout, rep)
+	}
+	if *jsonOut != "" {
+		f, err := os.Create(*jsonOut)
+		if err != nil {
+			return err
+		}
+		if err := writeJSON(f, rep); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
 			return err
 		}
 	}
-	var api benchAPI = &leanBench{p: p, url: *q.QueueUrl}
-	if *useSDK {
-		api = &sdkBench{c: c, url: q.QueueUrl}
+	if len(rep.Results) == 1 {
+		printRun(env, rep.Results[0])
+		return nil
 	}
-	pad := strings.Repeat("x", max(0, *size-20))
-	var sent, received, errs, recvCalls, emptyRecvs atomic.Int64
-	var sendLat, recvLat, e2e latencies
-	start := time.Now()
-	stopSend := start.Add(*duration)
-	var tick <-chan time.Time
-	if *rate > 0 {
-		per := time.Second * time.Duration(*batch) / time.Duration(*rate)
-		t := time.NewTicker(max(per, time.Microsecond))
-		defer t.Stop()
-		tick = t.C
-	}
-	var wg sync.WaitGroup
-	for p := 0; p < *producers; p++ {
-		wg.Add(1)
-		go func(p int) {
-			defer wg.Done()
-			n := 0
-			for time.Now().Before(stopSend) && ctx.Err() == nil {
-				if tick != nil {
-					select {
-					case <-tick:
-					case <-ctx.Done():
-						return
-					}
-				}
-				bodies := make([]string, *batch)
-				var groups []string
-				if *tenants > 1 {
-					groups = make([]string, *batch)
-				}
-				now := strconv.FormatInt(time.Now().UnixNano(), 10)
-				for i := range bodies {
-					n++
-					body := now + ":" + pad
-					bodies[i] = body[:max(len(now)+1, *size)]
-					if groups != nil {
-						groups[i] = "t" + strconv.Itoa((p*7919+n)%*tenants)
-					}
-				}
-				t0 := time.Now()
-				ok, failed, err := api.sendBatch(ctx, bodies, groups)
-				if err != nil {
-					errs.Add(1)
-					continue
-				}
-				sendLat.add(time.Since(t0))
-				sent.Add(int64(ok))
-				errs.Add(int64(failed))
-			}
-		}(p)
-	}
-	var cwg sync.WaitGroup
-	cctx, cancel := context.WithCancel(ctx)
-	for i := 0; i < *consumers; i++ {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			for cctx.Err() == nil {
-				t0 := time.Now()
-				msgs, err := api.receive(cctx, *batch)
-				recvCalls.Add(1)
-				if err != nil {
-					if cctx.Err() == nil {
-						errs.Add(1)
-					}
-					continue
-				}
-				if len(msgs) == 0 {
-					emptyRecvs.Add(1)
-					continue
-				}
-				recvLat.add(time.Since(t0))
-				now := time.Now()
-				handles := make([]string, len(msgs))
-				for j, m := range msgs {
-					if ts, _, ok := strings.Cut(m.body, ":"); ok {
-						if ns, err := strconv.ParseInt(ts, 10, 64); err == nil {
-							e2e.add(now.Sub(time.Unix(0, ns)))
-						}
-					}
-					handles[j] = m.handle
-				}
-				if err := api.deleteBatch(cctx, handles); err != nil {
-					errs.Add(1)
-				}
-				received.Add(int64(len(msgs)))
-			}
-		}()
-	}
-	wg.Wait()
-	sendElapsed := time.Since(start)
-	receivedInWindow := received.Load()
-	// Drain: give consumers until everything sent was received (bounded).
-	drainUntil := time.Now().Add(30 * time.Second)
-	for received.Load() < sent.Load() && time.Now().Before(drainUntil) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
-	elapsed := time.Since(start)
-	cancel()
-	cwg.Wait()
-	res := benchResult{
-		DurationS: elapsed.Seconds(), Sent: sent.Load(), Received: received.Load(),
-		SendRate:      float64(sent.Load()) / sendElapsed.Seconds(),
-		EndToEndRate:  float64(receivedInWindow) / sendElapsed.Seconds(),
-		SendLatencyMS: sendLat.pcts(), RecvLatencyMS: recvLat.pcts(), E2ELatencyMS: e2e.pcts(), Errors: errs.Load(),
-		ReceiveCalls: recvCalls.Load(), EmptyReceives: emptyRecvs.Load(),
-	}
-	if n := res.ReceiveCalls - res.EmptyReceives; n > 0 {
-		res.MsgsPerReceive = float64(res.Received) / float64(n)
-	}
-	if *asJSON {
-		return writeJSON(env.Stdout, res)
-	}
-	fmt.Fprintf(env.Stdout, "sent %d, received %d in %.1fs (errors %d)\n", res.Sent, res.Received, res.DurationS, res.Errors)
-	fmt.Fprintf(env.Stdout, "send rate        %.0f msgs/s\nend-to-end rate  %.0f msgs/s\n", res.SendRate, res.EndToEndRate)
+	printTable(env, rep)
+	return nil
+}
+
+// printRun prints one run in full.
+func printRun(env Env, res peers.Result) {
+	fmt.Fprintf(env.Stdout, "%s: sent %d, received %d in %.1fs (errors %d)\n", res.Peer, res.Sent, res.Received, res.DurationS, res.Errors)
+	fmt.Fprintf(env.Stdout, "send rate        %.0f msgs/s\nend-to-end rate  %.0f msgs/s\n", res.SendRate, res.Rate)
 	for _, l := range []struct {
 		name string
 		v    map[string]float64
-	}{{"send latency", res.SendLatencyMS}, {"receive latency", res.RecvLatencyMS}, {"send-to-receive", res.E2ELatencyMS}} {
-		fmt.Fprintf(env.Stdout, "%-16s p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", l.name, l.v["p50"], l.v["p90"], l.v["p99"], l.v["max"])
+	}{{"send latency", res.SendLatencyMS}, {"receive latency", res.ReceiveLatencyMS}, {"send-to-receive", res.E2ELatencyMS}} {
+		if len(l.v) == 0 {
+			continue
+		}
+		fmt.Fprintf(env.Stdout, "%-16s p50 %.2fms  p90 %.2fms  p99 %.2fms  p99.9 %.2fms  max %.2fms\n", l.name, l.v["p50"], l.v["p90"], l.v["p99"], l.v["p999"], l.v["max"])
 	}
-	fmt.Fprintf(env.Stdout, "receive calls    %d (%d empty), %.1f messages per non-empty receive\n", res.ReceiveCalls, res.EmptyReceives, res.MsgsPerReceive)
-	return nil
+	if res.ReceiveCalls > 0 {
+		fmt.Fprintf(env.Stdout, "receive calls    %d (%d empty), %.1f messages per non-empty receive\n", res.ReceiveCalls, res.EmptyReceives, res.MsgsPerReceive)
+	}
+	fmt.Fprintf(env.Stdout, "durability       %s\n", res.Durability)
+}
+
+// printTable prints one row per peer, size and queue count: msgs/s each
+// round, the median, Sluice's median over the row's, and latencies.
+func printTable(env Env, rep peers.Report) {
+	sums := peers.Summaries(rep.Results)
+	sluiceAt := map[[2]int]float64{}
+	for _, s := range sums {
+		if s.Peer == "sluice" {
+			sluiceAt[[2]int{s.Size, s.Queues}] = s.Median
+		}
+	}
+	header := []string{"peer", "size", "queues"}
+	for r := 1; r <= rep.Config.Rounds; r++ {
+		header = append(header, "round "+strconv.Itoa(r))
+	}
+	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "durability")
+	var rows [][]string
+	for _, s := range sums {
+		row := []string{s.Peer, byteSize(s.Size), strconv.Itoa(s.Queues)}
+		for r := range rep.Config.Rounds {
+			v := "-"
+			if r < len(s.Rates) {
+				v = thousands(s.Rates[r])
+			}
+			row = append(row, v)
+		}
+		ratio := "-"
+		if sl, ok := sluiceAt[[2]int{s.Size, s.Queues}]; ok && s.Median > 0 {
+			ratio = strconv.FormatFloat(sl/s.Median, 'f', 2, 64) + "x"
+		}
+		row = append(row, thousands(s.Median), ratio,
+			fmt.Sprintf("%.1f / %.1f", s.SendMS["p50"], s.SendMS["p99"]),
+			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), s.Durability)
+		rows = append(rows, row)
+	}
+	table(env.Stdout, header, rows)
+}
+
+// thousands formats a rate as a whole number with thousands separators.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// byteSize prints 256 B, 1 KiB, 64 KiB, 1 MiB.
+func byteSize(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " B"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func intList(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s: want positive whole numbers, got %q", flagName, f)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, errors.New(flagName + ": empty")
+	}
+	return out, nil
+}
+
+// newBenchSQS returns the client the Sluice peer drives the server with.
+func newBenchSQS(endpoint, client string, conns int) (peers.SQS, error) {
+	endpoint = strings.TrimRight(endpoint, "/")
+	// Buffers that hold a whole batch: one write per request and fewer
+	// reads per response (the default 4 KiB splits a batch of 1 KiB
+	// messages into several system calls).
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4 * conns,
+		WriteBufferSize: 64 << 10, ReadBufferSize: 64 << 10}}
+	switch client {
+	case "sdk":
+		return sdkSQS{awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), HTTPClient: hc,
+			Credentials: credentials.NewStaticCredentialsProvider("bench", "bench", "")})}, nil
+	case "stdhttp":
+		return leanSQS{&stdPoster{hc: hc, endpoint: endpoint}}, nil
+	}
+	p, err := newPoster(endpoint, hc, 4*conns)
+	if err != nil {
+		return nil, err
+	}
+	return leanSQS{p}, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/peers"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -211,15 +212,19 @@ func TestServeStopsOnCancel(t *testing.T) {
 func TestBench(t *testing.T) {
 	ep := startServer(t)
 	for _, client := range []string{"--sdk=false", "--stdhttp", "--sdk=true"} {
-		out, code := sluiceCmd(t, ep, "bench", "--duration", "300ms", "--producers", "2", "--consumers", "2", "--tenants", "3", "--json", client)
+		out, code := sluiceCmd(t, ep, "bench", "--duration", "300ms", "--producers", "2", "--consumers", "2", "--tenants", "3", "--json", "-", client)
 		if code != 0 {
 			t.Fatalf("bench %s: %s", client, out)
 		}
-		var res benchResult
-		if err := json.Unmarshal([]byte(out), &res); err != nil {
+		var rep peers.Report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("bench --json: %v\n%s", err, out)
 		}
-		if res.Sent == 0 || res.Received != res.Sent || res.Errors != 0 || res.SendLatencyMS["p99"] <= 0 {
+		if len(rep.Results) != 1 {
+			t.Fatalf("bench %s: %d results, want 1", client, len(rep.Results))
+		}
+		res := rep.Results[0]
+		if res.Sent == 0 || res.Received != res.Sent || res.Errors != 0 || res.SendLatencyMS["p99"] <= 0 || res.E2ELatencyMS["p999"] <= 0 {
 			t.Fatalf("bench %s: %+v", client, res)
 		}
 	}

@@ -52,6 +52,100 @@ function spark(values, w, h, color) {
     '" stroke-width="1.5" points="' + pts + '"/></svg>';
 }
 
+// niceTicks covers 0..max with about n steps of 1, 2 or 5 × 10^k.
+function niceTicks(max, n) {
+  if (!(max > 0)) max = 1;
+  const raw = max / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map(m => m * mag).find(v => v >= raw);
+  const top = Math.ceil(max / step - 1e-9) * step;
+  const ticks = [];
+  for (let i = 0; i * step <= top + step / 2; i++) ticks.push(i * step);
+  return {top, ticks};
+}
+
+// fmtValue renders a value in the chart's unit.
+function fmtValue(v, unit) {
+  if (unit === 'seconds') return age(v);
+  return Math.round(v).toLocaleString('en-US') + (unit ? ' ' + unit : '');
+}
+
+function two(n) { return String(n).padStart(2, '0'); }
+
+// clock renders a unix time as local HH:MM, with seconds for short spans.
+function clock(t, seconds) {
+  const d = new Date(t * 1000);
+  return two(d.getHours()) + ':' + two(d.getMinutes()) + (seconds ? ':' + two(d.getSeconds()) : '');
+}
+
+// plot draws a history as a line with labelled axes: values in unit on
+// the y axis, local time on the x axis. The series rides along in data
+// attributes for the hover read-out (see showReadout).
+function plot(points, value, opts) {
+  const W = opts.w || 440, H = opts.h || 170, L = 58, R = 12, T = 10, B = 36;
+  const pw = W - L - R, ph = H - T - B;
+  const ys = points.map(value);
+  let t0 = points.length ? points[0].t : 0, t1 = points.length ? points[points.length - 1].t : 0;
+  // Samples within one second (a fresh server, a test) spread by index.
+  const byIndex = !(t1 > t0);
+  const xOf = (p, i) => byIndex ? (points.length > 1 ? i / (points.length - 1) : 0.5) : (p.t - t0) / (t1 - t0);
+  const {top, ticks} = niceTicks(Math.max(0, ...ys), 4);
+  const yOf = v => T + ph - (v / top) * ph;
+  let g = '';
+  ticks.forEach(v => {
+    const y = yOf(v).toFixed(1);
+    g += '<line class="grid" x1="' + L + '" x2="' + (L + pw) + '" y1="' + y + '" y2="' + y + '"/>' +
+      '<text class="tick" x="' + (L - 6) + '" y="' + y + '" dy="0.32em" text-anchor="end">' + esc(fmtValue(v, opts.unit === 'seconds' ? 'seconds' : '')) + '</text>';
+  });
+  const nx = Math.min(5, Math.max(2, points.length));
+  for (let i = 0; i < nx && points.length; i++) {
+    const f = nx > 1 ? i / (nx - 1) : 0.5, x = (L + f * pw).toFixed(1);
+    const label = byIndex ? clock(t0, true) : clock(t0 + f * (t1 - t0), t1 - t0 < 600);
+    g += '<line class="axis" x1="' + x + '" x2="' + x + '" y1="' + (T + ph) + '" y2="' + (T + ph + 4) + '"/>' +
+      '<text class="tick" x="' + x + '" y="' + (T + ph + 16) + '" text-anchor="' + (i === 0 ? 'start' : i === nx - 1 ? 'end' : 'middle') + '">' + label + '</text>';
+  }
+  const pts = points.map((p, i) => (L + xOf(p, i) * pw).toFixed(1) + ',' + yOf(ys[i]).toFixed(1)).join(' ');
+  const series = points.map((p, i) => [+(L + xOf(p, i) * pw).toFixed(1), p.t, ys[i]]);
+  return '<svg class="plot" width="' + W + '" height="' + H + '" data-unit="' + esc(opts.unit) + '" data-series="' + esc(JSON.stringify(series)) + '"' +
+    ' data-top="' + T + '" data-bottom="' + (T + ph) + '" data-left="' + L + '" data-right="' + (L + pw) + '">' + g +
+    '<line class="axis" x1="' + L + '" x2="' + L + '" y1="' + T + '" y2="' + (T + ph) + '"/>' +
+    '<line class="axis" x1="' + L + '" x2="' + (L + pw) + '" y1="' + (T + ph) + '" y2="' + (T + ph) + '"/>' +
+    '<text class="label" transform="translate(12,' + (T + ph / 2) + ') rotate(-90)" text-anchor="middle">' + esc(opts.unit) + '</text>' +
+    '<text class="label" x="' + (L + pw / 2) + '" y="' + (H - 4) + '" text-anchor="middle">time (local)</text>' +
+    (points.length ? '<polyline fill="none" stroke="' + (opts.color || '#2a6fdb') + '" stroke-width="1.5" points="' + pts + '"/>'
+      : '<text class="tick" x="' + (L + pw / 2) + '" y="' + (T + ph / 2) + '" text-anchor="middle">no samples yet</text>') +
+    '<g class="readout" visibility="hidden"><line class="cursor" y1="' + T + '" y2="' + (T + ph) + '"/><circle r="3"/>' +
+    '<text class="readout-text" y="' + (T + 12) + '"></text></g></svg>';
+}
+
+// showReadout marks the sample nearest the pointer and writes its time
+// and value; one listener serves every plot the page draws.
+function showReadout(e) {
+  const svg = e.target.closest && e.target.closest('svg.plot');
+  document.querySelectorAll('svg.plot g.readout').forEach(r => {
+    if (!svg || !svg.contains(r)) r.setAttribute('visibility', 'hidden');
+  });
+  if (!svg) return;
+  const series = JSON.parse(svg.dataset.series || '[]');
+  if (!series.length) return;
+  const x = e.clientX - svg.getBoundingClientRect().left;
+  let best = series[0];
+  series.forEach(s => { if (Math.abs(s[0] - x) < Math.abs(best[0] - x)) best = s; });
+  const top = +svg.dataset.top, bottom = +svg.dataset.bottom;
+  const maxV = niceTicks(Math.max(0, ...series.map(s => s[2])), 4).top;
+  const y = bottom - (best[2] / maxV) * (bottom - top);
+  const r = svg.querySelector('g.readout');
+  r.querySelector('line').setAttribute('x1', best[0]);
+  r.querySelector('line').setAttribute('x2', best[0]);
+  r.querySelector('circle').setAttribute('cx', best[0]);
+  r.querySelector('circle').setAttribute('cy', y.toFixed(1));
+  const text = r.querySelector('text');
+  text.textContent = clock(best[1], true) + '  ' + fmtValue(best[2], svg.dataset.unit);
+  const right = best[0] > (+svg.dataset.left + +svg.dataset.right) / 2;
+  text.setAttribute('x', best[0] + (right ? -6 : 6));
+  text.setAttribute('text-anchor', right ? 'end' : 'start');
+  r.setAttribute('visibility', 'visible');
+}
+
 async function queuesPage() {
   const qs = await api('/api/queues');
   const hist = await Promise.all(qs.map(q => api('/api/queues/' + encodeURIComponent(q.name) + '/history').catch(() => [])));
@@ -85,8 +179,8 @@ async function queuePage(name) {
     card('noisy tenants', q.noisy_tenants) + card('throttled', q.throttled) + card('sidelined', q.sidelined) +
     card('retried', q.retried) + card('dead-lettered', q.dead_lettered) + card('redriven', q.redriven) + card('dropped', Object.values(q.dropped || {}).reduce((a, b) => a + b, 0)) +
     '</div>';
-  html += '<div class="charts"><div class="chart"><h3>Depth, last hour</h3>' + spark(h.map(p => p.visible + p.in_flight + p.delayed), 360, 80) +
-    '</div><div class="chart"><h3>Age of oldest, last hour</h3>' + spark(h.map(p => p.oldest_age_seconds), 360, 80, '#b35c00') + '</div></div>';
+  html += '<div class="charts"><div class="chart"><h3>Depth, last hour</h3>' + plot(h, p => p.visible + p.in_flight + p.delayed, {unit: 'messages'}) +
+    '</div><div class="chart"><h3>Age of oldest, last hour</h3>' + plot(h, p => p.oldest_age_seconds, {unit: 'seconds', color: '#b35c00'}) + '</div></div>';
   const lanes = Object.entries(q.lanes || {});
   html += '<h3>Lanes</h3><table><thead><tr><th>Lane</th><th>Ready</th></tr></thead><tbody>' +
     (lanes.map(([l, n]) => '<tr><td>' + esc(l) + '</td><td class="num">' + n + '</td></tr>').join('') || '<tr><td colspan="2" class="note">Nothing ready.</td></tr>') +
@@ -141,6 +235,8 @@ async function render() {
   }
 }
 
+app.addEventListener('mousemove', showReadout);
+app.addEventListener('mouseleave', showReadout);
 window.addEventListener('hashchange', render);
 render();
 setInterval(render, 5000);

@@ -1,0 +1,372 @@
+// Package charts draws the benchmark charts of docs/benchmarks.md from the
+// reports `sluice bench --json` writes: throughput by peer, by message
+// size and by number of queues, and latency percentiles. The same reports
+// always give the same files (no clock, no map order, embedded fonts).
+//
+// It must not run benchmarks or read anything but the reports it is given.
+package charts
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/sluicemq/sluice/internal/peers"
+)
+
+// Width and Height of every chart; PNGs are drawn at DPI dots an inch.
+const (
+	Width  = 8 * vg.Inch
+	Height = 4.5 * vg.Inch
+	DPI    = 96
+)
+
+// Formats are the file formats written for each chart.
+func Formats() []string { return []string{"png", "svg"} }
+
+// Render writes every chart the reports have data for into dir and
+// returns the files written. A chart needs a report with two or more of
+// what it compares (peers, sizes or queue counts); the report with the
+// most is used, the first of equals.
+func Render(reports []peers.Report, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	save := func(name string, p *plot.Plot) error {
+		for _, f := range Formats() {
+			path := filepath.Join(dir, name+"."+f)
+			if err := saveAs(p, f, path); err != nil {
+				return fmt.Errorf("charts: %s: %w", path, err)
+			}
+			files = append(files, path)
+		}
+		return nil
+	}
+	if rep, ok := most(reports, func(c peers.Config) int { return len(c.Peers) }); ok {
+		sums := atFirst(rep)
+		p, err := byPeer(sums, rep)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("throughput-by-peer", p); err != nil {
+			return nil, err
+		}
+		for _, kind := range []string{"end-to-end", "send"} {
+			p, err := latency(sums, rep, kind)
+			if err != nil {
+				return nil, err
+			}
+			if err := save("latency-"+kind, p); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if rep, ok := most(reports, func(c peers.Config) int { return len(c.Sizes) }); ok {
+		p, err := sweep(rep, "message size", "throughput by message size", func(r peers.Result) int { return r.Size }, sizeLabel)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("throughput-by-size", p); err != nil {
+			return nil, err
+		}
+	}
+	if rep, ok := most(reports, func(c peers.Config) int { return len(c.QueueCnts) }); ok {
+		p, err := sweep(rep, "queues", "throughput by number of queues", func(r peers.Result) int { return r.Queues }, strconv.Itoa)
+		if err != nil {
+			return nil, err
+		}
+		if err := save("throughput-by-queues", p); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
+}
+
+// most returns the report with the largest n (at least 2).
+func most(reports []peers.Report, n func(peers.Config) int) (peers.Report, bool) {
+	best, bi := 1, -1
+	for i, r := range reports {
+		if v := n(r.Config); v > best {
+			best, bi = v, i
+		}
+	}
+	if bi < 0 {
+		return peers.Report{}, false
+	}
+	return reports[bi], true
+}
+
+// atFirst are the summaries of the report's first size and queue count.
+func atFirst(rep peers.Report) []peers.Summary {
+	var out []peers.Summary
+	for _, s := range peers.Summaries(rep.Results) {
+		if s.Size == rep.Results[0].Size && s.Queues == rep.Results[0].Queues {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// peerColor gives each peer the same colour in every chart.
+func peerColor(name string, i int) color.Color {
+	switch name {
+	case "sluice":
+		return color.RGBA{0x1f, 0x6f, 0xb4, 0xff}
+	case "rabbitmq":
+		return color.RGBA{0xe0, 0x7b, 0x20, 0xff}
+	case "nats":
+		return color.RGBA{0x2c, 0x9a, 0x4c, 0xff}
+	}
+	palette := []color.Color{color.RGBA{0x8c, 0x56, 0x4b, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}, color.RGBA{0x7f, 0x7f, 0x7f, 0xff}}
+	return palette[i%len(palette)]
+}
+
+func conditions(rep peers.Report, s peers.Summary) string {
+	c := rep.Config
+	return fmt.Sprintf("%d producers x %d in flight, %d consumers, %s, %d queue(s), %.0f s rounds, %d cores, %s",
+		c.Producers, c.InFlight, c.Consumers, sizeLabel(s.Size), s.Queues, c.DurationS, rep.Host.CPUs, dateOf(rep))
+}
+
+func dateOf(rep peers.Report) string {
+	if len(rep.Date) >= 10 {
+		return rep.Date[:10]
+	}
+	return rep.Date
+}
+
+func newPlot(title, sub, xLabel, yLabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title + "\n" + sub
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.X.Label.Text = xLabel
+	p.Y.Label.Text = yLabel
+	p.Y.Min = 0
+	p.Y.Tick.Marker = commaTicks{}
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	return p
+}
+
+// byPeer: median msgs/s a peer, one bar each, labelled, with each round
+// as a dot.
+func byPeer(sums []peers.Summary, rep peers.Report) (*plot.Plot, error) {
+	p := newPlot("Throughput by broker (median of rounds; dots: each round)", conditions(rep, sums[0]), "", "messages/s (received and acknowledged)")
+	names := make([]string, len(sums))
+	for i, s := range sums {
+		names[i] = s.Peer
+		b, err := plotter.NewBarChart(plotter.Values{s.Median}, barWidth(len(sums), 1))
+		if err != nil {
+			return nil, err
+		}
+		b.XMin = float64(i)
+		b.Color = peerColor(s.Peer, i)
+		b.LineStyle.Width = 0
+		p.Add(b)
+		var dots plotter.XYs
+		for _, r := range s.Rates {
+			dots = append(dots, plotter.XY{X: float64(i) + 0.25, Y: r})
+		}
+		sc, err := plotter.NewScatter(dots)
+		if err != nil {
+			return nil, err
+		}
+		sc.GlyphStyle.Radius = vg.Points(2.5)
+		p.Add(sc)
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: float64(i), Y: s.Median}}, Labels: []string{comma(s.Median)}})
+		if err != nil {
+			return nil, err
+		}
+		lb.Offset = vg.Point{X: -vg.Points(14), Y: vg.Points(3)}
+		p.Add(lb)
+	}
+	p.NominalX(names...)
+	headroom(p)
+	return p, nil
+}
+
+// latency: a peer's percentiles (medians over rounds), log scale.
+func latency(sums []peers.Summary, rep peers.Report, kind string) (*plot.Plot, error) {
+	title := "End-to-end latency (publish to receipt by a consumer), median of rounds"
+	if kind == "send" {
+		title = "Send latency (publish to the broker's durable acknowledgement), median of rounds"
+	}
+	p := newPlot(title, conditions(rep, sums[0]), "percentile", "milliseconds (log scale)")
+	p.Y.Min = 0
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	keys := peers.PercentileKeys()
+	lo, hi := 0.0, 0.0
+	for i, s := range sums {
+		v := s.E2EMS
+		if kind == "send" {
+			v = s.SendMS
+		}
+		var xys plotter.XYs
+		for j, k := range keys {
+			if y, ok := v[k]; ok && y > 0 {
+				xys = append(xys, plotter.XY{X: float64(j), Y: y})
+				if lo == 0 || y < lo {
+					lo = y
+				}
+				hi = max(hi, y)
+			}
+		}
+		if len(xys) == 0 {
+			continue
+		}
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, err
+		}
+		l.Color, pts.Color = peerColor(s.Peer, i), peerColor(s.Peer, i)
+		l.Width = vg.Points(2)
+		pts.Shape = nil
+		p.Add(l, pts)
+		p.Legend.Add(s.Peer, l)
+	}
+	if lo > 0 {
+		p.Y.Min, p.Y.Max = lo/1.5, hi*1.5
+	} else {
+		p.Y.Min, p.Y.Max = 0.1, 1
+	}
+	p.NominalX("p50", "p90", "p99", "p99.9")
+	return p, nil
+}
+
+// sweep: median msgs/s by what varies (dim), grouped bars a peer.
+func sweep(rep peers.Report, what, title string, dim func(peers.Result) int, label func(int) string) (*plot.Plot, error) {
+	var xs []int
+	var names []string
+	for _, r := range rep.Results {
+		if !slices.Contains(xs, dim(r)) {
+			xs = append(xs, dim(r))
+		}
+		if !slices.Contains(names, r.Peer) {
+			names = append(names, r.Peer)
+		}
+	}
+	slices.Sort(xs)
+	sums := peers.Summaries(rep.Results)
+	c := rep.Config
+	sub := fmt.Sprintf("%d producers x %d in flight, %d consumers, %.0f s rounds, %d cores, %s", c.Producers, c.InFlight, c.Consumers, c.DurationS, rep.Host.CPUs, dateOf(rep))
+	if what == "queues" {
+		sub = sizeLabel(sums[0].Size) + " messages, " + sub
+	} else {
+		sub = strconv.Itoa(sums[0].Queues) + " queue(s), " + sub
+	}
+	p := newPlot(title+" (median of rounds)", sub, what, "messages/s (received and acknowledged)")
+	w := barWidth(len(xs), len(names))
+	for gi, name := range names {
+		vals := make(plotter.Values, len(xs))
+		var lxy plotter.XYs
+		var ls []string
+		for xi, x := range xs {
+			for _, s := range sums {
+				if s.Peer == name && (what == "queues" && s.Queues == x || what != "queues" && s.Size == x) {
+					vals[xi] = s.Median
+				}
+			}
+			lxy = append(lxy, plotter.XY{X: float64(xi) + groupOffset(gi, len(names)), Y: vals[xi]})
+			ls = append(ls, comma(vals[xi]))
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return nil, err
+		}
+		b.XMin = groupOffset(gi, len(names))
+		b.Color = peerColor(name, gi)
+		b.LineStyle.Width = 0
+		p.Add(b)
+		p.Legend.Add(name, b)
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: lxy, Labels: ls})
+		if err != nil {
+			return nil, err
+		}
+		lb.Offset = vg.Point{X: -vg.Points(3 * float64(len(ls[0])) / 2), Y: vg.Points(3)}
+		for i := range lb.TextStyle {
+			lb.TextStyle[i].Font.Size = vg.Points(8)
+		}
+		p.Add(lb)
+	}
+	labels := make([]string, len(xs))
+	for i, x := range xs {
+		labels[i] = label(x)
+	}
+	p.NominalX(labels...)
+	headroom(p)
+	return p, nil
+}
+
+// headroom leaves room above the tallest bar for its label.
+func headroom(p *plot.Plot) { p.Y.Max *= 1.12 }
+
+// groupOffset places bar g of n within its category, in data units.
+func groupOffset(g, n int) float64 {
+	if n <= 1 {
+		return 0
+	}
+	step := 0.8 / float64(n)
+	return -0.4 + step/2 + float64(g)*step
+}
+
+// barWidth fits n groups of bars into the plot's width (the data area is
+// about 85% of it).
+func barWidth(categories, perGroup int) vg.Length {
+	return Width * 0.85 / vg.Length(categories) * 0.7 / vg.Length(perGroup)
+}
+
+func sizeLabel(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return strconv.Itoa(n>>20) + " MiB"
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return strconv.Itoa(n>>10) + " KiB"
+	}
+	return strconv.Itoa(n) + " B"
+}
+
+// comma formats a rate as a whole number with thousands separators.
+func comma(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// commaTicks are gonum's default ticks, labelled 12,000 instead of 12000.
+type commaTicks struct{}
+
+func (commaTicks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = comma(ts[i].Value)
+		}
+	}
+	return ts
+}
+
+func saveAs(p *plot.Plot, format, path string) error {
+	wt, err := p.WriterTo(Width, Height, format)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := wt.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,3 @@
+package peers
+
+var ConsumerQueues = consumerQueues

@@ -1,0 +1,88 @@
+package peers_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/sluicemq/sluice/internal/peers"
+)
+
+// A short run: every message the broker acknowledged was consumed and
+// acknowledged, and the figures are filled in.
+func check(t *testing.T, p peers.Peer, w peers.Workload) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := peers.Run(ctx, p, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: %+v", p.Name(), res)
+	if res.Sent == 0 || res.Received < res.Sent || res.Errors != 0 {
+		t.Fatalf("%s: sent %d, received %d, errors %d: want every acknowledged message received", p.Name(), res.Sent, res.Received, res.Errors)
+	}
+	if res.Rate <= 0 || res.SendLatencyMS["p999"] <= 0 || res.E2ELatencyMS["p50"] <= 0 || res.Durability == "" {
+		t.Fatalf("%s: figures missing: %+v", p.Name(), res)
+	}
+}
+
+// startNATS runs nats-server in process with JetStream on a temp store,
+// fsyncing every write (sync_interval: always), on a free loopback port.
+func startNATS(t *testing.T) string {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		SyncAlways: true, NoLog: true, NoSigs: true}
+	s, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(20 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s.ClientURL()
+}
+
+func TestNATS(t *testing.T) {
+	url := startNATS(t)
+	for _, queues := range []int{1, 3} {
+		check(t, peers.NATS{URL: url}, peers.Workload{Producers: 2, Consumers: 2, InFlight: 8, Size: 256, Queues: queues,
+			Duration: time.Second, Drain: 30 * time.Second})
+	}
+}
+
+// RabbitMQ when one listens (scripts/peers.sh start); CI has none.
+func TestRabbitMQ(t *testing.T) {
+	url := os.Getenv("SLUICE_AMQP_URL")
+	if url == "" {
+		url = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	c, err := net.DialTimeout("tcp", "127.0.0.1:5672", time.Second)
+	if err != nil {
+		t.Skipf("no AMQP server on 127.0.0.1:5672 (%v): start one with scripts/peers.sh start", err)
+	}
+	c.Close()
+	check(t, peers.RabbitMQ{URL: url, Prefix: "sluice-bench-test"}, peers.Workload{Producers: 2, Consumers: 2, InFlight: 8, Size: 256, Queues: 2,
+		Duration: time.Second, Drain: 30 * time.Second})
+}
+
+func TestConsumerQueues(t *testing.T) {
+	// Every queue has a consumer, whatever the counts.
+	for _, tc := range []struct{ consumers, queues int }{{4, 1}, {4, 8}, {4, 64}, {3, 2}, {1, 5}} {
+		seen := map[int]bool{}
+		for i := range tc.consumers {
+			for _, q := range peers.ConsumerQueues(i, tc.consumers, tc.queues) {
+				seen[q] = true
+			}
+		}
+		if len(seen) != tc.queues {
+			t.Errorf("%d consumers, %d queues: covered %d", tc.consumers, tc.queues, len(seen))
+		}
+	}
+}
