@@ -171,9 +171,10 @@ type Log struct {
 	lost      map[store.PartitionID]string // replay: superseded snapshots whose file is gone
 	active    uint32                       // the segment being written (for readers)
 
-	rmu     sync.RWMutex // guards readers
-	readers map[uint32]vfs.File
-	recent  recentFrames
+	rmu      sync.RWMutex // guards readers
+	readers  map[uint32]vfs.File
+	recent   recentFrames
+	lastRead readCache
 
 	// writer-owned
 	seg      uint64

@@ -367,6 +367,45 @@ func (o *liveOwner) Moved(p store.PartitionID, pos uint64, old, new store.Hint) 
 	return false
 }
 
+// TestCompactionFramesAreSmall: compaction writes its copies in frames of
+// at most moveFrameBytes, since every read of a moved body reads its whole
+// frame (one 16 MiB frame made each receive from a backlog read 16 MiB).
+func TestCompactionFramesAreSmall(t *testing.T) {
+	l, _ := openLog(t, vfs.OS{}, t.TempDir(), Options{SegmentBytes: 1 << 20})
+	o := &liveOwner{hints: map[uint64]store.Hint{}}
+	var last uint64
+	for i := 0; i < 4000; i++ {
+		last++
+		o.hints[last] = appendOne(t, l, 1, last-1, true, fmt.Sprintf("body-%04d-%s", i, strings.Repeat("b", 1000)))
+	}
+	for pos, h := range o.hints {
+		if pos%5 > 1 { // keep two in five: every old segment is less than half live
+			l.Release(1, pos, h)
+			delete(o.hints, pos)
+		}
+	}
+	if err := l.Snapshot(1, last, []store.Rec{{Data: []byte("index")}}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.Compact(16<<20, o); n < 512<<10 {
+		t.Fatalf("compaction copied %d bytes; the test needs several frames' worth", n)
+	}
+	frames := map[[2]uint32]bool{}
+	for pos, h := range o.hints {
+		if h.C > 300<<10 { // 256 KiB of records and their framing
+
+			t.Fatalf("record %d was moved into a frame of %d bytes", pos, h.C)
+		}
+		frames[[2]uint32{h.A, h.B}] = true
+		if got, err := l.Read(1, pos, h); err != nil || !strings.HasPrefix(string(got), fmt.Sprintf("body-%04d", pos-1)) {
+			t.Fatalf("moved record %d: %.20q %v", pos, got, err)
+		}
+	}
+	if len(frames) < 3 {
+		t.Fatalf("%d moved records in %d frames", len(o.hints), len(frames))
+	}
+}
+
 // TestCompaction: a mostly dead old segment's kept records are copied
 // forward, the segment goes, and the copies are found after a reopen.
 func TestCompaction(t *testing.T) {

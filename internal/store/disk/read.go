@@ -59,7 +59,11 @@ func (l *Log) readFrame(h store.Hint) ([]frec, error) {
 	if h.A == 0 || h.C < frameHeader+4 || h.C > MaxFrame+frameHeader {
 		return nil, fmt.Errorf("%w: no record at %+v", store.ErrNotFound, h)
 	}
-	if recs, ok := l.recent.get(frameKey{h.A, h.B}); ok && int(h.D) < len(recs) {
+	k := frameKey{h.A, h.B}
+	if recs, ok := l.recent.get(k); ok && int(h.D) < len(recs) {
+		return recs, nil
+	}
+	if recs, ok := l.lastRead.get(k); ok && int(h.D) < len(recs) {
 		return recs, nil
 	}
 	if _, err := l.reader(h.A); err != nil {
@@ -91,7 +95,68 @@ func (l *Log) readFrame(h store.Hint) ([]frec, error) {
 	if int(h.D) >= len(recs) {
 		return nil, fmt.Errorf("%w: record %d of a frame of %d", store.ErrCorrupt, h.D, len(recs))
 	}
+	l.lastRead.put(k, recs, int(h.C))
 	return recs, nil
+}
+
+// readCache keeps the last frames read from disk: the messages sent in
+// one batch share a frame and are usually received one after another,
+// from a backlog long after the recent-frames cache let them go, so the
+// frame is read and verified once, not once a message.
+type readCache struct {
+	mu    sync.Mutex
+	keys  [readCacheFrames]frameKey
+	recs  [readCacheFrames][]frec
+	size  [readCacheFrames]int
+	bytes int
+	next  int
+}
+
+const (
+	readCacheFrames = 64
+	readCacheBytes  = 16 << 20 // at most this much held; a frame over a quarter of it is not kept
+)
+
+func (c *readCache) get(k frameKey) ([]frec, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.keys {
+		if c.keys[i] == k && c.recs[i] != nil {
+			return c.recs[i], true
+		}
+	}
+	return nil, false
+}
+
+func (c *readCache) put(k frameKey, recs []frec, n int) {
+	if n > readCacheBytes/4 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.evictLocked(c.next)
+	for i := (c.next + 1) % readCacheFrames; c.bytes+n > readCacheBytes; i = (i + 1) % readCacheFrames {
+		c.evictLocked(i) // the oldest first
+	}
+	c.keys[c.next], c.recs[c.next], c.size[c.next] = k, recs, n
+	c.bytes += n
+	c.next = (c.next + 1) % readCacheFrames
+}
+
+func (c *readCache) evictLocked(i int) {
+	c.bytes -= c.size[i]
+	c.keys[i], c.recs[i], c.size[i] = frameKey{}, nil, 0
+}
+
+// dropSegment forgets the frames of a segment that is going away.
+func (c *readCache) dropSegment(seg uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := range c.keys {
+		if c.keys[i].seg == seg {
+			c.evictLocked(i)
+		}
+	}
 }
 
 type frameKey struct{ seg, off uint32 }

@@ -54,6 +54,7 @@ func (l *Log) unlink(seg uint32) {
 	delete(l.segs, seg)
 	l.mu.Unlock()
 	l.recent.dropSegment(seg)
+	l.lastRead.dropSegment(seg)
 	l.rmu.Lock()
 	if f := l.readers[seg]; f != nil {
 		f.Close()
@@ -246,33 +247,49 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		l.log.Warn("store: compaction could not read a segment", "segment", segName(uint64(seg)), "err", err)
 		return 0
 	}
-	var copied int64
+	// The copies go in frames of at most moveFrameBytes: every read of a
+	// moved body reads and verifies its whole frame, so a 16 MiB frame
+	// would cost 16 MiB a message received (measured: a backlog's receives
+	// spent 80% of the CPU re-reading such frames). The frames are all
+	// submitted at once, to share group commits.
+	type chunk struct {
+		f     store.Future
+		moves []frec
+		olds  []store.Hint
+	}
+	var chunks []chunk
 	for len(moves) > 0 {
-		n, chunk := 0, 0
-		for n < len(moves) && (n == 0 || chunk+frecSize(moves[n]) < 16<<20) {
-			chunk += frecSize(moves[n])
+		n, size := 0, 0
+		for n < len(moves) && (n == 0 || size+frecSize(moves[n]) < moveFrameBytes) {
+			size += frecSize(moves[n])
 			n++
 		}
-		f := l.submit(&op{kind: opMove, moves: moves[:n]}, chunk)
-		if err := f.Wait(context.Background()); err != nil {
-			return copied // the records stay where they were
+		chunks = append(chunks, chunk{f: l.submit(&op{kind: opMove, moves: moves[:n]}, size), moves: moves[:n], olds: olds[:n]})
+		moves, olds = moves[n:], olds[n:]
+	}
+	var copied int64
+	for _, c := range chunks {
+		if err := c.f.Wait(context.Background()); err != nil {
+			continue // the records stay where they were
 		}
-		for i, nh := range f.Hints() {
-			r := moves[i]
-			if o.Moved(r.p, r.pos, olds[i], nh) {
-				l.releaseHint(olds[i])
+		for i, nh := range c.f.Hints() {
+			r := c.moves[i]
+			if o.Moved(r.p, r.pos, c.olds[i], nh) {
+				l.releaseHint(c.olds[i])
 			} else {
 				l.releaseHint(nh)
 			}
 			copied += int64(len(r.data))
 		}
 		l.mu.Lock()
-		l.stats.Relocated += int64(n)
+		l.stats.Relocated += int64(len(c.moves))
 		l.mu.Unlock()
-		moves, olds = moves[n:], olds[n:]
 	}
 	return copied
 }
+
+// moveFrameBytes bounds the frames compaction writes.
+const moveFrameBytes = 256 << 10
 
 // ---- free space and the disk alarm ----
 
