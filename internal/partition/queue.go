@@ -169,13 +169,10 @@ func (o *Owner) Snapshot() error {
 	}
 	now := o.h.Clock.Now()
 	meta := o.meta.Clone()
-	recs := append([]*record.Record{{Type: record.Meta, Meta: &meta}}, o.q.Snapshot(now)...)
+	data := []store.Rec{{Data: record.Encode(&record.Record{Type: record.Meta, Meta: &meta})}}
+	o.q.SnapshotEach(now, func(r *record.Record) { data = append(data, store.Rec{Data: record.Encode(r)}) })
 	prev := o.q.Last()
-	data := make([]store.Rec, len(recs))
-	for i, r := range recs {
-		data[i] = store.Rec{Data: record.Encode(r)}
-	}
-	o.q.SetLast(prev + uint64(len(recs)))
+	o.q.SetLast(prev + uint64(len(data)))
 	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, data)}
 	o.writes = append(o.writes, w)
 	return o.waitLocked(w)
