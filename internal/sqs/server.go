@@ -153,7 +153,8 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections, makes long polls in flight return
-// empty at once, and waits for in-flight requests (until ctx ends).
+// empty at once, waits for in-flight requests (until ctx ends), and then
+// closes every connection left.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.cancel() // under mu: a Serve that has not begun sees it and returns
@@ -162,7 +163,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if srv == nil {
 		return nil
 	}
-	return srv.Shutdown(ctx)
+	err := srv.Shutdown(ctx)
+	// Then close what is left: a connection accepted but with no request
+	// yet (net/http leaves those for 5 s), or requests still running when
+	// ctx ended.
+	_ = srv.Close()
+	return err
 }
 
 // request is one decoded call.

@@ -97,9 +97,12 @@ function plot(points, value, opts) {
       '<text class="tick" x="' + (L - 6) + '" y="' + y + '" dy="0.32em" text-anchor="end">' + esc(fmtValue(v, opts.unit === 'seconds' ? 'seconds' : '')) + '</text>';
   });
   const nx = Math.min(5, Math.max(2, points.length));
+  let prev = null;
   for (let i = 0; i < nx && points.length; i++) {
     const f = nx > 1 ? i / (nx - 1) : 0.5, x = (L + f * pw).toFixed(1);
-    const label = byIndex ? clock(t0, true) : clock(t0 + f * (t1 - t0), t1 - t0 < 600);
+    let label = byIndex ? clock(t0, true) : clock(t0 + f * (t1 - t0), t1 - t0 < 600);
+    if (label === prev) label = ''; // samples within a second: one label, not five alike
+    else prev = label;
     g += '<line class="axis" x1="' + x + '" x2="' + x + '" y1="' + (T + ph) + '" y2="' + (T + ph + 4) + '"/>' +
       '<text class="tick" x="' + x + '" y="' + (T + ph + 16) + '" text-anchor="' + (i === 0 ? 'start' : i === nx - 1 ? 'end' : 'middle') + '">' + label + '</text>';
   }
