@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -121,10 +122,10 @@ func serve(ctx context.Context, args []string, env Env) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: level}))
-	var creds *sqs.Credentials
+	var creds *sigv4.Credentials
 	if c.Credentials != "" {
 		var err error
-		if creds, err = sqs.LoadCredentials(c.Credentials); err != nil {
+		if creds, err = sigv4.LoadCredentials(c.Credentials); err != nil {
 			return err
 		}
 	} else if !c.Insecure && !isLoopback(c.SQSAddr) {

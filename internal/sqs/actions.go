@@ -70,7 +70,7 @@ var quickActions = map[string]bool{"SendMessage": true, "SendMessageBatch": true
 func (req *request) ctx(s *Server) (context.Context, context.CancelFunc) {
 	base := st.WithRequestID(req.r.Context(), req.id)
 	if req.principal != nil {
-		base = st.WithAuthorizer(base, req.principal.allows)
+		base = st.WithAuthorizer(base, req.principal.Allows)
 	}
 	if quickActions[req.action] {
 		// Nothing to cut short at shutdown (Shutdown waits for them):
@@ -125,7 +125,7 @@ func (s *Server) queueName(req *request) (string, error) {
 		}
 		name = n
 	}
-	if !req.principal.allows(name) {
+	if !req.principal.Allows(name) {
 		return "", noQueue()
 	}
 	return name, nil
@@ -140,7 +140,7 @@ func (s *Server) createQueue(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !req.principal.allows(name) {
+	if !req.principal.Allows(name) {
 		return nil, st.Errorf(st.CodeAccessDenied, "Access to the queue %s is denied.", name)
 	}
 	attrs, err := req.p.strMap("Attributes")
@@ -177,7 +177,7 @@ func (s *Server) getQueueURL(req *request) (obj, error) {
 	if owner, _ := req.p.str("QueueOwnerAWSAccountId"); owner != "" && owner != s.cfg.AccountID {
 		return nil, noQueue()
 	}
-	if !req.principal.allows(name) {
+	if !req.principal.Allows(name) {
 		return nil, noQueue()
 	}
 	if _, err := s.b.GetQueue(name); err != nil {
@@ -212,7 +212,7 @@ func (s *Server) listQueues(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	names, token, err := s.b.ListQueues(prefix, m, next, req.principal.allows)
+	names, token, err := s.b.ListQueues(prefix, m, next, req.principal.Allows)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +314,7 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 	if p.has("MessageDeduplicationId") && in.DedupID == "" {
 		return in, emptyID("MessageDeduplicationId")
 	}
-	in.SenderID = req.principal.senderID()
+	in.SenderID = req.principal.SenderID()
 	if tp := req.r.Header.Get("traceparent"); len(tp) <= 256 {
 		in.TraceParent = tp
 	}
@@ -767,7 +767,7 @@ func (s *Server) listDeadLetterSourceQueues(req *request) (obj, error) {
 	}
 	var visible []string
 	for _, n := range names {
-		if req.principal.allows(n) {
+		if req.principal.Allows(n) {
 			visible = append(visible, n)
 		}
 	}
@@ -856,7 +856,7 @@ func (s *Server) arnAllowed(req *request, arn, param string) error {
 		return nil
 	}
 	name, err := s.b.QueueNameFromARN(arn)
-	if err != nil || !req.principal.allows(name) {
+	if err != nil || !req.principal.Allows(name) {
 		return st.Errorf(st.CodeResourceNotFound, "The resource that you specified for the %s parameter doesn't exist.", param)
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -27,7 +28,7 @@ var twoPrincipals = `{"principals":[
 
 func twoPrincipalServer(t *testing.T, scfg sqs.ServerConfig) *env {
 	t.Helper()
-	creds, err := sqs.ParseCredentials([]byte(twoPrincipals))
+	creds, err := sigv4.ParseCredentials([]byte(twoPrincipals))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/pipenet"
+	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -32,7 +33,7 @@ type env struct {
 	broker *sluice.Broker
 }
 
-func start(t *testing.T, creds *sqs.Credentials, dir string) *env {
+func start(t *testing.T, creds *sigv4.Credentials, dir string) *env {
 	t.Helper()
 	return startServer(t, sqs.ServerConfig{Credentials: creds}, dir)
 }
@@ -371,7 +372,7 @@ func TestSDKFIFOAndDeadLetters(t *testing.T) {
 }
 
 func TestSDKSigV4(t *testing.T) {
-	creds, err := sqs.ParseCredentials([]byte(`{"principals":[
+	creds, err := sigv4.ParseCredentials([]byte(`{"principals":[
 		{"name":"alice","access_key_id":"AKALICE","secret_access_key":"s3cret","queues":["alice-*"]},
 		{"name":"bob","access_key_id":"AKBOB","secret_access_key":"b0b","session_token":"tok","queues":["*"]}]}`))
 	if err != nil {
@@ -409,7 +410,7 @@ func TestSDKSigV4(t *testing.T) {
 }
 
 func TestSigV4Presigned(t *testing.T) {
-	creds, err := sqs.ParseCredentials([]byte(`{"principals":[{"name":"carol","access_key_id":"AKCAROL","secret_access_key":"c4rol","queues":["*"]}]}`))
+	creds, err := sigv4.ParseCredentials([]byte(`{"principals":[{"name":"carol","access_key_id":"AKCAROL","secret_access_key":"c4rol","queues":["*"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sigv4"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -47,7 +48,7 @@ type ServerConfig struct {
 	// queue URLs instead of the request's scheme and Host.
 	BaseURL string
 	// Credentials, when not nil, turns on SigV4 verification.
-	Credentials *Credentials
+	Credentials *sigv4.Credentials
 	// Logger gets one line per failed request. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock for SigV4 skew checks. Default time.Now.
@@ -178,7 +179,7 @@ type request struct {
 	json      bool
 	p         params
 	r         *http.Request
-	principal *Principal
+	principal *sigv4.Principal
 	pathQueue string // queue named by the URL path, if any
 	release   *grant // the request's share of the in-flight body budget
 	errCode   string // the error the request was answered with, if any

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/sigv4"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -234,7 +235,7 @@ func FuzzSigV4(f *testing.F) {
 		r.URL = u
 		r.Header.Set("Authorization", auth)
 		r.Header.Set("X-Amz-Date", date)
-		creds, _ := ParseCredentials([]byte(`{"principals":[{"name":"a","access_key_id":"AK","secret_access_key":"s","queues":["*"]}]}`))
+		creds, _ := sigv4.ParseCredentials([]byte(`{"principals":[{"name":"a","access_key_id":"AK","secret_access_key":"s","queues":["*"]}]}`))
 		s := NewServer(ServerConfig{Credentials: creds, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
 		req := &request{r: r, p: params{}}
 		if sig, err := s.identify(req); err == nil { // must not panic
