@@ -70,7 +70,7 @@ func Render(reports []peers.Report, dir string) ([]string, error) {
 		}
 	}
 	if rep, ok := most(reports, func(c peers.Config) int { return len(c.Sizes) }); ok {
-		p, err := sweep(rep, "message size", "throughput by message size", func(r peers.Result) int { return r.Size }, sizeLabel)
+		p, err := sweep(rep, "message size", "throughput by message size", func(r peers.Result) int { return r.Size }, SizeLabel)
 		if err != nil {
 			return nil, err
 		}
@@ -132,7 +132,7 @@ func peerColor(name string, i int) color.Color {
 func conditions(rep peers.Report, s peers.Summary) string {
 	c := rep.Config
 	return fmt.Sprintf("%d producers x %d in flight, %d consumers, %s, %d queue(s), %.0f s rounds, %d cores, %s",
-		c.Producers, c.InFlight, c.Consumers, sizeLabel(s.Size), s.Queues, c.DurationS, rep.Host.CPUs, dateOf(rep))
+		c.Producers, c.InFlight, c.Consumers, SizeLabel(s.Size), s.Queues, c.DurationS, rep.Host.CPUs, dateOf(rep))
 }
 
 func dateOf(rep peers.Report) string {
@@ -258,7 +258,7 @@ func sweep(rep peers.Report, what, title string, dim func(peers.Result) int, lab
 	c := rep.Config
 	sub := fmt.Sprintf("%d producers x %d in flight, %d consumers, %.0f s rounds, %d cores, %s", c.Producers, c.InFlight, c.Consumers, c.DurationS, rep.Host.CPUs, dateOf(rep))
 	if what == "queues" {
-		sub = sizeLabel(sums[0].Size) + " messages, " + sub
+		sub = SizeLabel(sums[0].Size) + " messages, " + sub
 	} else {
 		sub = strconv.Itoa(sums[0].Queues) + " queue(s), " + sub
 	}
@@ -323,7 +323,8 @@ func barWidth(categories, perGroup int) vg.Length {
 	return Width * 0.85 / vg.Length(categories) * 0.7 / vg.Length(perGroup)
 }
 
-func sizeLabel(n int) string {
+// SizeLabel prints a message size as 256 B, 1 KiB, 64 KiB, 1 MiB.
+func SizeLabel(n int) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return strconv.Itoa(n>>20) + " MiB"

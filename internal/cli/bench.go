@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sluicemq/sluice/internal/charts"
 	"github.com/sluicemq/sluice/internal/peers"
 )
 
@@ -218,7 +219,7 @@ func printTable(env Env, rep peers.Report) {
 	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "durability")
 	var rows [][]string
 	for _, s := range sums {
-		row := []string{s.Peer, byteSize(s.Size), strconv.Itoa(s.Queues)}
+		row := []string{s.Peer, charts.SizeLabel(s.Size), strconv.Itoa(s.Queues)}
 		for r := range rep.Config.Rounds {
 			v := "-"
 			if r < len(s.Rates) {
@@ -245,17 +246,6 @@ func thousands(v float64) string {
 		s = s[:i] + "," + s[i:]
 	}
 	return s
-}
-
-// byteSize prints 256 B, 1 KiB, 64 KiB, 1 MiB.
-func byteSize(n int) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return strconv.Itoa(n>>20) + " MiB"
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return strconv.Itoa(n>>10) + " KiB"
-	}
-	return strconv.Itoa(n) + " B"
 }
 
 func splitList(s string) []string {

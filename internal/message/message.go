@@ -6,6 +6,10 @@
 package message
 
 import (
+	"crypto/md5"
+	"encoding/binary"
+	"encoding/hex"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -262,4 +266,48 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// AttributesMD5 is MD5OfMessageAttributes (and MD5OfMessageSystemAttributes)
+// as AWS computes it: over the names in order, each with its data type and
+// its value, length-prefixed; "" when there are no attributes.
+func AttributesMD5(attrs map[string]st.AttributeValue) string {
+	if len(attrs) == 0 {
+		return ""
+	}
+	names := make([]string, 0, len(attrs))
+	for n := range attrs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var buf []byte
+	put := func(b []byte) {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
+		buf = append(buf, b...)
+	}
+	for _, n := range names {
+		a := attrs[n]
+		put([]byte(n))
+		put([]byte(a.DataType))
+		switch {
+		case a.StringValue != nil:
+			buf = append(buf, 1)
+			put([]byte(*a.StringValue))
+		case a.BinaryValue != nil:
+			buf = append(buf, 2)
+			put(a.BinaryValue)
+		case len(a.StringListValues) > 0:
+			buf = append(buf, 3)
+			for _, v := range a.StringListValues {
+				put([]byte(v))
+			}
+		case len(a.BinaryListValues) > 0:
+			buf = append(buf, 4)
+			for _, v := range a.BinaryListValues {
+				put(v)
+			}
+		}
+	}
+	h := md5.Sum(buf)
+	return hex.EncodeToString(h[:])
 }

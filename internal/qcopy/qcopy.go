@@ -10,12 +10,13 @@ package qcopy
 import (
 	"context"
 	"crypto/md5"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,6 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sluicemq/sluice/internal/message"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // Limits of the copy: a batch request holds at most 10 messages and, so that
@@ -319,7 +323,7 @@ func (k *copier) destinations(ctx context.Context) {
 			continue
 		}
 		if _, err := k.dst.SetQueueAttributes(ctx, &awssqs.SetQueueAttributesInput{QueueUrl: &q.dstURL, Attributes: attrs}); err != nil {
-			q.err = fmt.Errorf("setting %s at the destination: %w", strings.Join(sortedKeys(attrs), ", "), err)
+			q.err = fmt.Errorf("setting %s at the destination: %w", strings.Join(slices.Sorted(maps.Keys(attrs)), ", "), err)
 		}
 	}
 }
@@ -759,39 +763,12 @@ func checkMD5s(m types.Message, r types.SendMessageBatchResultEntry) string {
 
 // attrsMD5 is MD5OfMessageAttributes as SQS computes it: "" for none.
 func attrsMD5(attrs map[string]types.MessageAttributeValue) string {
-	if len(attrs) == 0 {
-		return ""
+	conv := make(map[string]st.AttributeValue, len(attrs))
+	for n, a := range attrs {
+		conv[n] = st.AttributeValue{DataType: aws.ToString(a.DataType), StringValue: a.StringValue, BinaryValue: a.BinaryValue,
+			StringListValues: a.StringListValues, BinaryListValues: a.BinaryListValues}
 	}
-	var buf []byte
-	put := func(b []byte) {
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
-		buf = append(buf, b...)
-	}
-	for _, n := range sortedKeys(attrs) {
-		a := attrs[n]
-		put([]byte(n))
-		put([]byte(aws.ToString(a.DataType)))
-		switch {
-		case a.StringValue != nil:
-			buf = append(buf, 1)
-			put([]byte(*a.StringValue))
-		case a.BinaryValue != nil:
-			buf = append(buf, 2)
-			put(a.BinaryValue)
-		case len(a.StringListValues) > 0:
-			buf = append(buf, 3)
-			for _, v := range a.StringListValues {
-				put([]byte(v))
-			}
-		case len(a.BinaryListValues) > 0:
-			buf = append(buf, 4)
-			for _, v := range a.BinaryListValues {
-				put(v)
-			}
-		}
-	}
-	sum := md5.Sum(buf)
-	return hex.EncodeToString(sum[:])
+	return message.AttributesMD5(conv)
 }
 
 // delete deletes from the source what the destination holds.
@@ -921,13 +898,4 @@ func (k *copier) dryRun(ctx context.Context) (Report, error) {
 		rep.Queues = append(rep.Queues, r)
 	}
 	return rep, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
