@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/cmdkit"
 )
 
 // adminClient talks to the admin API (--admin, SLUICE_ADMIN_ENDPOINT):
@@ -146,7 +148,7 @@ func (k *clientCmd) adminPeek(ctx context.Context, queue string, f filter, max i
 		return err
 	}
 	if k.json {
-		return writeJSON(k.env.Stdout, out)
+		return cmdkit.WriteJSON(k.env.Stdout, out)
 	}
 	var rows [][]string
 	for _, m := range out.Messages {
@@ -160,7 +162,7 @@ func (k *clientCmd) adminPeek(ctx context.Context, queue string, f filter, max i
 		}
 		rows = append(rows, []string{m.Sent.Local().Format("2006-01-02 15:04:05"), dash(m.Tenant), dash(src), strconv.Itoa(m.ReceiveCount), dash(m.Reason), dash(m.LastError), body})
 	}
-	table(k.env.Stdout, []string{"SENT", "TENANT", "SOURCE", "RECEIVES", "REASON", "LAST ERROR", "BODY"}, rows)
+	cmdkit.Table(k.env.Stdout, []string{"SENT", "TENANT", "SOURCE", "RECEIVES", "REASON", "LAST ERROR", "BODY"}, rows)
 	if out.Next != "" {
 		fmt.Fprintf(k.env.Stdout, "more: --after %s\n", out.Next)
 	}
@@ -181,7 +183,7 @@ type tenantRow struct {
 
 func (k *clientCmd) printTenants(ts []tenantRow) error {
 	if k.json {
-		return writeJSON(k.env.Stdout, ts)
+		return cmdkit.WriteJSON(k.env.Stdout, ts)
 	}
 	var rows [][]string
 	for _, t := range ts {
@@ -208,6 +210,6 @@ func (k *clientCmd) printTenants(ts []tenantRow) error {
 		rows = append(rows, []string{dash(t.Name), strconv.Itoa(t.Ready), strconv.Itoa(t.InFlight), t.OldestAge.Round(time.Millisecond).String(),
 			dash(strings.Join(lanes, " ")), dash(strings.Join(state, ", ")), strings.Join(parts, ","), dash(lim)})
 	}
-	table(k.env.Stdout, []string{"TENANT", "READY", "IN FLIGHT", "OLDEST", "LANES", "STATE", "PARTITIONS", "OVERRIDES"}, rows)
+	cmdkit.Table(k.env.Stdout, []string{"TENANT", "READY", "IN FLIGHT", "OLDEST", "LANES", "STATE", "PARTITIONS", "OVERRIDES"}, rows)
 	return nil
 }

@@ -5,7 +5,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,15 +12,13 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"text/tabwriter"
+
+	"github.com/sluicemq/sluice/internal/cmdkit"
+	"github.com/sluicemq/sluice/internal/loadgen"
 )
 
 // Env is what a command runs with.
-type Env struct {
-	Stdout, Stderr io.Writer
-	// Getenv reads the environment (os.Getenv by default).
-	Getenv func(string) string
-}
+type Env = cmdkit.Env
 
 const usage = `sluice: a durable, SQS-compatible message queue.
 
@@ -81,9 +78,9 @@ func Run(ctx context.Context, args []string, env Env) int {
 	case "queues", "send", "receive", "dlq", "stats", "tenants":
 		err = client(ctx, args, env)
 	case "bench":
-		err = bench(ctx, args[1:], env)
+		err = loadgen.Bench(ctx, args[1:], env)
 	case "scenario":
-		err = scenario(ctx, args[1:], env)
+		err = loadgen.Scenario(ctx, args[1:], env)
 	case "copy":
 		err = copyQueues(ctx, args[1:], env)
 	default:
@@ -105,22 +102,6 @@ type repeated []string
 func (r *repeated) String() string     { return strings.Join(*r, ",") }
 func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
-// parseFlags parses flags that may come after positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return pos, nil
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-}
-
 func kvs(list []string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, s := range list {
@@ -131,22 +112,6 @@ func kvs(list []string) (map[string]string, error) {
 		out[k] = v
 	}
 	return out, nil
-}
-
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// table prints rows under a header, aligned.
-func table(w io.Writer, header []string, rows [][]string) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, strings.Join(header, "\t"))
-	for _, r := range rows {
-		fmt.Fprintln(tw, strings.Join(r, "\t"))
-	}
-	tw.Flush()
 }
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }

@@ -11,26 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/cmdkit"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 )
-
-// newSQS returns an SDK client for the endpoint. Credentials come from
-// AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, or
-// placeholders when the server runs without authentication.
-func newSQS(endpoint, region string, env Env) *awssqs.Client {
-	key, secret := env.Getenv("AWS_ACCESS_KEY_ID"), env.Getenv("AWS_SECRET_ACCESS_KEY")
-	if key == "" {
-		key, secret = "sluice", "sluice"
-	}
-	return awssqs.New(awssqs.Options{
-		Region:       region,
-		BaseEndpoint: aws.String(endpoint),
-		Credentials:  credentials.NewStaticCredentialsProvider(key, secret, env.Getenv("AWS_SESSION_TOKEN")),
-	})
-}
 
 type clientCmd struct {
 	env      Env
@@ -111,11 +97,11 @@ func client(ctx context.Context, args []string, env Env) error {
 	fs.Float64Var(&lim.recvRate, "receive-rate", 0, "tenant receive rate, messages/s")
 	fs.Float64Var(&lim.recvBurst, "receive-burst", 0, "tenant receive burst")
 	fs.IntVar(&lim.backlog, "backlog-target", 0, "tenant backlog target (backpressure)")
-	pos, err := parseFlags(fs, rest)
+	pos, err := cmdkit.ParseFlags(fs, rest)
 	if err != nil {
 		return err
 	}
-	k.c = newSQS(k.endpoint, k.region, env)
+	k.c = cmdkit.NewSQS(k.endpoint, k.region, env)
 	k.admin = &adminClient{base: adminURL, token: *adminToken, hc: &http.Client{Timeout: 30 * time.Second}}
 	need := func(n int, what string) error {
 		if len(pos) < n {
@@ -165,13 +151,13 @@ func client(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 		if k.json {
-			return writeJSON(env.Stdout, out.Attributes)
+			return cmdkit.WriteJSON(env.Stdout, out.Attributes)
 		}
 		var rows [][]string
 		for _, n := range sortedKeys(out.Attributes) {
 			rows = append(rows, []string{n, out.Attributes[n]})
 		}
-		table(env.Stdout, []string{"ATTRIBUTE", "VALUE"}, rows)
+		cmdkit.Table(env.Stdout, []string{"ATTRIBUTE", "VALUE"}, rows)
 		return nil
 	case "queues set":
 		if err := need(2, "NAME and KEY=VALUE"); err != nil {
@@ -373,7 +359,7 @@ func client(ctx context.Context, args []string, env Env) error {
 
 func (k *clientCmd) print(v any, text string) error {
 	if k.json {
-		return writeJSON(k.env.Stdout, v)
+		return cmdkit.WriteJSON(k.env.Stdout, v)
 	}
 	fmt.Fprintln(k.env.Stdout, text)
 	return nil
@@ -434,13 +420,13 @@ func (k *clientCmd) list(ctx context.Context, prefix string) error {
 		if rows == nil {
 			rows = []queueRow{}
 		}
-		return writeJSON(k.env.Stdout, rows)
+		return cmdkit.WriteJSON(k.env.Stdout, rows)
 	}
 	var out [][]string
 	for _, r := range rows {
 		out = append(out, []string{r.Name, strconv.Itoa(r.Visible), strconv.Itoa(r.InFlight), strconv.Itoa(r.Delayed), dash(r.DeadLetter)})
 	}
-	table(k.env.Stdout, []string{"QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DEAD-LETTER QUEUE"}, out)
+	cmdkit.Table(k.env.Stdout, []string{"QUEUE", "VISIBLE", "IN FLIGHT", "DELAYED", "DEAD-LETTER QUEUE"}, out)
 	return nil
 }
 
@@ -473,13 +459,13 @@ func (k *clientCmd) dlqList(ctx context.Context) error {
 		if dlqs == nil {
 			dlqs = []queueRow{}
 		}
-		return writeJSON(k.env.Stdout, dlqs)
+		return cmdkit.WriteJSON(k.env.Stdout, dlqs)
 	}
 	var out [][]string
 	for _, r := range dlqs {
 		out = append(out, []string{r.Name, strconv.Itoa(r.Visible), strconv.Itoa(r.InFlight), r.RedriveFrom})
 	}
-	table(k.env.Stdout, []string{"DEAD-LETTER QUEUE", "MESSAGES", "IN FLIGHT", "SOURCES"}, out)
+	cmdkit.Table(k.env.Stdout, []string{"DEAD-LETTER QUEUE", "MESSAGES", "IN FLIGHT", "SOURCES"}, out)
 	return nil
 }
 
@@ -516,7 +502,7 @@ func (k *clientCmd) printMessages(ms []types.Message) error {
 		for _, m := range ms {
 			rows = append(rows, msgRow{MessageID: *m.MessageId, Body: *m.Body, ReceiptHandle: *m.ReceiptHandle, Attributes: m.Attributes})
 		}
-		return writeJSON(k.env.Stdout, rows)
+		return cmdkit.WriteJSON(k.env.Stdout, rows)
 	}
 	var rows [][]string
 	for _, m := range ms {
@@ -530,7 +516,7 @@ func (k *clientCmd) printMessages(ms []types.Message) error {
 		}
 		rows = append(rows, []string{*m.MessageId, m.Attributes["ApproximateReceiveCount"], sent, body})
 	}
-	table(k.env.Stdout, []string{"MESSAGE ID", "RECEIVES", "SENT", "BODY"}, rows)
+	cmdkit.Table(k.env.Stdout, []string{"MESSAGE ID", "RECEIVES", "SENT", "BODY"}, rows)
 	return nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicemq/sluice/internal/cmdkit"
+
 	"github.com/sluicemq/sluice/internal/qcopy"
 )
 
@@ -59,7 +61,7 @@ func copyQueues(ctx context.Context, args []string, env Env) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	fs.IntVar(&o.Concurrency, "concurrency", 4, "receive-and-send loops at once (1-64); a FIFO queue gets one")
 	vis := fs.Int("visibility", 60, "visibility timeout of received source messages, seconds (copy: until they reappear)")
-	pos, err := parseFlags(fs, args)
+	pos, err := cmdkit.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -82,8 +84,8 @@ func copyQueues(ctx context.Context, args []string, env Env) error {
 		}
 		o.Patterns = append(o.Patterns, p)
 	}
-	o.Source = newSQS(fromURL, fromRegion, sideEnv(env, "FROM"))
-	o.Destination = newSQS(toURL, toRegion, sideEnv(env, "TO"))
+	o.Source = cmdkit.NewSQS(fromURL, fromRegion, sideEnv(env, "FROM"))
+	o.Destination = cmdkit.NewSQS(toURL, toRegion, sideEnv(env, "TO"))
 	rep, err := qcopy.Run(ctx, o)
 	if err != nil {
 		return err
@@ -139,11 +141,11 @@ func printCopy(env Env, rep qcopy.Report, o qcopy.Options, asJSON bool) error {
 		rows = append(rows, []string{r.Name, dest, strconv.Itoa(r.Copied), strconv.Itoa(r.Failed), count(r.Visible), count(r.InFlight), count(r.Delayed)})
 	}
 	if asJSON {
-		if err := writeJSON(env.Stdout, rep); err != nil {
+		if err := cmdkit.WriteJSON(env.Stdout, rep); err != nil {
 			return err
 		}
 	} else {
-		table(env.Stdout, []string{"QUEUE", "DESTINATION", strings.ToUpper(verb), "FAILED", "LEFT VISIBLE", "IN FLIGHT", "DELAYED"}, rows)
+		cmdkit.Table(env.Stdout, []string{"QUEUE", "DESTINATION", strings.ToUpper(verb), "FAILED", "LEFT VISIBLE", "IN FLIGHT", "DELAYED"}, rows)
 		fmt.Fprintf(env.Stdout, "total: %d %s, %d failed\n", rep.Copied, verb, rep.Failed)
 		switch {
 		case rep.Held > 0 && o.Move:
@@ -172,7 +174,7 @@ func count(n int) string {
 // would find.
 func printDryRun(env Env, rep qcopy.Report, asJSON bool) error {
 	if asJSON {
-		return writeJSON(env.Stdout, rep)
+		return cmdkit.WriteJSON(env.Stdout, rep)
 	}
 	var rows [][]string
 	var lines []string
@@ -195,7 +197,7 @@ func printDryRun(env Env, rep qcopy.Report, asJSON bool) error {
 		}
 		lines = append(lines, line)
 	}
-	table(env.Stdout, []string{"QUEUE", "DESTINATION", "MESSAGES", "IN FLIGHT", "DELAYED"}, rows)
+	cmdkit.Table(env.Stdout, []string{"QUEUE", "DESTINATION", "MESSAGES", "IN FLIGHT", "DELAYED"}, rows)
 	for _, l := range lines {
 		fmt.Fprintln(env.Stdout, l)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicemq/sluice/internal/cmdkit"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -21,7 +23,7 @@ type sentMsg struct {
 }
 
 func testClient(ep string) *awssqs.Client {
-	return newSQS(ep, "us-east-1", Env{Getenv: func(string) string { return "" }})
+	return cmdkit.NewSQS(ep, "us-east-1", Env{Getenv: func(string) string { return "" }})
 }
 
 func mustURL(t *testing.T, c *awssqs.Client, name string, attrs, tags map[string]string) string {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/cmdkit"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
@@ -114,7 +116,7 @@ func isLoopback(addr string) bool {
 
 func serve(ctx context.Context, args []string, env Env) error {
 	fs, c := serveFlags(env)
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := cmdkit.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	var level slog.Level

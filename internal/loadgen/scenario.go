@@ -1,4 +1,4 @@
-package cli
+package loadgen
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/cmdkit"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -30,7 +32,9 @@ import (
 //	        headroom; the send-to-receive time of messages sent after the
 //	        return, with SidelineAgeSeconds set and not.
 //	cost:   receive throughput with 10,000 tenants against one tenant.
-func scenario(ctx context.Context, args []string, env Env) error {
+//
+// Scenario is `sluice scenario`: the anti-backlog scenarios.
+func Scenario(ctx context.Context, args []string, env cmdkit.Env) error {
 	fs := flag.NewFlagSet("scenario", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	endpoint := env.Getenv("SLUICE_ENDPOINT")
@@ -47,7 +51,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 	sideline := fs.Int("sideline", 1, "outage: SidelineAgeSeconds of the sidelining run (the backlog younger than this stays ahead of fresh traffic)")
 	tenants := fs.Int("tenants", 10000, "cost: number of tenants")
 	messages := fs.Int("messages", 100000, "cost: messages preloaded per run")
-	rest, err := parseFlags(fs, args)
+	rest, err := cmdkit.ParseFlags(fs, args)
 	if err != nil {
 		return err
 	}
@@ -88,7 +92,7 @@ func scenario(ctx context.Context, args []string, env Env) error {
 type scn struct {
 	p        poster
 	sdk      *awssqs.Client
-	out      Env
+	out      cmdkit.Env
 	capacity int
 }
 

@@ -1,4 +1,9 @@
-package cli
+// Package loadgen is `sluice bench` and `sluice scenario`: load against a
+// running server over the SQS JSON protocol (a lean client of its own, or
+// the AWS SDK), the same workload against RabbitMQ and NATS JetStream
+// (internal/peers), the charts of the results, and the anti-backlog
+// scenarios.
+package loadgen
 
 import (
 	"context"
@@ -12,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/cmdkit"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -35,7 +42,9 @@ Start the peers with scripts/peers.sh start (docs/benchmarks.md).
 Flags:
 `
 
-func bench(ctx context.Context, args []string, env Env) error {
+// Bench is `sluice bench`: load over the SQS JSON protocol against a
+// running server, or the same workload against RabbitMQ and NATS.
+func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	if len(args) > 0 && args[0] == "chart" {
 		return benchChart(args[1:], env)
 	}
@@ -70,7 +79,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 	cpuProfile := fs.String("cpuprofile", "", "write the load generator's CPU profile to this file (to see what the client itself costs)")
 	useSDK := fs.Bool("sdk", false, "Sluice: drive the server with the AWS SDK (signed requests; uses much more client CPU) instead of the lean JSON client")
 	stdHTTP := fs.Bool("stdhttp", false, "Sluice: the lean JSON client over net/http's client instead of its own keep-alive connections (more client CPU per request)")
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := cmdkit.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	if *batch < 1 || *batch > 10 {
@@ -160,14 +169,14 @@ func bench(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if *jsonOut == "-" {
-		return writeJSON(env.Stdout, rep)
+		return cmdkit.WriteJSON(env.Stdout, rep)
 	}
 	if *jsonOut != "" {
 		f, err := os.Create(*jsonOut)
 		if err != nil {
 			return err
 		}
-		if err := writeJSON(f, rep); err != nil {
+		if err := cmdkit.WriteJSON(f, rep); err != nil {
 			f.Close()
 			return err
 		}
@@ -184,7 +193,7 @@ func bench(ctx context.Context, args []string, env Env) error {
 }
 
 // printRun prints one run in full.
-func printRun(env Env, res peers.Result) {
+func printRun(env cmdkit.Env, res peers.Result) {
 	fmt.Fprintf(env.Stdout, "%s: sent %d, received %d in %.1fs (errors %d)\n", res.Peer, res.Sent, res.Received, res.DurationS, res.Errors)
 	fmt.Fprintf(env.Stdout, "send rate        %.0f msgs/s\nend-to-end rate  %.0f msgs/s\n", res.SendRate, res.Rate)
 	for _, l := range []struct {
@@ -204,7 +213,7 @@ func printRun(env Env, res peers.Result) {
 
 // printTable prints one row per peer, size and queue count: msgs/s each
 // round, the median, Sluice's median over the row's, and latencies.
-func printTable(env Env, rep peers.Report) {
+func printTable(env cmdkit.Env, rep peers.Report) {
 	sums := peers.Summaries(rep.Results)
 	sluiceAt := map[[2]int]float64{}
 	for _, s := range sums {
@@ -236,7 +245,7 @@ func printTable(env Env, rep peers.Report) {
 			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), s.Durability)
 		rows = append(rows, row)
 	}
-	table(env.Stdout, header, rows)
+	cmdkit.Table(env.Stdout, header, rows)
 }
 
 // thousands formats a rate as a whole number with thousands separators.

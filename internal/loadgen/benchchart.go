@@ -1,4 +1,4 @@
-package cli
+package loadgen
 
 import (
 	"encoding/json"
@@ -6,17 +6,19 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/sluicemq/sluice/internal/cmdkit"
+
 	"github.com/sluicemq/sluice/internal/charts"
 	"github.com/sluicemq/sluice/internal/peers"
 )
 
 // benchChart draws the charts from `sluice bench --json` reports.
-func benchChart(args []string, env Env) error {
+func benchChart(args []string, env cmdkit.Env) error {
 	fs := flag.NewFlagSet("bench chart", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
 	in := fs.String("in", "", "reports written by sluice bench --json, comma-separated")
 	out := fs.String("out", "docs/bench", "directory to write the PNG and SVG charts to")
-	if _, err := parseFlags(fs, args); err != nil {
+	if _, err := cmdkit.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	files := splitList(*in)
