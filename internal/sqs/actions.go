@@ -9,10 +9,11 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-type handler func(s *Server, req *request) (obj, error)
+type handler func(s *Server, req *request) (wire.Obj, error)
 
 type action struct {
 	h         handler
@@ -49,10 +50,10 @@ var actions = map[string]action{
 	"DeferMessage":  {(*Server).deferMessage, false},
 }
 
-func (s *Server) dispatch(req *request) (obj, bool, error) {
+func (s *Server) dispatch(req *request) (wire.Obj, bool, error) {
 	a, ok := actions[req.action]
 	if !ok {
-		return nil, false, st.Errorf(codeInvalidAction, "The action %s is not valid for this endpoint.", req.action)
+		return nil, false, st.Errorf(wire.CodeInvalidAction, "The action %s is not valid for this endpoint.", req.action)
 	}
 	out, err := a.h(s, req)
 	return out, a.hasResult, err
@@ -102,7 +103,7 @@ func (s *Server) queueURL(req *request, name string) string {
 // name) or the queue named by the request path, and checks the principal
 // may use it.
 func (s *Server) queueName(req *request) (string, error) {
-	raw, err := req.p.str("QueueUrl")
+	raw, err := req.p.Str("QueueUrl")
 	if err != nil {
 		return "", err
 	}
@@ -111,7 +112,7 @@ func (s *Server) queueName(req *request) (string, error) {
 	case raw == "" && req.pathQueue != "":
 		name = req.pathQueue
 	case raw == "":
-		return "", missing("QueueUrl")
+		return "", wire.Missing("QueueUrl")
 	case !strings.Contains(raw, "/"):
 		name = raw
 	default:
@@ -135,19 +136,19 @@ func noQueue() error {
 	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
 }
 
-func (s *Server) createQueue(req *request) (obj, error) {
-	name, err := req.p.required("QueueName")
+func (s *Server) createQueue(req *request) (wire.Obj, error) {
+	name, err := req.p.Required("QueueName")
 	if err != nil {
 		return nil, err
 	}
 	if !req.principal.Allows(name) {
 		return nil, st.Errorf(st.CodeAccessDenied, "Access to the queue %s is denied.", name)
 	}
-	attrs, err := req.p.strMap("Attributes")
+	attrs, err := req.p.StrMap("Attributes")
 	if err != nil {
 		return nil, err
 	}
-	tags, err := req.p.strMap("tags")
+	tags, err := req.p.StrMap("tags")
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +157,10 @@ func (s *Server) createQueue(req *request) (obj, error) {
 	if _, err := s.b.CreateQueue(ctx, name, attrs, tags); err != nil {
 		return nil, err
 	}
-	return obj{}.add("QueueUrl", s.queueURL(req, name)), nil
+	return wire.Obj{}.Add("QueueUrl", s.queueURL(req, name)), nil
 }
 
-func (s *Server) deleteQueue(req *request) (obj, error) {
+func (s *Server) deleteQueue(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -169,12 +170,12 @@ func (s *Server) deleteQueue(req *request) (obj, error) {
 	return nil, s.b.DeleteQueue(ctx, name)
 }
 
-func (s *Server) getQueueURL(req *request) (obj, error) {
-	name, err := req.p.required("QueueName")
+func (s *Server) getQueueURL(req *request) (wire.Obj, error) {
+	name, err := req.p.Required("QueueName")
 	if err != nil {
 		return nil, err
 	}
-	if owner, _ := req.p.str("QueueOwnerAWSAccountId"); owner != "" && owner != s.cfg.AccountID {
+	if owner, _ := req.p.Str("QueueOwnerAWSAccountId"); owner != "" && owner != s.cfg.AccountID {
 		return nil, noQueue()
 	}
 	if !req.principal.Allows(name) {
@@ -183,12 +184,12 @@ func (s *Server) getQueueURL(req *request) (obj, error) {
 	if _, err := s.b.GetQueue(name); err != nil {
 		return nil, err
 	}
-	return obj{}.add("QueueUrl", s.queueURL(req, name)), nil
+	return wire.Obj{}.Add("QueueUrl", s.queueURL(req, name)), nil
 }
 
 // pageParams reads MaxResults (1-1000; 0 when absent) and NextToken.
-func pageParams(p params) (int, string, error) {
-	max, err := p.intp("MaxResults")
+func pageParams(p wire.Params) (int, string, error) {
+	max, err := p.Intp("MaxResults")
 	if err != nil {
 		return 0, "", err
 	}
@@ -199,12 +200,12 @@ func pageParams(p params) (int, string, error) {
 			return 0, "", st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxResults is invalid. Reason: MaxResults must be an integer between 1 and 1000.", m)
 		}
 	}
-	next, err := p.str("NextToken")
+	next, err := p.Str("NextToken")
 	return m, next, err
 }
 
-func (s *Server) listQueues(req *request) (obj, error) {
-	prefix, err := req.p.str("QueueNamePrefix")
+func (s *Server) listQueues(req *request) (wire.Obj, error) {
+	prefix, err := req.p.Str("QueueNamePrefix")
 	if err != nil {
 		return nil, err
 	}
@@ -219,20 +220,20 @@ func (s *Server) listQueues(req *request) (obj, error) {
 	return s.urlList(req, "QueueUrls", names, token), nil
 }
 
-func (s *Server) urlList(req *request, member string, names []string, token string) obj {
+func (s *Server) urlList(req *request, member string, names []string, token string) wire.Obj {
 	urls := make([]any, len(names))
 	for i, n := range names {
 		urls[i] = s.queueURL(req, n)
 	}
-	return obj{}.add(member, list{member: "QueueUrl", items: urls}).addStr("NextToken", token)
+	return wire.Obj{}.Add(member, wire.List{Member: "QueueUrl", Items: urls}).AddStr("NextToken", token)
 }
 
-func (s *Server) getQueueAttributes(req *request) (obj, error) {
+func (s *Server) getQueueAttributes(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	names, err := req.p.strList("AttributeNames")
+	names, err := req.p.StrList("AttributeNames")
 	if err != nil {
 		return nil, err
 	}
@@ -240,30 +241,30 @@ func (s *Server) getQueueAttributes(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return obj{}.add("Attributes", stringMap("Attribute", "Name", "Value", attrs)), nil
+	return wire.Obj{}.Add("Attributes", stringMap("Attribute", "Name", "Value", attrs)), nil
 }
 
-func stringMap(entry, key, val string, m map[string]string) mapv {
-	mv := mapv{entry: entry, key: key, val: val, vals: map[string]any{}}
+func stringMap(entry, key, val string, m map[string]string) wire.Mapv {
+	mv := wire.Mapv{Entry: entry, Key: key, Val: val, Vals: map[string]any{}}
 	for k, v := range m {
-		mv.keys = append(mv.keys, k)
-		mv.vals[k] = v
+		mv.Keys = append(mv.Keys, k)
+		mv.Vals[k] = v
 	}
-	sort.Strings(mv.keys)
+	sort.Strings(mv.Keys)
 	return mv
 }
 
-func (s *Server) setQueueAttributes(req *request) (obj, error) {
+func (s *Server) setQueueAttributes(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	attrs, err := req.p.strMap("Attributes")
+	attrs, err := req.p.StrMap("Attributes")
 	if err != nil {
 		return nil, err
 	}
-	if len(attrs) == 0 && !req.p.has("Attributes") {
-		return nil, missing("Attributes")
+	if len(attrs) == 0 && !req.p.Has("Attributes") {
+		return nil, wire.Missing("Attributes")
 	}
 	ctx, cancel := req.ctx(s)
 	defer cancel()
@@ -271,22 +272,22 @@ func (s *Server) setQueueAttributes(req *request) (obj, error) {
 }
 
 // sendInput decodes one message (a SendMessage request or a batch entry).
-func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
+func (s *Server) sendInput(req *request, p wire.Params) (st.SendInput, error) {
 	var in st.SendInput
 	var err error
-	if !p.has("MessageBody") {
-		return in, missing("MessageBody")
+	if !p.Has("MessageBody") {
+		return in, wire.Missing("MessageBody")
 	}
-	if in.Body, err = p.str("MessageBody"); err != nil {
+	if in.Body, err = p.Str("MessageBody"); err != nil {
 		return in, err
 	}
-	if in.DelaySeconds, err = p.intp("DelaySeconds"); err != nil {
+	if in.DelaySeconds, err = p.Intp("DelaySeconds"); err != nil {
 		return in, err
 	}
-	if in.Attributes, err = p.msgAttrs("MessageAttributes"); err != nil {
+	if in.Attributes, err = p.MsgAttrs("MessageAttributes"); err != nil {
 		return in, err
 	}
-	sys, err := p.msgAttrs("MessageSystemAttributes")
+	sys, err := p.MsgAttrs("MessageSystemAttributes")
 	if err != nil {
 		return in, err
 	}
@@ -302,16 +303,16 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 	if in.TraceHeader == "" {
 		in.TraceHeader = req.r.Header.Get("X-Amzn-Trace-Id")
 	}
-	if in.GroupID, err = p.str("MessageGroupId"); err != nil {
+	if in.GroupID, err = p.Str("MessageGroupId"); err != nil {
 		return in, err
 	}
-	if p.has("MessageGroupId") && in.GroupID == "" {
+	if p.Has("MessageGroupId") && in.GroupID == "" {
 		return in, emptyID("MessageGroupId")
 	}
-	if in.DedupID, err = p.str("MessageDeduplicationId"); err != nil {
+	if in.DedupID, err = p.Str("MessageDeduplicationId"); err != nil {
 		return in, err
 	}
-	if p.has("MessageDeduplicationId") && in.DedupID == "" {
+	if p.Has("MessageDeduplicationId") && in.DedupID == "" {
 		return in, emptyID("MessageDeduplicationId")
 	}
 	in.SenderID = req.principal.SenderID()
@@ -321,21 +322,21 @@ func (s *Server) sendInput(req *request, p params) (st.SendInput, error) {
 	return in, nil
 }
 
-func sendResult(in st.SendInput, r st.SendResult) obj {
-	o := make(obj, 0, 5).add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
-		addStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
+func sendResult(in st.SendInput, r st.SendResult) wire.Obj {
+	o := make(wire.Obj, 0, 5).Add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
+		AddStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
 	if in.TraceHeader != "" {
 		th := in.TraceHeader
-		o = o.addStr("MD5OfMessageSystemAttributes", md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &th}}))
+		o = o.AddStr("MD5OfMessageSystemAttributes", md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &th}}))
 	}
-	return o.add("MessageId", r.MessageID).addStr("SequenceNumber", r.SequenceNumber)
+	return o.Add("MessageId", r.MessageID).AddStr("SequenceNumber", r.SequenceNumber)
 }
 
 func emptyID(param string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value  for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", param, param)
 }
 
-func (s *Server) sendMessage(req *request) (obj, error) {
+func (s *Server) sendMessage(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -369,8 +370,8 @@ func validBatchEntryID(id string) bool {
 }
 
 // batchEntries checks the shape every batch action shares.
-func batchEntries(p params, entryName string) ([]params, error) {
-	es, err := p.entries("Entries")
+func batchEntries(p wire.Params, entryName string) ([]wire.Params, error) {
+	es, err := p.Entries("Entries")
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +383,7 @@ func batchEntries(p params, entryName string) ([]params, error) {
 	}
 	seen := map[string]bool{}
 	for _, e := range es {
-		id, err := e.str("Id")
+		id, err := e.Str("Id")
 		if err != nil {
 			return nil, err
 		}
@@ -397,16 +398,16 @@ func batchEntries(p params, entryName string) ([]params, error) {
 	return es, nil
 }
 
-func failure(id string, err error) obj {
+func failure(id string, err error) wire.Obj {
 	e, ok := err.(*st.Error)
 	if !ok {
 		e = &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."}
 	}
-	we := lookupWire(e.Code)
-	return obj{}.add("Id", id).add("SenderFault", boolean(we.Sender)).add("Code", we.QueryCode).add("Message", e.Message)
+	we := wire.Lookup(e.Code)
+	return wire.Obj{}.Add("Id", id).Add("SenderFault", wire.Boolean(we.Sender)).Add("Code", we.QueryCode).Add("Message", e.Message)
 }
 
-func (s *Server) sendMessageBatch(req *request) (obj, error) {
+func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -419,7 +420,7 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 	ids := make([]string, len(es))
 	pre := make([]error, len(es))
 	for i, e := range es {
-		ids[i], _ = e.str("Id")
+		ids[i], _ = e.Str("Id")
 		ins[i], pre[i] = s.sendInput(req, e)
 	}
 	// Entries that failed to decode are not sent (the broker checks the
@@ -451,14 +452,14 @@ func (s *Server) sendMessageBatch(req *request) (obj, error) {
 			failed = append(failed, failure(ids[i], errs[i]))
 			continue
 		}
-		ok = append(ok, make(obj, 0, 5).add("Id", ids[i]).add("MessageId", results[i].MessageID).
-			add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
-			addStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
-			addStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
-			addStr("SequenceNumber", results[i].SequenceNumber))
+		ok = append(ok, make(wire.Obj, 0, 5).Add("Id", ids[i]).Add("MessageId", results[i].MessageID).
+			Add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
+			AddStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
+			AddStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
+			AddStr("SequenceNumber", results[i].SequenceNumber))
 	}
-	return obj{}.add("Successful", list{member: "SendMessageBatchResultEntry", items: ok}).
-		add("Failed", list{member: "BatchResultErrorEntry", items: failed}), nil
+	return wire.Obj{}.Add("Successful", wire.List{Member: "SendMessageBatchResultEntry", Items: ok}).
+		Add("Failed", wire.List{Member: "BatchResultErrorEntry", Items: failed}), nil
 }
 
 func sysMD5(trace string) string {
@@ -485,26 +486,26 @@ func wantAttr(filter []string, name string) bool {
 	return false
 }
 
-func (s *Server) receiveMessage(req *request) (obj, error) {
+func (s *Server) receiveMessage(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
 	var in st.ReceiveInput
-	max, err := req.p.intp("MaxNumberOfMessages")
+	max, err := req.p.Intp("MaxNumberOfMessages")
 	if err != nil {
 		return nil, err
 	}
 	if max != nil {
 		in.MaxMessages = *max // the broker checks the range
 	}
-	if in.VisibilityTimeout, err = req.p.intp("VisibilityTimeout"); err != nil {
+	if in.VisibilityTimeout, err = req.p.Intp("VisibilityTimeout"); err != nil {
 		return nil, err
 	}
-	if in.WaitTimeSeconds, err = req.p.intp("WaitTimeSeconds"); err != nil {
+	if in.WaitTimeSeconds, err = req.p.Intp("WaitTimeSeconds"); err != nil {
 		return nil, err
 	}
-	if in.AttemptID, err = req.p.str("ReceiveRequestAttemptId"); err != nil {
+	if in.AttemptID, err = req.p.Str("ReceiveRequestAttemptId"); err != nil {
 		return nil, err
 	}
 	// Sluice extension: bind this receive to one partition of the queue.
@@ -515,16 +516,16 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 		}
 		in.Partition = &n
 	}
-	sysNames, err := req.p.strList("AttributeNames")
+	sysNames, err := req.p.StrList("AttributeNames")
 	if err != nil {
 		return nil, err
 	}
-	more, err := req.p.strList("MessageSystemAttributeNames")
+	more, err := req.p.StrList("MessageSystemAttributeNames")
 	if err != nil {
 		return nil, err
 	}
 	sysNames = append(sysNames, more...)
-	attrFilter, err := req.p.strList("MessageAttributeNames")
+	attrFilter, err := req.p.StrList("MessageAttributeNames")
 	if err != nil {
 		return nil, err
 	}
@@ -538,14 +539,14 @@ func (s *Server) receiveMessage(req *request) (obj, error) {
 	for _, m := range msgs {
 		items = append(items, renderMessage(m, sysNames, attrFilter))
 	}
-	return obj{}.add("Messages", list{member: "Message", items: items}), nil
+	return wire.Obj{}.Add("Messages", wire.List{Member: "Message", Items: items}), nil
 }
 
-func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
-	o := make(obj, 0, 7).add("MessageId", m.MessageID).add("ReceiptHandle", m.ReceiptHandle).
-		add("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).add("Body", m.Body)
+func renderMessage(m st.Message, sysNames, attrFilter []string) wire.Obj {
+	o := make(wire.Obj, 0, 7).Add("MessageId", m.MessageID).Add("ReceiptHandle", m.ReceiptHandle).
+		Add("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).Add("Body", m.Body)
 	if len(sysNames) > 0 {
-		o = o.add("Attributes", systemAttrs(m, sysNames))
+		o = o.Add("Attributes", systemAttrs(m, sysNames))
 	}
 	if len(m.Attributes) == 0 || len(attrFilter) == 0 {
 		return o
@@ -557,20 +558,20 @@ func renderMessage(m st.Message, sysNames, attrFilter []string) obj {
 		}
 	}
 	if len(sel) > 0 {
-		o = o.add("MD5OfMessageAttributes", md5Attrs(sel))
-		mv := mapv{entry: "MessageAttribute", key: "Name", val: "Value", vals: map[string]any{}}
+		o = o.Add("MD5OfMessageAttributes", md5Attrs(sel))
+		mv := wire.Mapv{Entry: "MessageAttribute", Key: "Name", Val: "Value", Vals: map[string]any{}}
 		for k, v := range sel {
-			mv.keys = append(mv.keys, k)
-			mv.vals[k] = renderAttrValue(v)
+			mv.Keys = append(mv.Keys, k)
+			mv.Vals[k] = renderAttrValue(v)
 		}
-		sort.Strings(mv.keys)
-		o = o.add("MessageAttributes", mv)
+		sort.Strings(mv.Keys)
+		o = o.Add("MessageAttributes", mv)
 	}
 	return o
 }
 
 // systemAttrs renders the system attributes named (or All).
-func systemAttrs(m st.Message, sysNames []string) mapv {
+func systemAttrs(m st.Message, sysNames []string) wire.Mapv {
 	sys := map[string]string{}
 	all := false
 	want := map[string]bool{}
@@ -610,37 +611,37 @@ func systemAttrs(m st.Message, sysNames []string) mapv {
 	return stringMap("Attribute", "Name", "Value", sys)
 }
 
-func renderAttrValue(v st.AttributeValue) obj {
-	o := obj{}
+func renderAttrValue(v st.AttributeValue) wire.Obj {
+	o := wire.Obj{}
 	if v.StringValue != nil {
-		o = o.add("StringValue", *v.StringValue)
+		o = o.Add("StringValue", *v.StringValue)
 	}
 	if v.BinaryValue != nil {
-		o = o.add("BinaryValue", base64.StdEncoding.EncodeToString(v.BinaryValue))
+		o = o.Add("BinaryValue", base64.StdEncoding.EncodeToString(v.BinaryValue))
 	}
 	if len(v.StringListValues) > 0 {
 		items := make([]any, len(v.StringListValues))
 		for i, x := range v.StringListValues {
 			items[i] = x
 		}
-		o = o.add("StringListValues", list{member: "StringListValue", items: items})
+		o = o.Add("StringListValues", wire.List{Member: "StringListValue", Items: items})
 	}
 	if len(v.BinaryListValues) > 0 {
 		items := make([]any, len(v.BinaryListValues))
 		for i, x := range v.BinaryListValues {
 			items[i] = base64.StdEncoding.EncodeToString(x)
 		}
-		o = o.add("BinaryListValues", list{member: "BinaryListValue", items: items})
+		o = o.Add("BinaryListValues", wire.List{Member: "BinaryListValue", Items: items})
 	}
-	return o.add("DataType", v.DataType)
+	return o.Add("DataType", v.DataType)
 }
 
-func (s *Server) deleteMessage(req *request) (obj, error) {
+func (s *Server) deleteMessage(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	h, err := req.p.required("ReceiptHandle")
+	h, err := req.p.Required("ReceiptHandle")
 	if err != nil {
 		return nil, err
 	}
@@ -649,7 +650,7 @@ func (s *Server) deleteMessage(req *request) (obj, error) {
 	return nil, s.b.Delete(ctx, name, h)
 }
 
-func (s *Server) deleteMessageBatch(req *request) (obj, error) {
+func (s *Server) deleteMessageBatch(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -661,8 +662,8 @@ func (s *Server) deleteMessageBatch(req *request) (obj, error) {
 	hs := make([]string, len(es))
 	ids := make([]string, len(es))
 	for i, e := range es {
-		ids[i], _ = e.str("Id")
-		if hs[i], err = e.required("ReceiptHandle"); err != nil {
+		ids[i], _ = e.Str("Id")
+		if hs[i], err = e.Required("ReceiptHandle"); err != nil {
 			return nil, err
 		}
 	}
@@ -675,41 +676,41 @@ func (s *Server) deleteMessageBatch(req *request) (obj, error) {
 	return batchOutcome("DeleteMessageBatchResultEntry", ids, errs), nil
 }
 
-func batchOutcome(member string, ids []string, errs []error) obj {
+func batchOutcome(member string, ids []string, errs []error) wire.Obj {
 	var ok, failed []any
 	for i, id := range ids {
 		if errs[i] != nil {
 			failed = append(failed, failure(id, errs[i]))
 		} else {
-			ok = append(ok, obj{}.add("Id", id))
+			ok = append(ok, wire.Obj{}.Add("Id", id))
 		}
 	}
-	return obj{}.add("Successful", list{member: member, items: ok}).
-		add("Failed", list{member: "BatchResultErrorEntry", items: failed})
+	return wire.Obj{}.Add("Successful", wire.List{Member: member, Items: ok}).
+		Add("Failed", wire.List{Member: "BatchResultErrorEntry", Items: failed})
 }
 
-func (s *Server) changeMessageVisibility(req *request) (obj, error) {
+func (s *Server) changeMessageVisibility(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	h, err := req.p.required("ReceiptHandle")
+	h, err := req.p.Required("ReceiptHandle")
 	if err != nil {
 		return nil, err
 	}
-	v, err := req.p.intp("VisibilityTimeout")
+	v, err := req.p.Intp("VisibilityTimeout")
 	if err != nil {
 		return nil, err
 	}
 	if v == nil {
-		return nil, missing("VisibilityTimeout")
+		return nil, wire.Missing("VisibilityTimeout")
 	}
 	ctx, cancel := req.ctx(s)
 	defer cancel()
 	return nil, s.b.ChangeVisibility(ctx, name, h, *v)
 }
 
-func (s *Server) changeMessageVisibilityBatch(req *request) (obj, error) {
+func (s *Server) changeMessageVisibilityBatch(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -721,11 +722,11 @@ func (s *Server) changeMessageVisibilityBatch(req *request) (obj, error) {
 	in := make([]sluice.VisibilityChange, len(es))
 	ids := make([]string, len(es))
 	for i, e := range es {
-		ids[i], _ = e.str("Id")
-		if in[i].ReceiptHandle, err = e.required("ReceiptHandle"); err != nil {
+		ids[i], _ = e.Str("Id")
+		if in[i].ReceiptHandle, err = e.Required("ReceiptHandle"); err != nil {
 			return nil, err
 		}
-		v, err := e.intp("VisibilityTimeout")
+		v, err := e.Intp("VisibilityTimeout")
 		if err != nil {
 			return nil, err
 		}
@@ -742,7 +743,7 @@ func (s *Server) changeMessageVisibilityBatch(req *request) (obj, error) {
 	return batchOutcome("ChangeMessageVisibilityBatchResultEntry", ids, errs), nil
 }
 
-func (s *Server) purgeQueue(req *request) (obj, error) {
+func (s *Server) purgeQueue(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -752,7 +753,7 @@ func (s *Server) purgeQueue(req *request) (obj, error) {
 	return nil, s.b.Purge(ctx, name)
 }
 
-func (s *Server) listDeadLetterSourceQueues(req *request) (obj, error) {
+func (s *Server) listDeadLetterSourceQueues(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -774,12 +775,12 @@ func (s *Server) listDeadLetterSourceQueues(req *request) (obj, error) {
 	return s.urlList(req, "queueUrls", visible, token), nil
 }
 
-func (s *Server) tagQueue(req *request) (obj, error) {
+func (s *Server) tagQueue(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	tags, err := req.p.strMap("Tags")
+	tags, err := req.p.StrMap("Tags")
 	if err != nil {
 		return nil, err
 	}
@@ -788,12 +789,12 @@ func (s *Server) tagQueue(req *request) (obj, error) {
 	return nil, s.b.TagQueue(ctx, name, tags)
 }
 
-func (s *Server) untagQueue(req *request) (obj, error) {
+func (s *Server) untagQueue(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	keys, err := req.p.strList("TagKeys")
+	keys, err := req.p.StrList("TagKeys")
 	if err != nil {
 		return nil, err
 	}
@@ -802,7 +803,7 @@ func (s *Server) untagQueue(req *request) (obj, error) {
 	return nil, s.b.UntagQueue(ctx, name, keys)
 }
 
-func (s *Server) listQueueTags(req *request) (obj, error) {
+func (s *Server) listQueueTags(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
@@ -811,23 +812,23 @@ func (s *Server) listQueueTags(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return obj{}.add("Tags", stringMap("Tag", "Key", "Value", tags)), nil
+	return wire.Obj{}.Add("Tags", stringMap("Tag", "Key", "Value", tags)), nil
 }
 
-func (s *Server) addPermission(req *request) (obj, error) {
+func (s *Server) addPermission(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	label, err := req.p.required("Label")
+	label, err := req.p.Required("Label")
 	if err != nil {
 		return nil, err
 	}
-	accts, err := req.p.strList("AWSAccountIds")
+	accts, err := req.p.StrList("AWSAccountIds")
 	if err != nil {
 		return nil, err
 	}
-	acts, err := req.p.strList("Actions")
+	acts, err := req.p.StrList("Actions")
 	if err != nil {
 		return nil, err
 	}
@@ -836,12 +837,12 @@ func (s *Server) addPermission(req *request) (obj, error) {
 	return nil, s.b.AddPermission(ctx, name, label, accts, acts)
 }
 
-func (s *Server) removePermission(req *request) (obj, error) {
+func (s *Server) removePermission(req *request) (wire.Obj, error) {
 	name, err := s.queueName(req)
 	if err != nil {
 		return nil, err
 	}
-	label, err := req.p.required("Label")
+	label, err := req.p.Required("Label")
 	if err != nil {
 		return nil, err
 	}
@@ -862,12 +863,12 @@ func (s *Server) arnAllowed(req *request, arn, param string) error {
 	return nil
 }
 
-func (s *Server) startMessageMoveTask(req *request) (obj, error) {
-	src, err := req.p.required("SourceArn")
+func (s *Server) startMessageMoveTask(req *request) (wire.Obj, error) {
+	src, err := req.p.Required("SourceArn")
 	if err != nil {
 		return nil, err
 	}
-	dst, err := req.p.str("DestinationArn")
+	dst, err := req.p.Str("DestinationArn")
 	if err != nil {
 		return nil, err
 	}
@@ -877,7 +878,7 @@ func (s *Server) startMessageMoveTask(req *request) (obj, error) {
 	if err := s.arnAllowed(req, dst, "DestinationArn"); err != nil {
 		return nil, err
 	}
-	rate, err := req.p.intp("MaxNumberOfMessagesPerSecond")
+	rate, err := req.p.Intp("MaxNumberOfMessagesPerSecond")
 	if err != nil {
 		return nil, err
 	}
@@ -894,18 +895,18 @@ func (s *Server) startMessageMoveTask(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return obj{}.add("TaskHandle", h), nil
+	return wire.Obj{}.Add("TaskHandle", h), nil
 }
 
-func (s *Server) listMessageMoveTasks(req *request) (obj, error) {
-	src, err := req.p.required("SourceArn")
+func (s *Server) listMessageMoveTasks(req *request) (wire.Obj, error) {
+	src, err := req.p.Required("SourceArn")
 	if err != nil {
 		return nil, err
 	}
 	if err := s.arnAllowed(req, src, "SourceArn"); err != nil {
 		return nil, err
 	}
-	max, err := req.p.intp("MaxResults")
+	max, err := req.p.Intp("MaxResults")
 	if err != nil {
 		return nil, err
 	}
@@ -921,22 +922,22 @@ func (s *Server) listMessageMoveTasks(req *request) (obj, error) {
 	}
 	items := make([]any, 0, len(tasks))
 	for _, t := range tasks {
-		o := obj{}.addStr("TaskHandle", t.TaskHandle).add("Status", t.Status).add("SourceArn", t.SourceArn).
-			addStr("DestinationArn", t.DestinationArn)
+		o := wire.Obj{}.AddStr("TaskHandle", t.TaskHandle).Add("Status", t.Status).Add("SourceArn", t.SourceArn).
+			AddStr("DestinationArn", t.DestinationArn)
 		if t.MaxNumberOfMessagesPerSecond > 0 {
-			o = o.add("MaxNumberOfMessagesPerSecond", num(t.MaxNumberOfMessagesPerSecond))
+			o = o.Add("MaxNumberOfMessagesPerSecond", wire.Num(t.MaxNumberOfMessagesPerSecond))
 		}
-		o = o.add("ApproximateNumberOfMessagesMoved", num(t.ApproximateNumberOfMessagesMoved)).
-			add("ApproximateNumberOfMessagesToMove", num(t.ApproximateNumberOfMessagesToMove)).
-			addStr("FailureReason", t.FailureReason).
-			add("StartedTimestamp", num(t.StartedTimestamp.UnixMilli()))
+		o = o.Add("ApproximateNumberOfMessagesMoved", wire.Num(t.ApproximateNumberOfMessagesMoved)).
+			Add("ApproximateNumberOfMessagesToMove", wire.Num(t.ApproximateNumberOfMessagesToMove)).
+			AddStr("FailureReason", t.FailureReason).
+			Add("StartedTimestamp", wire.Num(t.StartedTimestamp.UnixMilli()))
 		items = append(items, o)
 	}
-	return obj{}.add("Results", list{member: "ListMessageMoveTasksResultEntry", items: items}), nil
+	return wire.Obj{}.Add("Results", wire.List{Member: "ListMessageMoveTasksResultEntry", Items: items}), nil
 }
 
-func (s *Server) cancelMessageMoveTask(req *request) (obj, error) {
-	h, err := req.p.required("TaskHandle")
+func (s *Server) cancelMessageMoveTask(req *request) (wire.Obj, error) {
+	h, err := req.p.Required("TaskHandle")
 	if err != nil {
 		return nil, err
 	}
@@ -946,17 +947,17 @@ func (s *Server) cancelMessageMoveTask(req *request) (obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	return obj{}.add("ApproximateNumberOfMessagesMoved", num(moved)), nil
+	return wire.Obj{}.Add("ApproximateNumberOfMessagesMoved", wire.Num(moved)), nil
 }
 
 // retryMessage: QueueUrl, ReceiptHandle, DelaySeconds (optional), Reason
 // (optional).
-func (s *Server) retryMessage(req *request) (obj, error) {
+func (s *Server) retryMessage(req *request) (wire.Obj, error) {
 	name, h, reason, err := s.verdict(req)
 	if err != nil {
 		return nil, err
 	}
-	d, err := req.p.intp("DelaySeconds")
+	d, err := req.p.Intp("DelaySeconds")
 	if err != nil {
 		return nil, err
 	}
@@ -966,7 +967,7 @@ func (s *Server) retryMessage(req *request) (obj, error) {
 }
 
 // rejectMessage: QueueUrl, ReceiptHandle, Reason (optional).
-func (s *Server) rejectMessage(req *request) (obj, error) {
+func (s *Server) rejectMessage(req *request) (wire.Obj, error) {
 	name, h, reason, err := s.verdict(req)
 	if err != nil {
 		return nil, err
@@ -977,17 +978,17 @@ func (s *Server) rejectMessage(req *request) (obj, error) {
 }
 
 // deferMessage: QueueUrl, ReceiptHandle, DelaySeconds.
-func (s *Server) deferMessage(req *request) (obj, error) {
+func (s *Server) deferMessage(req *request) (wire.Obj, error) {
 	name, h, _, err := s.verdict(req)
 	if err != nil {
 		return nil, err
 	}
-	d, err := req.p.intp("DelaySeconds")
+	d, err := req.p.Intp("DelaySeconds")
 	if err != nil {
 		return nil, err
 	}
 	if d == nil {
-		return nil, missing("DelaySeconds")
+		return nil, wire.Missing("DelaySeconds")
 	}
 	ctx, cancel := req.ctx(s)
 	defer cancel()
@@ -998,9 +999,9 @@ func (s *Server) verdict(req *request) (name, handle, reason string, err error) 
 	if name, err = s.queueName(req); err != nil {
 		return
 	}
-	if handle, err = req.p.required("ReceiptHandle"); err != nil {
+	if handle, err = req.p.Required("ReceiptHandle"); err != nil {
 		return
 	}
-	reason, err = req.p.str("Reason")
+	reason, err = req.p.Str("Reason")
 	return
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -21,7 +22,7 @@ func (s *Server) identify(req *request) (*signature, error) {
 	sig, err := sigv4.Parse(req.r)
 	var inc *sigv4.Incomplete
 	if errors.As(err, &inc) {
-		err = st.Errorf(codeIncompleteSignature, "The request signature is incomplete: %s.", inc.Why)
+		err = st.Errorf(wire.CodeIncompleteSignature, "The request signature is incomplete: %s.", inc.Why)
 	}
 	if s.cfg.Credentials == nil {
 		if err == nil && sig != nil {
@@ -33,29 +34,29 @@ func (s *Server) identify(req *request) (*signature, error) {
 		return nil, err
 	}
 	if sig == nil {
-		return nil, st.Errorf(codeMissingAuthenticationToken, "Request is missing Authentication Token")
+		return nil, st.Errorf(wire.CodeMissingAuthenticationToken, "Request is missing Authentication Token")
 	}
 	p := s.cfg.Credentials.Lookup(sig.AccessKey)
 	if p == nil {
-		return nil, st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
+		return nil, st.Errorf(wire.CodeInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	token := req.r.Header.Get("X-Amz-Security-Token")
 	if sig.Presigned {
 		token = req.r.URL.Query().Get("X-Amz-Security-Token")
 	}
 	if p.SessionToken != "" && token != p.SessionToken {
-		return nil, st.Errorf(codeInvalidClientTokenID, "The security token included in the request is invalid.")
+		return nil, st.Errorf(wire.CodeInvalidClientTokenID, "The security token included in the request is invalid.")
 	}
 	t, err := time.Parse("20060102T150405Z", sig.Date)
 	if err != nil {
-		return nil, st.Errorf(codeIncompleteSignature, "X-Amz-Date is not a valid ISO 8601 basic timestamp.")
+		return nil, st.Errorf(wire.CodeIncompleteSignature, "X-Amz-Date is not a valid ISO 8601 basic timestamp.")
 	}
 	now := s.cfg.Now()
 	if d := now.Sub(t); d > MaxClockSkew || d < -MaxClockSkew {
-		return nil, st.Errorf(codeSignatureDoesNotMatch, "Signature expired: %s is now earlier than %s (%s - 15 min.)", sig.Date, now.UTC().Add(-MaxClockSkew).Format("20060102T150405Z"), now.UTC().Format("20060102T150405Z"))
+		return nil, st.Errorf(wire.CodeSignatureDoesNotMatch, "Signature expired: %s is now earlier than %s (%s - 15 min.)", sig.Date, now.UTC().Add(-MaxClockSkew).Format("20060102T150405Z"), now.UTC().Format("20060102T150405Z"))
 	}
 	if sig.Presigned && sig.Expires > 0 && now.After(t.Add(time.Duration(sig.Expires)*time.Second)) {
-		return nil, st.Errorf(codeRequestExpired, "Request has expired.")
+		return nil, st.Errorf(wire.CodeRequestExpired, "Request has expired.")
 	}
 	return &signature{Signature: sig, principal: p}, nil
 }
@@ -75,7 +76,7 @@ func (s *Server) verify(req *request, sig *signature, body []byte) error {
 	}
 	p := sig.principal
 	if !sig.Verify(req.r, body, p.SecretAccessKey) {
-		return st.Errorf(codeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
+		return st.Errorf(wire.CodeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
 	}
 	req.principal = p
 	return nil

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -59,7 +60,7 @@ func checkJSONDecode(t *testing.T, body []byte) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return // both: no parameters
 	}
-	got, err := decodeJSON(body)
+	got, err := wire.DecodeJSON(body)
 	want, ok := stdDecode(body)
 	if !ok {
 		if err == nil {
@@ -95,34 +96,34 @@ func checkJSONDecode(t *testing.T, body []byte) {
 // decode to far more values or depth than any request has is refused
 // before it takes memory.
 func TestJSONRefusesWhatItCannotKeep(t *testing.T) {
-	many := "{\"x\":[" + strings.Repeat("0,", maxJSONValues) + "0]}"
-	deep := "{\"x\":" + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + "}"
+	many := "{\"x\":[" + strings.Repeat("0,", wire.MaxJSONValues) + "0]}"
+	deep := "{\"x\":" + strings.Repeat("[", wire.MaxJSONDepth+1) + strings.Repeat("]", wire.MaxJSONDepth+1) + "}"
 	for body, code := range map[string]st.Code{
 		`{"MessageBody":"a` + "\xff" + `b"}`: st.CodeInvalidMessageContents,
 		`{"MessageBody":"\ud800"}`:           st.CodeInvalidMessageContents,
 		`{"MessageBody":"x\udc00"}`:          st.CodeInvalidMessageContents,
-		many:                                 codeMalformedInput,
-		deep:                                 codeMalformedInput,
+		many:                                 wire.CodeMalformedInput,
+		deep:                                 wire.CodeMalformedInput,
 	} {
-		_, err := decodeJSON([]byte(body))
+		_, err := wire.DecodeJSON([]byte(body))
 		var e *st.Error
 		if !errors.As(err, &e) || e.Code != code {
 			t.Errorf("%.60q: %v, want %s", body, err, code)
 		}
 	}
-	if p, err := decodeJSON([]byte(`{"MessageBody":"\ud83d\ude00 \uFFFD"}`)); err != nil || p["MessageBody"] != "😀 \uFFFD" {
+	if p, err := wire.DecodeJSON([]byte(`{"MessageBody":"\ud83d\ude00 \uFFFD"}`)); err != nil || p["MessageBody"] != "😀 \uFFFD" {
 		t.Errorf("a surrogate pair and U+FFFD itself: %v %v", p, err)
 	}
 }
 
 func TestRenderJSON(t *testing.T) {
-	o := obj{}.add("Id", "a\"b\\c\n\x01é😀").add("Empty", "").add("N", num(-42)).add("B", boolean(true)).
-		add("L", list{member: "m", items: []any{obj{}.add("X", "1"), obj{}}}).
-		add("EmptyList", list{member: "m"}).
-		add("M", mapv{entry: "e", key: "k", val: "v", keys: []string{"z", "a"}, vals: map[string]any{"z": "1", "a": obj{}.add("Y", num(2))}}).
-		add("Bad", "x\xffy")
+	o := wire.Obj{}.Add("Id", "a\"b\\c\n\x01é😀").Add("Empty", "").Add("N", wire.Num(-42)).Add("B", wire.Boolean(true)).
+		Add("L", wire.List{Member: "m", Items: []any{wire.Obj{}.Add("X", "1"), wire.Obj{}}}).
+		Add("EmptyList", wire.List{Member: "m"}).
+		Add("M", wire.Mapv{Entry: "e", Key: "k", Val: "v", Keys: []string{"z", "a"}, Vals: map[string]any{"z": "1", "a": wire.Obj{}.Add("Y", wire.Num(2))}}).
+		Add("Bad", "x\xffy")
 	var got map[string]any
-	raw := renderJSON(o)
+	raw := wire.RenderJSON(o)
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatalf("%s: %v", raw, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -177,7 +178,7 @@ type request struct {
 	id        string
 	action    string
 	json      bool
-	p         params
+	p         wire.Params
 	r         *http.Request
 	principal *sigv4.Principal
 	pathQueue string // queue named by the URL path, if any
@@ -218,7 +219,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.json {
 		buf := s.getBuf()
-		*buf = appendJSON(*buf, out)
+		*buf = wire.AppendJSON(*buf, out)
 		h := w.Header()
 		h.Set("Content-Type", "application/x-amz-json-1.0")
 		h.Set("Content-Length", strconv.Itoa(len(*buf))) // one write, not chunks
@@ -229,7 +230,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(http.StatusOK)
-	writeLarge(r.Context(), w, renderXML(req.action, out, hasResult, req.id))
+	writeLarge(r.Context(), w, wire.RenderXML(req.action, out, hasResult, req.id))
 }
 
 // decode authenticates, reads and parses the request, reading the body
@@ -265,7 +266,7 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 		case errors.As(err, &e):
 			return e
 		}
-		return st.Errorf(codeMalformedInput, "Could not read the request body.")
+		return st.Errorf(wire.CodeMalformedInput, "Could not read the request body.")
 	}
 	if err := s.verify(req, sig, body); err != nil {
 		return err
@@ -273,37 +274,37 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 	if req.json {
 		op, ok := strings.CutPrefix(target, "AmazonSQS.")
 		if !ok || op == "" {
-			return st.Errorf(codeInvalidAction, "The action %s is not valid for this endpoint.", target)
+			return st.Errorf(wire.CodeInvalidAction, "The action %s is not valid for this endpoint.", target)
 		}
 		req.action = op
-		if req.p, err = decodeJSON(body); err != nil {
+		if req.p, err = wire.DecodeJSON(body); err != nil {
 			return err
 		}
 	} else {
 		vals := r.URL.Query()
 		if r.Method == http.MethodPost && len(body) > 0 {
 			if n := bytes.Count(body, []byte("&")) + 1; n > maxQueryParams {
-				return st.Errorf(codeMalformedInput, "The request has %d parameters; at most %d are accepted.", n, maxQueryParams)
+				return st.Errorf(wire.CodeMalformedInput, "The request has %d parameters; at most %d are accepted.", n, maxQueryParams)
 			}
 			form, err := url.ParseQuery(string(body))
 			if err != nil {
-				return st.Errorf(codeMalformedInput, "The request body is not a valid form.")
+				return st.Errorf(wire.CodeMalformedInput, "The request body is not a valid form.")
 			}
 			for k, v := range form {
 				vals[k] = v
 			}
 		}
-		req.p = decodeQuery(vals)
-		req.action, _ = req.p.str("Action")
+		req.p = wire.DecodeQuery(vals)
+		req.action, _ = req.p.Str("Action")
 		if req.action == "" {
-			return st.Errorf(codeMissingAction, "The request must contain the parameter Action.")
+			return st.Errorf(wire.CodeMissingAction, "The request must contain the parameter Action.")
 		}
 	}
 	return nil
 }
 
 func tooLarge() error {
-	return st.Errorf(codeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
+	return st.Errorf(wire.CodeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
 }
 
 // readBody reads r to its end into buf's storage (replacing what it held),
@@ -348,7 +349,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 	if !errors.As(err, &e) {
 		e = &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again.", Cause: err}
 	}
-	we := lookupWire(e.Code)
+	we := wire.Lookup(e.Code)
 	req.errCode = string(e.Code)
 	if we.Status >= 500 || e.Cause != nil {
 		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)
@@ -370,10 +371,10 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		w.Header().Set("x-amzn-query-error", we.QueryCode+";"+fault)
 		w.WriteHeader(we.Status)
-		_, _ = w.Write(renderJSON(obj{{"__type", we.JSONType}, {"message", msg}}))
+		_, _ = w.Write(wire.RenderJSON(wire.Obj{}.Add("__type", we.JSONType).Add("message", msg)))
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(we.Status)
-	_, _ = w.Write(renderXMLError(fault, we.QueryCode, msg, req.id))
+	_, _ = w.Write(wire.RenderXMLError(fault, we.QueryCode, msg, req.id))
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -68,37 +69,37 @@ func TestQueryDecode(t *testing.T) {
 		"&SendMessageBatchRequestEntry.2.Id=b&SendMessageBatchRequestEntry.2.MessageBody=there&SendMessageBatchRequestEntry.2.DelaySeconds=5" +
 		"&AttributeName.1=All&MessageAttributeName=Foo&Attribute.1.Name=VisibilityTimeout&Attribute.1.Value=10&Tag.1.Key=k&Tag.1.Value=v"
 	vals, _ := url.ParseQuery(form)
-	p := decodeQuery(vals)
-	es, err := p.entries("Entries")
+	p := wire.DecodeQuery(vals)
+	es, err := p.Entries("Entries")
 	if err != nil || len(es) != 2 {
 		t.Fatalf("entries %v %v", es, err)
 	}
-	if b, _ := es[1].str("MessageBody"); b != "there" {
+	if b, _ := es[1].Str("MessageBody"); b != "there" {
 		t.Fatalf("entry order: %q", b)
 	}
-	attrs, err := es[0].msgAttrs("MessageAttributes")
+	attrs, err := es[0].MsgAttrs("MessageAttributes")
 	if err != nil || *attrs["s"].StringValue != "v" || strings.Join(attrs["l"].StringListValues, ",") != "x,y" {
 		t.Fatalf("nested attributes %+v %v", attrs, err)
 	}
-	if d, _ := es[1].intp("DelaySeconds"); d == nil || *d != 5 {
+	if d, _ := es[1].Intp("DelaySeconds"); d == nil || *d != 5 {
 		t.Fatal("delay")
 	}
-	if names, _ := p.strList("AttributeNames"); len(names) != 1 || names[0] != "All" {
+	if names, _ := p.StrList("AttributeNames"); len(names) != 1 || names[0] != "All" {
 		t.Fatalf("attribute names %v", names)
 	}
-	if names, _ := p.strList("MessageAttributeNames"); len(names) != 1 || names[0] != "Foo" {
+	if names, _ := p.StrList("MessageAttributeNames"); len(names) != 1 || names[0] != "Foo" {
 		t.Fatalf("bare MessageAttributeName: %v", names)
 	}
-	if m, _ := p.strMap("Attributes"); m["VisibilityTimeout"] != "10" {
+	if m, _ := p.StrMap("Attributes"); m["VisibilityTimeout"] != "10" {
 		t.Fatalf("attributes map %v", m)
 	}
-	if m, _ := p.strMap("tags"); m["k"] != "v" {
+	if m, _ := p.StrMap("tags"); m["k"] != "v" {
 		t.Fatalf("tags %v", m)
 	}
 }
 
 func TestXMLEscapesCR(t *testing.T) {
-	out := string(renderXML("ReceiveMessage", obj{}.add("Body", "a\r\nb<&>"), true, "rid"))
+	out := string(wire.RenderXML("ReceiveMessage", wire.Obj{}.Add("Body", "a\r\nb<&>"), true, "rid"))
 	if !strings.Contains(out, "a&#xD;&#xA;b&lt;&amp;&gt;") && !strings.Contains(out, "a&#xD;\nb&lt;&amp;&gt;") {
 		t.Fatalf("escaping: %s", out)
 	}
@@ -176,7 +177,7 @@ func FuzzQueryDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		p := decodeQuery(vals)
+		p := wire.DecodeQuery(vals)
 		exercise(p)
 	})
 }
@@ -185,7 +186,7 @@ func FuzzJSONDecode(f *testing.F) {
 	f.Add(`{"QueueUrl":"q","MessageBody":"x","MessageAttributes":{"a":{"DataType":"Binary","BinaryValue":"AAE="}}}`)
 	f.Add(`{"Entries":[{"Id":"a","MessageBody":1,"DelaySeconds":"x"}]}`)
 	f.Fuzz(func(t *testing.T, body string) {
-		p, err := decodeJSON([]byte(body))
+		p, err := wire.DecodeJSON([]byte(body))
 		if err != nil {
 			return
 		}
@@ -194,20 +195,20 @@ func FuzzJSONDecode(f *testing.F) {
 }
 
 // exercise runs every typed accessor; none may panic on any input.
-func exercise(p params) {
+func exercise(p wire.Params) {
 	for _, k := range []string{"QueueUrl", "MessageBody", "Action"} {
-		p.str(k)
+		p.Str(k)
 	}
-	p.intp("DelaySeconds")
-	p.strList("AttributeNames")
-	p.strMap("Attributes")
-	p.msgAttrs("MessageAttributes")
-	p.msgAttrs("MessageSystemAttributes")
-	es, _ := p.entries("Entries")
+	p.Intp("DelaySeconds")
+	p.StrList("AttributeNames")
+	p.StrMap("Attributes")
+	p.MsgAttrs("MessageAttributes")
+	p.MsgAttrs("MessageSystemAttributes")
+	es, _ := p.Entries("Entries")
 	for _, e := range es {
-		e.str("Id")
-		e.intp("DelaySeconds")
-		e.msgAttrs("MessageAttributes")
+		e.Str("Id")
+		e.Intp("DelaySeconds")
+		e.MsgAttrs("MessageAttributes")
 	}
 }
 
@@ -237,7 +238,7 @@ func FuzzSigV4(f *testing.F) {
 		r.Header.Set("X-Amz-Date", date)
 		creds, _ := sigv4.ParseCredentials([]byte(`{"principals":[{"name":"a","access_key_id":"AK","secret_access_key":"s","queues":["*"]}]}`))
 		s := NewServer(ServerConfig{Credentials: creds, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, nil)
-		req := &request{r: r, p: params{}}
+		req := &request{r: r, p: wire.Params{}}
 		if sig, err := s.identify(req); err == nil { // must not panic
 			_ = s.verify(req, sig, nil)
 		}

@@ -1,4 +1,8 @@
-package sqs
+// Package wire is the SQS wire formats, apart from what a request does:
+// both protocols (AWS JSON 1.0 and Query) decoded into one model (Params,
+// with bounds on what a body may decode to), the answers encoded as JSON or
+// Query XML from one model (Obj), and the error catalogue both render from.
+package wire
 
 import (
 	"bytes"
@@ -18,18 +22,18 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// params is the canonical request model: the JSON protocol's shape (member
+// Params is the canonical request model: the JSON protocol's shape (member
 // names as in the model), decoded from either protocol. Values are string,
 // json.Number, bool, []any or map[string]any.
-type params map[string]any
+type Params map[string]any
 
-// maxJSONValues and maxJSONDepth bound what one JSON body may decode to.
+// MaxJSONValues and MaxJSONDepth bound what one JSON body may decode to.
 // The largest valid request (a batch of ten entries with ten message
 // attributes each) has well under a thousand values and a depth of five;
 // without a bound, 5 MiB of `[0,0,...]` decodes to over a hundred MiB.
 const (
-	maxJSONValues = 10000
-	maxJSONDepth  = 16
+	MaxJSONValues = 10000
+	MaxJSONDepth  = 16
 )
 
 // decodeJSON reads an AWS JSON 1.0 body: one JSON object. Duplicate
@@ -38,14 +42,14 @@ const (
 // refused with InvalidMessageContents (as the Query protocol refuses
 // them), not replaced: the stored body and its MD5 must be what the
 // client sent.
-func decodeJSON(body []byte) (params, error) {
+func DecodeJSON(body []byte) (Params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
-		return params{}, nil
+		return Params{}, nil
 	}
 	// From a bytes.Buffer, jsontext parses in place instead of copying
 	// the body into a buffer of its own.
 	d := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true))
-	budget := maxJSONValues
+	budget := MaxJSONValues
 	v, err := jsonValue(d, &budget, 0)
 	if err == nil {
 		if _, end := d.ReadToken(); end != io.EOF {
@@ -62,15 +66,15 @@ func decodeJSON(body []byte) (params, error) {
 		case strings.Contains(err.Error(), "surrogate"):
 			return nil, st.Errorf(st.CodeInvalidMessageContents, "The request contains an unpaired UTF-16 surrogate escape, which is not a character.")
 		}
-		return nil, st.Errorf(codeMalformedInput, "The request body is not valid JSON: %v", err)
+		return nil, st.Errorf(CodeMalformedInput, "The request body is not valid JSON: %v", err)
 	}
 	switch p := v.(type) {
 	case nil:
-		return params{}, nil
+		return Params{}, nil
 	case map[string]any:
 		return p, nil
 	}
-	return nil, st.Errorf(codeMalformedInput, "The request body is not a JSON object.")
+	return nil, st.Errorf(CodeMalformedInput, "The request body is not a JSON object.")
 }
 
 // jsonValue reads one JSON value as string, json.Number, bool, nil,
@@ -79,10 +83,10 @@ func decodeJSON(body []byte) (params, error) {
 // encoding/json into an any, measured.)
 func jsonValue(d *jsontext.Decoder, budget *int, depth int) (any, error) {
 	if *budget--; *budget < 0 {
-		return nil, st.Errorf(codeMalformedInput, "The request body holds more than %d JSON values.", maxJSONValues)
+		return nil, st.Errorf(CodeMalformedInput, "The request body holds more than %d JSON values.", MaxJSONValues)
 	}
-	if depth > maxJSONDepth {
-		return nil, st.Errorf(codeMalformedInput, "The request body nests JSON deeper than %d levels.", maxJSONDepth)
+	if depth > MaxJSONDepth {
+		return nil, st.Errorf(CodeMalformedInput, "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
 	}
 	t, err := d.ReadToken()
 	if err != nil {
@@ -126,7 +130,7 @@ func jsonValue(d *jsontext.Decoder, budget *int, depth int) (any, error) {
 	return nil, nil // null
 }
 
-// queryLists maps the Query protocol's flattened list and map prefixes to
+// queryLists maps the Query protocol's flattened List and map prefixes to
 // the JSON member names they feed. A prefix may feed several members (the
 // Query model reuses names across operations).
 var queryLists = map[string][]string{
@@ -150,7 +154,7 @@ var queryMaps = map[string]struct {
 }
 
 // decodeQuery turns flattened Query parameters into the canonical model.
-func decodeQuery(vals url.Values) params {
+func DecodeQuery(vals url.Values) Params {
 	flat := map[string]string{}
 	for k, v := range vals {
 		if len(v) > 0 {
@@ -160,8 +164,8 @@ func decodeQuery(vals url.Values) params {
 	return unflatten(flat)
 }
 
-func unflatten(flat map[string]string) params {
-	out := params{}
+func unflatten(flat map[string]string) Params {
+	out := Params{}
 	groups := map[string]map[string]map[string]string{} // prefix -> index -> rest -> value
 	for k, v := range flat {
 		prefix, rest, ok := strings.Cut(k, ".")
@@ -193,11 +197,11 @@ func unflatten(flat map[string]string) params {
 		})
 		switch {
 		case strings.HasSuffix(prefix, "BatchRequestEntry"):
-			var list []any
+			var List []any
 			for _, i := range idxs {
-				list = append(list, map[string]any(unflatten(byIdx[i])))
+				List = append(List, map[string]any(unflatten(byIdx[i])))
 			}
-			out["Entries"] = list
+			out["Entries"] = List
 		case queryMaps[prefix].members != nil:
 			spec := queryMaps[prefix]
 			m := map[string]any{}
@@ -223,14 +227,14 @@ func unflatten(flat map[string]string) params {
 				out[member] = m
 			}
 		case queryLists[prefix] != nil:
-			var list []any
+			var List []any
 			for _, i := range idxs {
 				if v, ok := byIdx[i][""]; ok {
-					list = append(list, v)
+					List = append(List, v)
 				}
 			}
 			for _, member := range queryLists[prefix] {
-				out[member] = list
+				out[member] = List
 			}
 		default:
 			for _, i := range idxs {
@@ -255,17 +259,17 @@ func addGroup(groups map[string]map[string]map[string]string, prefix, idx, rest,
 
 // ---- typed access ----
 
-func missing(name string) error {
+func Missing(name string) error {
 	return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter %s.", name)
 }
 
-func badType(name string) error {
+func BadType(name string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: wrong type.", name)
 }
 
-func (p params) has(name string) bool { _, ok := p[name]; return ok }
+func (p Params) Has(name string) bool { _, ok := p[name]; return ok }
 
-func (p params) str(name string) (string, error) {
+func (p Params) Str(name string) (string, error) {
 	switch v := p[name].(type) {
 	case nil:
 		return "", nil
@@ -276,20 +280,20 @@ func (p params) str(name string) (string, error) {
 	case bool:
 		return strconv.FormatBool(v), nil
 	default:
-		return "", badType(name)
+		return "", BadType(name)
 	}
 }
 
-func (p params) required(name string) (string, error) {
-	s, err := p.str(name)
+func (p Params) Required(name string) (string, error) {
+	s, err := p.Str(name)
 	if err == nil && s == "" {
-		return "", missing(name)
+		return "", Missing(name)
 	}
 	return s, err
 }
 
 // intp returns nil when absent.
-func (p params) intp(name string) (*int, error) {
+func (p Params) Intp(name string) (*int, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
@@ -301,7 +305,7 @@ func (p params) intp(name string) (*int, error) {
 	case json.Number:
 		s = x.String()
 	default:
-		return nil, badType(name)
+		return nil, BadType(name)
 	}
 	n, err := strconv.Atoi(s)
 	if err != nil {
@@ -310,34 +314,34 @@ func (p params) intp(name string) (*int, error) {
 	return &n, nil
 }
 
-func (p params) strList(name string) ([]string, error) {
+func (p Params) StrList(name string) ([]string, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
 	}
-	list, ok := v.([]any)
+	List, ok := v.([]any)
 	if !ok {
-		return nil, badType(name)
+		return nil, BadType(name)
 	}
-	out := make([]string, 0, len(list))
-	for _, x := range list {
+	out := make([]string, 0, len(List))
+	for _, x := range List {
 		s, ok := x.(string)
 		if !ok {
-			return nil, badType(name)
+			return nil, BadType(name)
 		}
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-func (p params) strMap(name string) (map[string]string, error) {
+func (p Params) StrMap(name string) (map[string]string, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, badType(name)
+		return nil, BadType(name)
 	}
 	out := make(map[string]string, len(m))
 	for k, x := range m {
@@ -349,33 +353,33 @@ func (p params) strMap(name string) (map[string]string, error) {
 		case bool:
 			out[k] = strconv.FormatBool(s)
 		default:
-			return nil, badType(name)
+			return nil, BadType(name)
 		}
 	}
 	return out, nil
 }
 
-func (p params) entries(name string) ([]params, error) {
+func (p Params) Entries(name string) ([]Params, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
 	}
-	list, ok := v.([]any)
+	List, ok := v.([]any)
 	if !ok {
-		return nil, badType(name)
+		return nil, BadType(name)
 	}
-	out := make([]params, 0, len(list))
-	for _, x := range list {
+	out := make([]Params, 0, len(List))
+	for _, x := range List {
 		m, ok := x.(map[string]any)
 		if !ok {
-			return nil, badType(name)
+			return nil, BadType(name)
 		}
 		out = append(out, m)
 	}
 	return out, nil
 }
 
-func decodeB64(name, s string) ([]byte, error) {
+func DecodeB64(name, s string) ([]byte, error) {
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: not valid base64.", name)
@@ -384,55 +388,55 @@ func decodeB64(name, s string) ([]byte, error) {
 }
 
 // msgAttrs decodes MessageAttributes / MessageSystemAttributes.
-func (p params) msgAttrs(name string) (map[string]st.AttributeValue, error) {
+func (p Params) MsgAttrs(name string) (map[string]st.AttributeValue, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, badType(name)
+		return nil, BadType(name)
 	}
 	out := make(map[string]st.AttributeValue, len(m))
 	for k, x := range m {
 		av, ok := x.(map[string]any)
 		if !ok {
-			return nil, badType(name)
+			return nil, BadType(name)
 		}
-		ap := params(av)
+		ap := Params(av)
 		var a st.AttributeValue
 		var err error
-		if a.DataType, err = ap.str("DataType"); err != nil {
+		if a.DataType, err = ap.Str("DataType"); err != nil {
 			return nil, err
 		}
-		if ap.has("StringValue") {
-			s, err := ap.str("StringValue")
+		if ap.Has("StringValue") {
+			s, err := ap.Str("StringValue")
 			if err != nil {
 				return nil, err
 			}
 			a.StringValue = &s
 		}
-		if ap.has("BinaryValue") {
-			s, err := ap.str("BinaryValue")
+		if ap.Has("BinaryValue") {
+			s, err := ap.Str("BinaryValue")
 			if err != nil {
 				return nil, err
 			}
-			if a.BinaryValue, err = decodeB64(fmt.Sprintf("%s.%s.BinaryValue", name, k), s); err != nil {
+			if a.BinaryValue, err = DecodeB64(fmt.Sprintf("%s.%s.BinaryValue", name, k), s); err != nil {
 				return nil, err
 			}
 			if a.BinaryValue == nil {
 				a.BinaryValue = []byte{}
 			}
 		}
-		if a.StringListValues, err = ap.strList("StringListValues"); err != nil {
+		if a.StringListValues, err = ap.StrList("StringListValues"); err != nil {
 			return nil, err
 		}
-		bl, err := ap.strList("BinaryListValues")
+		bl, err := ap.StrList("BinaryListValues")
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range bl {
-			b, err := decodeB64(name+".BinaryListValues", s)
+			b, err := DecodeB64(name+".BinaryListValues", s)
 			if err != nil {
 				return nil, err
 			}

@@ -1,4 +1,4 @@
-package sqs
+package wire
 
 import (
 	"bytes"
@@ -11,38 +11,42 @@ import (
 // The response model: an ordered tree that renders as JSON (AWS JSON 1.0)
 // or as Query XML. Empty members are left out in both.
 
-type field struct {
-	name string
-	val  any // string, num, boolean, obj, list, mapv
+// Field is one member of an Obj.
+type Field struct {
+	Name string
+	Val  any // string, Num, Boolean, Obj, List, Mapv
 }
 
-type obj []field
+// Obj is a structure: a JSON object, or XML elements in order.
+type Obj []Field
 
-type num int64
+// Num is an integer member.
+type Num int64
 
-type boolean bool
+// Boolean is a boolean member.
+type Boolean bool
 
-// list renders as a JSON array, or as repeated <member> XML elements.
-type list struct {
-	member string
-	items  []any
+// List renders as a JSON array, or as repeated <Member> XML elements.
+type List struct {
+	Member string
+	Items  []any
 }
 
-// mapv renders as a JSON object, or as repeated <entry><key/><val/></entry>.
-type mapv struct {
-	entry, key, val string
-	keys            []string
-	vals            map[string]any
+// Mapv renders as a JSON object, or as repeated <Entry><Key/><Val/></Entry>.
+type Mapv struct {
+	Entry, Key, Val string
+	Keys            []string
+	Vals            map[string]any
 }
 
-func (o obj) add(name string, v any) obj { return append(o, field{name, v}) }
+func (o Obj) Add(name string, v any) Obj { return append(o, Field{name, v}) }
 
-// addStr adds a string member unless it is empty.
-func (o obj) addStr(name, v string) obj {
+// AddStr adds a string member unless it is empty.
+func (o Obj) AddStr(name, v string) Obj {
 	if v == "" {
 		return o
 	}
-	return append(o, field{name, v})
+	return append(o, Field{name, v})
 }
 
 func empty(v any) bool {
@@ -51,62 +55,62 @@ func empty(v any) bool {
 		return true
 	case string:
 		return x == ""
-	case obj:
+	case Obj:
 		return len(x) == 0
-	case list:
-		return len(x.items) == 0
-	case mapv:
-		return len(x.keys) == 0
+	case List:
+		return len(x.Items) == 0
+	case Mapv:
+		return len(x.Keys) == 0
 	}
 	return false
 }
 
 // renderJSON renders the response as JSON, members in the model's order.
-func renderJSON(o obj) []byte { return appendJSON(make([]byte, 0, 512), o) }
+func RenderJSON(o Obj) []byte { return AppendJSON(make([]byte, 0, 512), o) }
 
-func appendJSON(b []byte, v any) []byte {
+func AppendJSON(b []byte, v any) []byte {
 	switch x := v.(type) {
-	case obj:
+	case Obj:
 		b = append(b, '{')
 		n := 0
 		for _, f := range x {
-			if empty(f.val) {
+			if empty(f.Val) {
 				continue
 			}
 			if n > 0 {
 				b = append(b, ',')
 			}
 			n++
-			b = appendJSONString(b, f.name)
+			b = appendJSONString(b, f.Name)
 			b = append(b, ':')
-			b = appendJSON(b, f.val)
+			b = AppendJSON(b, f.Val)
 		}
 		return append(b, '}')
-	case list:
+	case List:
 		b = append(b, '[')
-		for i, it := range x.items {
+		for i, it := range x.Items {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSON(b, it)
+			b = AppendJSON(b, it)
 		}
 		return append(b, ']')
-	case mapv:
+	case Mapv:
 		b = append(b, '{')
-		for i, k := range x.keys {
+		for i, k := range x.Keys {
 			if i > 0 {
 				b = append(b, ',')
 			}
 			b = appendJSONString(b, k)
 			b = append(b, ':')
-			b = appendJSON(b, x.vals[k])
+			b = AppendJSON(b, x.Vals[k])
 		}
 		return append(b, '}')
 	case string:
 		return appendJSONString(b, x)
-	case num:
+	case Num:
 		return strconv.AppendInt(b, int64(x), 10)
-	case boolean:
+	case Boolean:
 		return strconv.AppendBool(b, bool(x))
 	}
 	return append(b, "null"...) // nil; the model has no other types
@@ -129,32 +133,32 @@ func renderXMLValue(buf *bytes.Buffer, name string, v any) {
 		return
 	}
 	switch x := v.(type) {
-	case list:
-		for _, it := range x.items {
-			renderXMLValue(buf, x.member, it)
+	case List:
+		for _, it := range x.Items {
+			renderXMLValue(buf, x.Member, it)
 		}
 		return
-	case mapv:
-		for _, k := range x.keys {
-			buf.WriteString("<" + x.entry + "><" + x.key + ">")
+	case Mapv:
+		for _, k := range x.Keys {
+			buf.WriteString("<" + x.Entry + "><" + x.Key + ">")
 			xmlText(buf, k)
-			buf.WriteString("</" + x.key + ">")
-			renderXMLValue(buf, x.val, x.vals[k])
-			buf.WriteString("</" + x.entry + ">")
+			buf.WriteString("</" + x.Key + ">")
+			renderXMLValue(buf, x.Val, x.Vals[k])
+			buf.WriteString("</" + x.Entry + ">")
 		}
 		return
 	}
 	buf.WriteString("<" + name + ">")
 	switch x := v.(type) {
-	case obj:
+	case Obj:
 		for _, f := range x {
-			renderXMLValue(buf, f.name, f.val)
+			renderXMLValue(buf, f.Name, f.Val)
 		}
 	case string:
 		xmlText(buf, x)
-	case num:
+	case Num:
 		buf.WriteString(strconv.FormatInt(int64(x), 10))
-	case boolean:
+	case Boolean:
 		buf.WriteString(strconv.FormatBool(bool(x)))
 	}
 	buf.WriteString("</" + name + ">")
@@ -165,7 +169,7 @@ const xmlNS = "http://queue.amazonaws.com/doc/2012-11-05/"
 // renderXML renders a Query response: <OpResponse><OpResult>…</OpResult>
 // <ResponseMetadata/></OpResponse>. hasResult is false for operations
 // without output, which carry only the metadata.
-func renderXML(op string, o obj, hasResult bool, requestID string) []byte {
+func RenderXML(op string, o Obj, hasResult bool, requestID string) []byte {
 	var buf bytes.Buffer
 	buf.WriteString(`<?xml version="1.0"?>` + "\n")
 	buf.WriteString("<" + op + "Response xmlns=\"" + xmlNS + "\">")
@@ -181,7 +185,7 @@ func renderXML(op string, o obj, hasResult bool, requestID string) []byte {
 	return buf.Bytes()
 }
 
-func renderXMLError(typ, code, msg, requestID string) []byte {
+func RenderXMLError(typ, code, msg, requestID string) []byte {
 	var buf bytes.Buffer
 	buf.WriteString(`<?xml version="1.0"?>` + "\n")
 	buf.WriteString("<ErrorResponse xmlns=\"" + xmlNS + "\"><Error><Type>" + typ + "</Type><Code>")

@@ -1,10 +1,10 @@
-package sqs
+package wire
 
 import st "github.com/sluicemq/sluice/sluicetype"
 
-// wireError is how one error code looks on the wire. The catalogue is data:
+// Form is how one error code looks on the wire. The catalogue is data:
 // both protocols render errors from it, so they always agree.
-type wireError struct {
+type Form struct {
 	// QueryCode is the Query protocol's <Code> and the x-amzn-query-error code.
 	QueryCode string
 	// JSONType is the JSON protocol's __type.
@@ -21,7 +21,7 @@ const (
 
 // catalog maps every code the server answers with to its wire form
 // (shared/reference/sqs-compat.md section 5).
-var catalog = map[st.Code]wireError{
+var catalog = map[st.Code]Form{
 	st.CodeQueueDoesNotExist:            {"AWS.SimpleQueueService.NonExistentQueue", sqsNS + "QueueDoesNotExist", 400, true},
 	st.CodeQueueNameExists:              {"QueueAlreadyExists", sqsNS + "QueueNameExists", 400, true},
 	st.CodeQueueDeletedRecently:         {"AWS.SimpleQueueService.QueueDeletedRecently", sqsNS + "QueueDeletedRecently", 400, true},
@@ -46,31 +46,31 @@ var catalog = map[st.Code]wireError{
 	st.CodeAccessDenied:                 {"AccessDenied", coralNS + "AccessDeniedException", 403, true},
 	st.CodeInternal:                     {"InternalError", coralNS + "InternalFailure", 500, false},
 	st.CodeServiceUnavailable:           {"ServiceUnavailable", coralNS + "ServiceUnavailableException", 503, false},
-	codeInvalidAction:                   {"InvalidAction", coralNS + "InvalidActionException", 400, true},
-	codeMissingAction:                   {"MissingAction", coralNS + "MissingActionException", 400, true},
-	codeSignatureDoesNotMatch:           {"SignatureDoesNotMatch", coralNS + "SignatureDoesNotMatchException", 403, true},
-	codeInvalidClientTokenID:            {"InvalidClientTokenId", coralNS + "InvalidClientTokenIdException", 403, true},
-	codeMissingAuthenticationToken:      {"MissingAuthenticationToken", coralNS + "MissingAuthenticationTokenException", 403, true},
-	codeIncompleteSignature:             {"IncompleteSignature", coralNS + "IncompleteSignatureException", 400, true},
-	codeRequestExpired:                  {"RequestExpired", coralNS + "RequestExpired", 400, true},
-	codeRequestTooLarge:                 {"RequestEntityTooLarge", coralNS + "RequestEntityTooLargeException", 413, true},
-	codeMalformedInput:                  {"MalformedInput", coralNS + "SerializationException", 400, true},
+	CodeInvalidAction:                   {"InvalidAction", coralNS + "InvalidActionException", 400, true},
+	CodeMissingAction:                   {"MissingAction", coralNS + "MissingActionException", 400, true},
+	CodeSignatureDoesNotMatch:           {"SignatureDoesNotMatch", coralNS + "SignatureDoesNotMatchException", 403, true},
+	CodeInvalidClientTokenID:            {"InvalidClientTokenId", coralNS + "InvalidClientTokenIdException", 403, true},
+	CodeMissingAuthenticationToken:      {"MissingAuthenticationToken", coralNS + "MissingAuthenticationTokenException", 403, true},
+	CodeIncompleteSignature:             {"IncompleteSignature", coralNS + "IncompleteSignatureException", 400, true},
+	CodeRequestExpired:                  {"RequestExpired", coralNS + "RequestExpired", 400, true},
+	CodeRequestTooLarge:                 {"RequestEntityTooLarge", coralNS + "RequestEntityTooLargeException", 413, true},
+	CodeMalformedInput:                  {"MalformedInput", coralNS + "SerializationException", 400, true},
 }
 
 // Codes only the wire front produces.
 const (
-	codeInvalidAction              st.Code = "InvalidAction"
-	codeMissingAction              st.Code = "MissingAction"
-	codeSignatureDoesNotMatch      st.Code = "SignatureDoesNotMatch"
-	codeInvalidClientTokenID       st.Code = "InvalidClientTokenId"
-	codeMissingAuthenticationToken st.Code = "MissingAuthenticationToken"
-	codeIncompleteSignature        st.Code = "IncompleteSignature"
-	codeRequestExpired             st.Code = "RequestExpired"
-	codeRequestTooLarge            st.Code = "RequestEntityTooLarge"
-	codeMalformedInput             st.Code = "MalformedInput"
+	CodeInvalidAction              st.Code = "InvalidAction"
+	CodeMissingAction              st.Code = "MissingAction"
+	CodeSignatureDoesNotMatch      st.Code = "SignatureDoesNotMatch"
+	CodeInvalidClientTokenID       st.Code = "InvalidClientTokenId"
+	CodeMissingAuthenticationToken st.Code = "MissingAuthenticationToken"
+	CodeIncompleteSignature        st.Code = "IncompleteSignature"
+	CodeRequestExpired             st.Code = "RequestExpired"
+	CodeRequestTooLarge            st.Code = "RequestEntityTooLarge"
+	CodeMalformedInput             st.Code = "MalformedInput"
 )
 
-func lookupWire(c st.Code) wireError {
+func Lookup(c st.Code) Form {
 	if w, ok := catalog[c]; ok {
 		return w
 	}
