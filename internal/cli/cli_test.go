@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,10 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/sqs/sqstest"
+
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/peers"
-	"github.com/sluicemq/sluice/internal/sqs"
 )
 
 func startServer(t *testing.T) string {
@@ -32,24 +30,7 @@ func startServer(t *testing.T) string {
 // serveBroker runs the SQS server on a loopback port over a broker opened
 // with cfg, and returns its URL and the broker.
 func serveBroker(t *testing.T, cfg sluice.Config) (string, *sluice.Broker) {
-	t.Helper()
-	b, err := sluice.Open(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		b.Close()
-	})
-	return "http://" + ln.Addr().String(), b
+	return sqstest.Serve(t, cfg)
 }
 
 func sluiceCmd(t *testing.T, endpoint string, args ...string) (string, int) {

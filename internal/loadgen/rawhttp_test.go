@@ -3,39 +3,21 @@ package loadgen
 import (
 	"bufio"
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 
 	"github.com/sluicemq/sluice"
-	"github.com/sluicemq/sluice/internal/sqs"
 )
 
 // startServer runs the SQS server on a loopback port over a broker in
 // memory and returns its URL.
 func startServer(t *testing.T) string {
-	t.Helper()
-	b, err := sluice.Open(sluice.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		b.Close()
-	})
-	return "http://" + ln.Addr().String()
+	url, _ := sqstest.Serve(t, sluice.Config{InMemory: true})
+	return url
 }
 
 // The bench's own connections: a connection the server closed while idle

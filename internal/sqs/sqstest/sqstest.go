@@ -1,0 +1,38 @@
+// Package sqstest runs a real SQS server for tests: a broker opened with
+// the given configuration behind sqs.Server on a loopback port, both shut
+// down when the test ends.
+package sqstest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/sqs"
+)
+
+// Serve returns the server's URL and the broker behind it.
+func Serve(t testing.TB, cfg sluice.Config) (string, *sluice.Broker) {
+	t.Helper()
+	b, err := sluice.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+		b.Close()
+	})
+	return "http://" + ln.Addr().String(), b
+}
