@@ -20,13 +20,14 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/sqs/sqstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/consumer"
 	"github.com/sluicemq/sluice/internal/clock"
-	"github.com/sluicemq/sluice/internal/pipenet"
 	srv "github.com/sluicemq/sluice/internal/sqs"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -387,22 +388,10 @@ func TestGracefulShutdown(t *testing.T) {
 // synctest bubble.
 func startInBubble(t *testing.T) *env {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := srv.NewServer(srv.ServerConfig{Logger: quiet}, b)
-	ln := pipenet.New()
-	go s.Serve(ln)
-	e := &env{b: b, url: "http://pipe.invalid"}
+	p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+	e := &env{b: p.Broker, url: p.URL}
 	e.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url),
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1,
-		HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.Dial}}})
-	t.Cleanup(func() {
-		s.Shutdown(ctx)
-		ln.Close()
-		b.Close()
-	})
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1, HTTPClient: p.HTTP})
 	return e
 }
 

@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/sqs/sqstest"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -20,7 +22,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 	"github.com/sluicemq/sluice"
-	"github.com/sluicemq/sluice/internal/pipenet"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
@@ -317,58 +318,64 @@ func TestSDKErrors(t *testing.T) {
 	}
 }
 
+// TestSDKFIFOAndDeadLetters runs in a synctest bubble (over in-memory
+// pipes), so waiting for the move task moves the bubble's clock instead of
+// sleeping.
 func TestSDKFIFOAndDeadLetters(t *testing.T) {
-	e := start(t, nil, "")
-	c := e.client
-	dlq := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("dlq.fifo"), Attributes: map[string]string{"FifoQueue": "true"}}))
-	q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("jobs.fifo"), Attributes: map[string]string{
-		"FifoQueue": "true", "ContentBasedDeduplication": "true",
-		"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}`}}))
-	r1 := must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("a"), MessageGroupId: aws.String("g")}))
-	r2 := must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("a"), MessageGroupId: aws.String("g")}))
-	if *r1.MessageId != *r2.MessageId || r1.SequenceNumber == nil || len(*r1.SequenceNumber) != 20 {
-		t.Fatalf("dedup: %v %v", *r1.MessageId, *r2.MessageId)
-	}
-	if _, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("b")}); apiCode(err) != "MissingParameter" {
-		t.Fatalf("missing group: %v", err)
-	}
-	m := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, VisibilityTimeout: 0, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}}))
-	if len(m.Messages) != 1 || m.Messages[0].Attributes["MessageGroupId"] != "g" || m.Messages[0].Attributes["SequenceNumber"] == "" {
-		t.Fatalf("fifo receive %+v", m.Messages)
-	}
-	// The Go SDK leaves out VisibilityTimeout=0 on receive; release it explicitly.
-	must(c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.Messages[0].ReceiptHandle, VisibilityTimeout: 0}))
-	// Second receive exceeds maxReceiveCount: the message moves to the DLQ.
-	m2 := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}))
-	if len(m2.Messages) != 0 {
-		t.Fatal("message not dead-lettered")
-	}
-	src := must(c.ListDeadLetterSourceQueues(ctx, &awssqs.ListDeadLetterSourceQueuesInput{QueueUrl: dlq.QueueUrl}))
-	if len(src.QueueUrls) != 1 || !strings.HasSuffix(src.QueueUrls[0], "/jobs.fifo") {
-		t.Fatalf("sources %v", src.QueueUrls)
-	}
-	task := must(c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		lt := must(c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
-		if len(lt.Results) == 1 && *lt.Results[0].Status == "COMPLETED" {
-			if lt.Results[0].ApproximateNumberOfMessagesMoved != 1 {
-				t.Fatalf("moved %d", lt.Results[0].ApproximateNumberOfMessagesMoved)
+	synctest.Test(t, func(t *testing.T) {
+		p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(p.URL), HTTPClient: p.HTTP,
+			Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1})
+		dlq := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("dlq.fifo"), Attributes: map[string]string{"FifoQueue": "true"}}))
+		q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("jobs.fifo"), Attributes: map[string]string{
+			"FifoQueue": "true", "ContentBasedDeduplication": "true",
+			"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq.fifo","maxReceiveCount":1}`}}))
+		r1 := must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("a"), MessageGroupId: aws.String("g")}))
+		r2 := must(c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("a"), MessageGroupId: aws.String("g")}))
+		if *r1.MessageId != *r2.MessageId || r1.SequenceNumber == nil || len(*r1.SequenceNumber) != 20 {
+			t.Fatalf("dedup: %v %v", *r1.MessageId, *r2.MessageId)
+		}
+		if _, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("b")}); apiCode(err) != "MissingParameter" {
+			t.Fatalf("missing group: %v", err)
+		}
+		m := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, VisibilityTimeout: 0, MessageSystemAttributeNames: []types.MessageSystemAttributeName{"All"}}))
+		if len(m.Messages) != 1 || m.Messages[0].Attributes["MessageGroupId"] != "g" || m.Messages[0].Attributes["SequenceNumber"] == "" {
+			t.Fatalf("fifo receive %+v", m.Messages)
+		}
+		// The Go SDK leaves out VisibilityTimeout=0 on receive; release it explicitly.
+		must(c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.Messages[0].ReceiptHandle, VisibilityTimeout: 0}))
+		// Second receive exceeds maxReceiveCount: the message moves to the DLQ.
+		m2 := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}))
+		if len(m2.Messages) != 0 {
+			t.Fatal("message not dead-lettered")
+		}
+		src := must(c.ListDeadLetterSourceQueues(ctx, &awssqs.ListDeadLetterSourceQueuesInput{QueueUrl: dlq.QueueUrl}))
+		if len(src.QueueUrls) != 1 || !strings.HasSuffix(src.QueueUrls[0], "/jobs.fifo") {
+			t.Fatalf("sources %v", src.QueueUrls)
+		}
+		task := must(c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
+		for waited := 0; ; waited++ {
+			lt := must(c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
+			if len(lt.Results) == 1 && *lt.Results[0].Status == "COMPLETED" {
+				if lt.Results[0].ApproximateNumberOfMessagesMoved != 1 {
+					t.Fatalf("moved %d", lt.Results[0].ApproximateNumberOfMessagesMoved)
+				}
+				break
 			}
-			break
+			if waited > 100 {
+				t.Fatalf("task did not complete in 10 s: %+v", lt.Results)
+			}
+			time.Sleep(100 * time.Millisecond) // the bubble's time: moves once all else is blocked
+			synctest.Wait()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("task did not complete: %+v", lt.Results)
+		if _, err := c.CancelMessageMoveTask(ctx, &awssqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle}); apiCode(err) == "" {
+			t.Fatal("cancelled a finished task")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if _, err := c.CancelMessageMoveTask(ctx, &awssqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle}); apiCode(err) == "" {
-		t.Fatal("cancelled a finished task")
-	}
-	back := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}))
-	if len(back.Messages) != 1 || *back.Messages[0].Body != "a" {
-		t.Fatalf("redriven message: %+v", back.Messages)
-	}
+		back := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}))
+		if len(back.Messages) != 1 || *back.Messages[0].Body != "a" {
+			t.Fatalf("redriven message: %+v", back.Messages)
+		}
+	})
 }
 
 func TestSDKSigV4(t *testing.T) {
@@ -451,18 +458,10 @@ func TestSigV4Presigned(t *testing.T) {
 // in-memory pipes), so "the poll is waiting" is known, not guessed.
 func TestShutdownEndsLongPolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := sluice.Open(sluice.Config{InMemory: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer b.Close()
-		srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
-		ln := pipenet.New()
-		defer ln.Close()
-		go srv.Serve(ln)
-		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://pipe.invalid"),
-			Credentials: credentials.NewStaticCredentialsProvider("AK", "s", ""), RetryMaxAttempts: 1,
-			HTTPClient: &http.Client{Transport: &http.Transport{DialContext: ln.Dial}}})
+		p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+		srv := p.Server
+		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(p.URL), HTTPClient: p.HTTP,
+			Credentials: credentials.NewStaticCredentialsProvider("AK", "s", ""), RetryMaxAttempts: 1})
 		q := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("poll")}))
 		type result struct {
 			n   int
@@ -489,6 +488,5 @@ func TestShutdownEndsLongPolls(t *testing.T) {
 		if waited := time.Since(start); waited >= 20*time.Second {
 			t.Fatalf("the long poll ran its full %v instead of ending at shutdown", waited)
 		}
-		c.Options().HTTPClient.(*http.Client).CloseIdleConnections()
 	})
 }

@@ -8,10 +8,12 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/pipenet"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -35,4 +37,36 @@ func Serve(t testing.TB, cfg sluice.Config) (string, *sluice.Broker) {
 		b.Close()
 	})
 	return "http://" + ln.Addr().String(), b
+}
+
+// Piped is a server reached over in-memory pipes (internal/pipenet).
+type Piped struct {
+	Broker *sluice.Broker
+	Server *sqs.Server
+	// HTTP dials the server; pass it as the SDK's HTTPClient, with any
+	// BaseEndpoint (URL is one).
+	HTTP *http.Client
+	URL  string
+}
+
+// ServePipe is Serve over in-memory pipes, for a test inside a
+// testing/synctest bubble (loopback sockets are not durably blocking):
+// call it inside the bubble, whose cleanups close everything.
+func ServePipe(t testing.TB, cfg sluice.Config) *Piped {
+	t.Helper()
+	b, err := sluice.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := sqs.NewServer(sqs.ServerConfig{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, b)
+	ln := pipenet.New()
+	go srv.Serve(ln)
+	tr := &http.Transport{DialContext: ln.Dial}
+	t.Cleanup(func() {
+		tr.CloseIdleConnections()
+		srv.Shutdown(context.Background())
+		ln.Close()
+		b.Close()
+	})
+	return &Piped{Broker: b, Server: srv, HTTP: &http.Client{Transport: tr}, URL: "http://pipe.invalid"}
 }
