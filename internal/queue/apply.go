@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/queue/seqtab"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
 )
@@ -23,7 +24,7 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 		if r.Msg == nil {
 			return fmt.Errorf("queue: a send record without a message")
 		}
-		if _, dup := q.t.get(r.Msg.Seq); dup {
+		if _, dup := q.t.Get(r.Msg.Seq); dup {
 			return nil
 		}
 		m := fromRecord(r.Msg)
@@ -32,24 +33,24 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 		q.place(now, q.insert(m), Pending)
 	case record.Index:
 		for i := range r.Msgs {
-			if _, dup := q.t.get(r.Msgs[i].Seq); dup {
+			if _, dup := q.t.Get(r.Msgs[i].Seq); dup {
 				continue
 			}
 			m := fromRecord(&r.Msgs[i])
 			q.place(now, q.insert(m), m.State)
 		}
 	case record.Receive:
-		if m, ok := q.t.get(r.Seq); ok {
+		if m, ok := q.t.Get(r.Seq); ok {
 			q.applyReceive(now, m, r)
 		}
 	case record.Visibility:
 		q.applyVisibility(now, r.Seq, r.VisibleAt)
 	case record.Update:
-		if m, ok := q.t.get(r.Seq); ok && r.Msg != nil {
+		if m, ok := q.t.Get(r.Seq); ok && r.Msg != nil {
 			q.applyUpdate(now, m, r.Msg)
 		}
 	case record.Delete:
-		if m, ok := q.t.get(r.Seq); ok {
+		if m, ok := q.t.Get(r.Seq); ok {
 			if r.Reason == record.ByWatermark {
 				q.stats.DroppedWatermark++
 			}
@@ -135,7 +136,7 @@ func (q *Queue) applyUpdate(now time.Time, m *Msg, u *record.Msg) {
 
 // applyVisibility sets VisibleAt of an in-flight message.
 func (q *Queue) applyVisibility(now time.Time, seq uint64, at int64) {
-	m, ok := q.t.get(seq)
+	m, ok := q.t.Get(seq)
 	if !ok || m.State != InFlight {
 		return
 	}
@@ -151,7 +152,7 @@ func (q *Queue) purge(upTo uint64) {
 		q.purgeAll()
 		return
 	}
-	q.t.each(func(m *Msg) bool {
+	q.t.Each(func(m *Msg) bool {
 		if m.Seq < upTo {
 			q.remove(m)
 		}
@@ -173,11 +174,11 @@ func (q *Queue) purge(upTo uint64) {
 
 // allBelow reports whether every message's sequence is below upTo.
 func (q *Queue) allBelow(upTo uint64) bool {
-	if q.t.top >= upTo {
+	if q.t.Top() >= upTo {
 		return false
 	}
-	for seq := range q.t.odd {
-		if seq >= upTo {
+	for _, m := range q.t.Odd() {
+		if m.Seq >= upTo {
 			return false
 		}
 	}
@@ -189,7 +190,7 @@ func (q *Queue) allBelow(upTo uint64) bool {
 // takes one pass over them. Per-tenant state goes too (send buckets
 // included: a tenant may burst again after a purge).
 func (q *Queue) purgeAll() {
-	q.t.each(func(m *Msg) bool {
+	q.t.Each(func(m *Msg) bool {
 		if m.Loc.Seg != 0 {
 			q.eff.Gone = append(q.eff.Gone, Gone{Seq: m.Seq, Loc: m.Loc})
 		}
@@ -198,7 +199,7 @@ func (q *Queue) purgeAll() {
 	s := q.s
 	q.s = sched.New(q.cfg.Sched, q.entry)
 	q.s.Sidelined, q.s.Spilled, q.s.HeldBack = s.Sidelined, s.Spilled, s.HeldBack
-	q.t = table{}
+	q.t = seqtab.Table[Msg, *Msg]{}
 	q.names, q.groups = map[string]*gname{}, map[string]*group{}
 	q.gready, q.timers = nil, nil
 	q.inFlight, q.delayed, q.leaving = 0, 0, 0
@@ -211,7 +212,7 @@ func (q *Queue) purgeAll() {
 // it is still in the queue or left it. It undoes a change whose record
 // could not be persisted, or a move that could not be made.
 func (q *Queue) Revert(now time.Time, prev Msg) {
-	if m, ok := q.t.get(prev.Seq); ok {
+	if m, ok := q.t.Get(prev.Seq); ok {
 		m.set(fKeep, true)
 		q.remove(m)
 	}
@@ -242,8 +243,8 @@ func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record)) {
 			emit(&record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
 		}
 	}
-	chunk := &record.Record{Type: record.Index, Msgs: make([]record.Msg, 0, min(record.IndexChunk, q.t.n))}
-	q.t.each(func(m *Msg) bool {
+	chunk := &record.Record{Type: record.Index, Msgs: make([]record.Msg, 0, min(record.IndexChunk, q.t.Len()))}
+	q.t.Each(func(m *Msg) bool {
 		chunk.Msgs = append(chunk.Msgs, indexOf(m))
 		if m.State == Leaving {
 			chunk.Msgs[len(chunk.Msgs)-1].State = uint8(Ready)

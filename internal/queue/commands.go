@@ -118,7 +118,7 @@ func (q *Queue) Receive(now time.Time, max int, vis time.Duration, part, spare i
 		if !ok {
 			break
 		}
-		m, ok := q.t.get(seq)
+		m, ok := q.t.Get(seq)
 		if !ok {
 			continue
 		}
@@ -203,7 +203,7 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) (Delivery, boo
 // message is not in flight.
 func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason string) (rec *record.Record, prev Msg, ok bool) {
 	q.Advance(now)
-	m, live := q.t.get(seq)
+	m, live := q.t.Get(seq)
 	if !live || m.State != InFlight {
 		return nil, Msg{}, false
 	}
@@ -232,7 +232,7 @@ func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason str
 // failure (its receive does not count toward maxReceiveCount).
 func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) (rec *record.Record, prev Msg, ok bool) {
 	q.Advance(now)
-	m, live := q.t.get(seq)
+	m, live := q.t.Get(seq)
 	if !live || m.State != InFlight {
 		return nil, Msg{}, false
 	}
@@ -253,7 +253,7 @@ func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) (rec *reco
 // there is none).
 func (q *Queue) Reject(now time.Time, seq uint64, reason string) (prev Msg, ok bool) {
 	q.Advance(now)
-	m, live := q.t.get(seq)
+	m, live := q.t.Get(seq)
 	if !live || m.State != InFlight {
 		return Msg{}, false
 	}
@@ -268,7 +268,7 @@ func (q *Queue) Reject(now time.Time, seq uint64, reason string) (prev Msg, ok b
 // queue (a redrive): Effects.Handoffs gets it.
 func (q *Queue) Leave(now time.Time, seq uint64, ok func(m *Msg) bool) bool {
 	q.Advance(now)
-	m, live := q.t.get(seq)
+	m, live := q.t.Get(seq)
 	if !live || m.State == Leaving || (ok != nil && !ok(m)) {
 		return false
 	}
@@ -314,7 +314,7 @@ func (q *Queue) MetaRecord(m *record.QueueMeta) *record.Record {
 // unless anyTenant: what the watermark drops.
 func (q *Queue) SentBefore(before int64, tenant string, anyTenant bool) []uint64 {
 	var seqs []uint64
-	q.t.each(func(m *Msg) bool {
+	q.t.Each(func(m *Msg) bool {
 		if m.State != Leaving && m.Sent < before && (anyTenant || m.Tenant() == tenant) {
 			seqs = append(seqs, m.Seq)
 		}

@@ -22,7 +22,7 @@ const (
 
 // Msg is the in-memory index entry of one live message: what scheduling
 // needs, and where the rest (body, attributes, ids) lives on disk. A
-// queue stores its entries by value (see table): 88 bytes each.
+// queue stores its entries by value (see seqtab): 88 bytes each.
 type Msg struct {
 	sched.Entry // where the scheduler keeps it (standard queues)
 
@@ -112,16 +112,27 @@ func (m *Msg) SetDelivery(count int32, first, last int64, fence uint32) {
 // msgFlags: fExpired: retention passed while in flight, dropped when it
 // returns (fAged: to the dead-letter queue); fKeep: leaving without its
 // storage being released (it is reinserted); fGone: left the queue (see
-// table).
+// seqtab).
 type msgFlags uint8
 
 const (
 	fExpired msgFlags = 1 << iota
 	fAged
 	fKeep
+	fGone msgFlags = 1 << 7
 )
 
 func (m *Msg) is(f msgFlags) bool { return m.flags&f != 0 }
+
+// Key, Gone and MarkGone are what the queue's seqtab.Table knows of an
+// entry: its sequence, and whether it left the queue.
+func (m *Msg) Key() uint64 { return m.Seq }
+
+// Gone reports whether the entry's message left the queue.
+func (m *Msg) Gone() bool { return m.is(fGone) }
+
+// MarkGone marks the entry's message as having left; only the table does.
+func (m *Msg) MarkGone() { m.set(fGone, true) }
 
 func (m *Msg) set(f msgFlags, on bool) {
 	if on {

@@ -21,9 +21,9 @@ import (
 	"container/heap"
 	"crypto/sha256"
 	"encoding/hex"
-	"sort"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/queue/seqtab"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
 )
@@ -113,9 +113,9 @@ type Effects struct {
 // Queue is one queue's state. Not safe for concurrent use.
 type Queue struct {
 	cfg   Config
-	t     table             // the messages
-	names map[string]*gname // their group ids
-	s     *sched.Sched      // standard queues: the ready messages
+	t     seqtab.Table[Msg, *Msg] // the messages
+	names map[string]*gname       // their group ids
+	s     *sched.Sched            // standard queues: the ready messages
 	// oddScan is when expiry last looked at the messages that arrived out
 	// of sequence order (unix ms).
 	oddScan  int64
@@ -143,7 +143,7 @@ func New(cfg Config) *Queue {
 }
 
 func (q *Queue) entry(seq uint64) (*sched.Entry, int64, string, bool) {
-	m, ok := q.t.get(seq)
+	m, ok := q.t.Get(seq)
 	if !ok {
 		return nil, 0, "", false
 	}
@@ -208,12 +208,12 @@ type Counts struct {
 func (q *Queue) Counts(now time.Time) Counts {
 	q.Advance(now)
 	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
-	c.Visible = q.t.n - q.inFlight - q.delayed - q.leaving
-	if m := q.t.oldest(); m != nil {
+	c.Visible = q.t.Len() - q.inFlight - q.delayed - q.leaving
+	if m := q.t.Oldest(); m != nil {
 		c.OldestSent = m.Sent
 	}
-	for _, seq := range q.t.oddSeqs() {
-		if m := q.t.odd[seq]; c.OldestSent == 0 || m.Sent < c.OldestSent {
+	for _, m := range q.t.Odd() {
+		if c.OldestSent == 0 || m.Sent < c.OldestSent {
 			c.OldestSent = m.Sent
 		}
 	}
@@ -228,7 +228,7 @@ func ms(t time.Time) int64 { return t.UnixMilli() }
 // Lookup returns a message by sequence (its Send's position), unless it is
 // leaving.
 func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
-	m, ok := q.t.get(seq)
+	m, ok := q.t.Get(seq)
 	if !ok || m.State == Leaving {
 		return nil, false
 	}
@@ -237,12 +237,12 @@ func (q *Queue) Lookup(seq uint64) (*Msg, bool) {
 
 // Find returns a message by sequence, leaving ones included (compaction
 // moves their bodies too).
-func (q *Queue) Find(seq uint64) (*Msg, bool) { return q.t.get(seq) }
+func (q *Queue) Find(seq uint64) (*Msg, bool) { return q.t.Get(seq) }
 
 // Messages calls f for every message, leaving ones included, in sequence
 // order (for snapshots and peeking).
 func (q *Queue) Messages(f func(*Msg)) {
-	q.t.each(func(m *Msg) bool { f(m); return true })
+	q.t.Each(func(m *Msg) bool { f(m); return true })
 }
 
 // NextWake is the earliest time a waiting message becomes visible, or zero.
@@ -316,7 +316,7 @@ func (q *Queue) insert(m *Msg) *Msg {
 		n.refs++
 		c.g = n
 	}
-	p := q.t.add(&c)
+	p := q.t.Add(&c)
 	if q.cfg.FIFO {
 		g := q.group(p.Group())
 		i := len(g.msgs)
@@ -418,7 +418,7 @@ func (q *Queue) remove(m *Msg) {
 		q.eff.WakeAll = true // its group may be deliverable again
 	}
 	q.unlink(m)
-	q.t.del(m)
+	q.t.Del(m)
 	if m.g != nil {
 		if n := q.names[m.g.s]; n == m.g {
 			if n.refs--; n.refs <= 0 {
@@ -527,9 +527,9 @@ func (q *Queue) expire(now time.Time) {
 	// Sends arrive in time order: walk from the oldest entry not looked
 	// at yet, and look at the few that arrived out of order once a second.
 	for {
-		m := q.t.oldest()
+		m := q.t.Oldest()
 		if m == nil || m.Seq < q.expSeq {
-			m = q.t.from(q.expSeq)
+			m = q.t.From(q.expSeq)
 		}
 		if m == nil {
 			break
@@ -541,11 +541,11 @@ func (q *Queue) expire(now time.Time) {
 		q.expSeq = m.Seq + 1
 		q.expireOne(now, m, retCut)
 	}
-	if len(q.t.odd) > 0 && t-q.oddScan >= 1000 {
+	if odd := q.oddDue(t); len(odd) > 0 {
 		q.oddScan = t
 		var old []*Msg
-		for _, seq := range q.t.oddSeqs() {
-			if m := q.t.odd[seq]; m.Sent <= cut {
+		for _, m := range odd {
+			if m.Sent <= cut {
 				old = append(old, m)
 			}
 		}
@@ -670,13 +670,11 @@ func fromRecord(r *record.Msg) *Msg {
 	return m
 }
 
-// oddSeqs are the sequences of the out-of-order entries, sorted (map order
-// must never decide anything).
-func (t *table) oddSeqs() []uint64 {
-	out := make([]uint64, 0, len(t.odd))
-	for s := range t.odd {
-		out = append(out, s)
+// oddDue returns the entries stored out of order when a second has passed
+// since they were last looked at (nil otherwise, without allocating).
+func (q *Queue) oddDue(t int64) []*Msg {
+	if t-q.oddScan < 1000 {
+		return nil
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
+	return q.t.Odd()
 }
