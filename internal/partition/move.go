@@ -28,7 +28,7 @@ func (src *Owner) deadLetter(h queue.Handoff) error {
 	}
 	err := src.move(dst, h, func(m *record.Msg) { m.DLQSource = srcArn })
 	if err == nil {
-		src.ctr.deadLettered.Add(1)
+		src.ctr.DeadLettered.Add(1)
 	}
 	return err
 }
@@ -40,9 +40,9 @@ func (src *Owner) drop(h queue.Handoff) error {
 	if err != nil {
 		src.q.Revert(src.h.Clock.Now(), h.Prev)
 	} else if f := h.Msg.Fail(); f != nil && f.Reason == "Reject" {
-		src.ctr.droppedRejected.Add(1)
+		src.ctr.DroppedRejected.Add(1)
 	} else if f != nil && f.Reason != "MaxMessageAge" {
-		src.ctr.droppedExhausted.Add(1)
+		src.ctr.DroppedExhausted.Add(1)
 	}
 	src.unlock()
 	return err
@@ -137,6 +137,6 @@ func (src *Owner) Redrive(ctx context.Context, seq uint64, dst *Owner, resolve f
 	if err != nil {
 		return false, err
 	}
-	src.ctr.redriven.Add(1)
+	src.ctr.Redriven.Add(1)
 	return true, nil
 }

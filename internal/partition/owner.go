@@ -20,13 +20,13 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/partition/figures"
+	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
@@ -106,11 +106,9 @@ type Owner struct {
 	// deleted: the queue's deletion is durable (or it never was created).
 	deleted   bool
 	lastPurge time.Time
-	ctr       counters
-	// pollers are the long polls waiting on the queue, longest waiting
-	// first; bound counts those bound to one partition.
-	pollers []*poller
-	bound   int
+	ctr       figures.Counters
+	// waiting are the long polls waiting on the queue.
+	waiting waitlist.List
 	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
 	// minutes, so a retried receive gets the same messages and handles.
 	attempts map[string]*attempt
@@ -133,23 +131,6 @@ type write struct {
 	recs []*record.Record
 	// failed, when set, runs (under the lock) if the append fails.
 	failed func()
-}
-
-type counters struct {
-	sent, throttled, received, emptyReceives, deleted, deadLettered atomic.Int64
-	redriven, droppedExhausted, droppedRejected                     atomic.Int64
-	firstAttempt                                                    [18]atomic.Int64 // by FirstAttemptBounds, then above
-	firstAttemptMillis                                              atomic.Int64
-}
-
-func (c *counters) observeFirstAttempt(d time.Duration) {
-	s := d.Seconds()
-	i := 0
-	for i < len(st.FirstAttemptBounds) && s > st.FirstAttemptBounds[i] {
-		i++
-	}
-	c.firstAttempt[i].Add(1)
-	c.firstAttemptMillis.Add(d.Milliseconds())
 }
 
 // New returns the owner of partition p, a queue with the given settings
@@ -343,44 +324,27 @@ func WriteError(err error) error {
 
 // ---- long polls ----
 
-// poller is a long poll waiting on a queue.
-type poller struct {
-	woken chan struct{} // closed when it is woken (and taken off the list)
-	part  int           // the partition it is bound to, or -1
-}
-
 // parkLocked puts a long poll on the queue's waiting list.
-func (o *Owner) parkLocked(part int) *poller {
-	p := &poller{woken: make(chan struct{}), part: part}
-	o.pollers = append(o.pollers, p)
-	if part >= 0 {
-		o.bound++
-	}
+func (o *Owner) parkLocked(part int) *waitlist.Waiter {
+	w := o.waiting.Park(part)
 	o.cond.Broadcast() // for whoever waits on the waiting list (tests)
-	return p
+	return w
 }
 
-// unparkLocked takes p off the waiting list. It reports false when p was
+// unparkLocked takes w off the waiting list. It reports false when w was
 // not on it: it had been woken.
-func (o *Owner) unparkLocked(p *poller) bool {
-	i := slices.Index(o.pollers, p)
-	if i < 0 {
-		return false
-	}
-	o.pollers = slices.Delete(o.pollers, i, i+1)
-	if p.part >= 0 {
-		o.bound--
-	}
+func (o *Owner) unparkLocked(w *waitlist.Waiter) bool {
+	ok := o.waiting.Unpark(w)
 	o.cond.Broadcast()
-	return true
+	return ok
 }
 
 // leave takes a long poll that gives up off the list; if it had been
 // woken meanwhile, the wake goes to the next one, so that the message it
 // was woken for is not left waiting for a poll that is gone.
-func (o *Owner) leave(p *poller) {
+func (o *Owner) leave(w *waitlist.Waiter) {
 	o.mu.Lock()
-	if !o.unparkLocked(p) {
+	if !o.unparkLocked(w) {
 		o.wakeSomeLocked(1)
 	}
 	o.mu.Unlock()
@@ -388,30 +352,14 @@ func (o *Owner) leave(p *poller) {
 
 // wakeLocked wakes every long poll waiting on the queue.
 func (o *Owner) wakeLocked() {
-	for _, p := range o.pollers {
-		close(p.woken)
-	}
-	clear(o.pollers)
-	o.pollers, o.bound = o.pollers[:0], 0
+	o.waiting.WakeAll()
 	o.cond.Broadcast()
 }
 
 // wakeSomeLocked wakes the n longest-waiting long polls: n messages became
-// ready. Waking every poll for each send would have all of them take the
-// queue's lock to find that one got the message. Any waiting poll can take
-// any ready message, unless some are bound to a partition: then all are
-// woken.
+// ready (see waitlist.List.Wake).
 func (o *Owner) wakeSomeLocked(n int) {
-	if n >= len(o.pollers) || o.bound > 0 {
-		o.wakeLocked()
-		return
-	}
-	for _, p := range o.pollers[:n] {
-		close(p.woken)
-	}
-	rest := copy(o.pollers, o.pollers[n:])
-	clear(o.pollers[rest:])
-	o.pollers = o.pollers[:rest]
+	o.waiting.Wake(n)
 	o.cond.Broadcast()
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
+	"github.com/sluicemq/sluice/internal/partition/figures"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
@@ -96,10 +97,10 @@ func (o *Owner) Attributes(names []string) (map[string]string, error) {
 	o.lock()
 	counts := o.q.Counts(now)
 	meta := o.meta
-	var figures map[string]string
+	var extra map[string]string
 	for _, n := range attr.SluiceReadOnly {
 		if want[n] {
-			figures = tenantFigures(o.q, now)
+			extra = figures.Attributes(now, counts, o.q.Stats(), o.q.Sched().Stats())
 			break
 		}
 	}
@@ -123,7 +124,7 @@ func (o *Owner) Attributes(names []string) (map[string]string, error) {
 	put("QueueArn", o.h.ARN(meta.Name))
 	for _, n := range attr.SluiceReadOnly {
 		if want[n] {
-			out[n] = figures[n]
+			out[n] = extra[n]
 		}
 	}
 	return out, nil
@@ -248,67 +249,13 @@ func (o *Owner) BodyMoved(pos uint64, old, new store.Hint) bool {
 func (o *Owner) Stats(resolveName func(arn string) string) st.QueueStats {
 	now := o.h.Clock.Now()
 	o.lock()
-	c := o.q.Counts(now)
-	ts := o.q.Sched().Stats()
-	qst := o.q.Stats()
-	meta := o.meta
+	in := figures.State{Now: now, Name: o.meta.Name, FIFO: o.meta.FIFO, Counts: o.q.Counts(now), Queue: o.q.Stats(),
+		Tenants: o.q.Sched().Stats(), Limits: o.meta.Tenants, Waiting: o.waiting.Len()}
 	dlq := o.cfg.DeadLetterTarget
-	waiting := len(o.pollers)
 	o.unlock()
-	s := st.QueueStats{Name: meta.Name, FIFO: meta.FIFO, Visible: c.Visible, InFlight: c.InFlight, Delayed: c.Delayed,
-		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: waiting, Lanes: map[string]int{},
-		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: o.ctr.redriven.Load(),
-		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
-			"exhausted": uint64(o.ctr.droppedExhausted.Load()), "rejected": uint64(o.ctr.droppedRejected.Load())}}
+	s := figures.Queue(in, &o.ctr)
 	if dlq != "" {
 		s.DLQ = resolveName(dlq)
-	}
-	if c.OldestSent > 0 {
-		s.OldestAge = max(0, now.Sub(time.UnixMilli(c.OldestSent)))
-	}
-	k := &o.ctr
-	s.Sent, s.Throttled, s.Received = k.sent.Load(), k.throttled.Load(), k.received.Load()
-	s.EmptyReceives, s.Deleted, s.DeadLettered = k.emptyReceives.Load(), k.deleted.Load(), k.deadLettered.Load()
-	s.FirstAttempt = make([]int64, len(k.firstAttempt))
-	for i := range k.firstAttempt {
-		s.FirstAttempt[i] = k.firstAttempt[i].Load()
-	}
-	s.FirstAttemptSum = time.Duration(k.firstAttemptMillis.Load()) * time.Millisecond
-	total := 0
-	for _, t := range ts {
-		total += t.Ready
-	}
-	s.Others = st.TenantInfo{Name: "", Lanes: map[string]int{}}
-	var quietOldest, noisyOldest int64
-	for i, t := range ts {
-		info := tenantInfo(t, now, meta.Tenants)
-		for l, n := range info.Lanes {
-			s.Lanes[l] += n
-		}
-		if isNoisy(t, total, len(ts)) {
-			s.NoisyTenants++
-			if t.Oldest > 0 && (noisyOldest == 0 || t.Oldest < noisyOldest) {
-				noisyOldest = t.Oldest
-			}
-		} else if t.Oldest > 0 && (quietOldest == 0 || t.Oldest < quietOldest) {
-			quietOldest = t.Oldest
-		}
-		if i < st.StatsTenants {
-			s.Tenants = append(s.Tenants, info)
-			continue
-		}
-		s.Others.Ready += info.Ready
-		s.Others.InFlight += info.InFlight
-		s.Others.OldestAge = max(s.Others.OldestAge, info.OldestAge)
-		for l, n := range info.Lanes {
-			s.Others.Lanes[l] += n
-		}
-	}
-	if quietOldest > 0 {
-		s.QuietOldestAge = max(0, now.Sub(time.UnixMilli(quietOldest)))
-	}
-	if noisyOldest > 0 {
-		s.NoisyOldestAge = max(0, now.Sub(time.UnixMilli(noisyOldest)))
 	}
 	return s
 }
@@ -327,7 +274,7 @@ func (o *Owner) Tenants(max int) []st.TenantInfo {
 	}
 	out := make([]st.TenantInfo, 0, len(stats))
 	for _, t := range stats {
-		out = append(out, tenantInfo(t, now, over))
+		out = append(out, figures.Tenant(t, now, over))
 	}
 	return out
 }
@@ -341,89 +288,12 @@ func (o *Owner) Tenant(tenant string) st.TenantInfo {
 	o.q.Advance(now)
 	for _, t := range o.q.Sched().Stats() {
 		if t.Name == tenant {
-			return tenantInfo(t, now, o.meta.Tenants)
+			return figures.Tenant(t, now, o.meta.Tenants)
 		}
 	}
-	info := tenantInfo(sched.TenantStats{Name: tenant, Partitions: o.q.Sched().TenantPartitions(tenant)}, now, o.meta.Tenants)
+	info := figures.Tenant(sched.TenantStats{Name: tenant, Partitions: o.q.Sched().TenantPartitions(tenant)}, now, o.meta.Tenants)
 	info.Lanes = map[string]int{}
 	return info
-}
-
-func tenantInfo(t sched.TenantStats, now time.Time, over map[string]record.TenantLimits) st.TenantInfo {
-	info := st.TenantInfo{Name: t.Name, Ready: t.Ready, InFlight: t.InFlight, Spilled: t.Spilled, Capped: t.Capped,
-		Partitions: t.Partitions, Lanes: map[string]int{}}
-	for i, n := range t.Lanes {
-		if n == 0 {
-			continue
-		}
-		info.Lanes[laneName(i, len(t.Lanes))] = n
-	}
-	if t.Oldest > 0 {
-		info.OldestAge = now.Sub(time.UnixMilli(t.Oldest))
-	}
-	if l, ok := over[t.Name]; ok {
-		tl := st.TenantLimits(l)
-		info.Limits = &tl
-	}
-	return info
-}
-
-// laneName names a deque lane: live, retry-N, backlog (the last).
-func laneName(i, n int) string {
-	switch {
-	case i == 0:
-		return "live"
-	case i == n-1:
-		return "backlog"
-	}
-	return "retry-" + strconv.Itoa(i)
-}
-
-// tenantFigures are Sluice's read-only queue attributes about tenants and
-// age.
-func tenantFigures(q *queue.Queue, now time.Time) map[string]string {
-	c := q.Counts(now)
-	out := map[string]string{}
-	age := int64(0)
-	if c.OldestSent > 0 {
-		age = max(0, now.UnixMilli()-c.OldestSent) / 1000
-	}
-	out["ApproximateAgeOfOldestMessage"] = strconv.FormatInt(age, 10)
-	stats := q.Sched().Stats()
-	total := 0
-	for _, t := range stats {
-		total += t.Ready
-	}
-	noisy, quietOldest := 0, int64(0)
-	for _, t := range stats {
-		if isNoisy(t, total, len(stats)) {
-			noisy++
-			continue
-		}
-		if t.Oldest > 0 && (quietOldest == 0 || t.Oldest < quietOldest) {
-			quietOldest = t.Oldest
-		}
-	}
-	qa := int64(0)
-	if quietOldest > 0 {
-		qa = max(0, now.UnixMilli()-quietOldest) / 1000
-	}
-	out["ApproximateNumberOfTenants"] = strconv.Itoa(len(stats))
-	out["ApproximateNumberOfNoisyGroups"] = strconv.Itoa(noisy)
-	out["ApproximateAgeOfOldestMessageInQuietGroups"] = strconv.FormatInt(qa, 10)
-	qst := q.Stats()
-	out["ApproximateNumberOfMessagesSidelined"] = strconv.FormatUint(qst.Sidelined, 10)
-	out["ApproximateNumberOfMessagesDropped"] = strconv.FormatUint(qst.DroppedMaxAge+qst.DroppedRetention+qst.DroppedWatermark, 10)
-	return out
-}
-
-// isNoisy: a tenant over its receive rate or at its cap, or holding more
-// than twice its even share of the backlog (and at least 10 messages).
-func isNoisy(t sched.TenantStats, total, tenants int) bool {
-	if t.Spilled || t.Capped {
-		return true
-	}
-	return tenants > 1 && t.Ready >= 10 && t.Ready*tenants > 2*total
 }
 
 // Messages lists copies of the queue's messages that match (all when match

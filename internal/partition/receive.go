@@ -2,16 +2,15 @@ package partition
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/partition/receipt"
+	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
@@ -53,7 +52,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 		}
 	}
 	deadline := clk.Now().Add(waitFor)
-	var p *poller // on the queue's waiting list, or woken from it
+	var p *waitlist.Waiter // on the queue's waiting list, or woken from it
 	for {
 		now := clk.Now()
 		msgs, parked, next, err := o.receiveOnce(ctx, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
@@ -62,7 +61,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 		}
 		if p == nil {
 			if !now.Before(deadline) {
-				o.ctr.emptyReceives.Add(1)
+				o.ctr.EmptyReceives.Add(1)
 				return nil, nil
 			}
 			continue // messages found but unreadable, and dropped: look again
@@ -74,7 +73,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 		timer := make(chan struct{})
 		t := clk.AfterFunc(wakeAt.Sub(now), func() { close(timer) })
 		select {
-		case <-p.woken:
+		case <-p.Woken():
 			p = nil // off the list already
 		case <-timer: // receiveOnce takes it off the list
 		case <-ctx.Done():
@@ -99,7 +98,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 // returned with the queue's next timer. The deliveries are made at once,
 // so that no other receive takes the same messages, and undone if their
 // records cannot be written.
-func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, attemptID string, part int, p *poller, canWait bool) ([]st.Message, *poller, time.Time, error) {
+func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, attemptID string, part int, p *waitlist.Waiter, canWait bool) ([]st.Message, *waitlist.Waiter, time.Time, error) {
 	o.lock()
 	if p != nil {
 		o.unparkLocked(p)
@@ -124,14 +123,14 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 	}
 	spare := math.MaxInt
 	if canWait {
-		spare = len(o.pollers)
+		spare = o.waiting.Len()
 	}
 	ds := o.q.Receive(now, max, vis, part, spare)
 	if len(ds) == 0 && !o.cfg.Queue.FIFO && o.q.InFlight() >= queue.MaxInFlight {
 		o.unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
 	}
-	var parked *poller
+	var parked *waitlist.Waiter
 	if len(ds) == 0 && canWait {
 		parked = o.parkLocked(part)
 	}
@@ -165,7 +164,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 	}
 	for i := range ds {
 		if m := &ds[i].Msg; m.RecvCount() == 1 {
-			o.ctr.observeFirstAttempt(time.Duration(m.Delivered()-m.Sent) * time.Millisecond)
+			o.ctr.ObserveFirstAttempt(time.Duration(m.Delivered()-m.Sent) * time.Millisecond)
 		}
 	}
 	// Bodies come from the store, outside the queue's lock.
@@ -191,7 +190,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 		_ = o.persistLocked(recs)
 		o.unlock()
 	}
-	o.ctr.received.Add(int64(len(out)))
+	o.ctr.Received.Add(int64(len(out)))
 	if attemptID != "" && len(out) > 0 {
 		o.mu.Lock()
 		rememberAttemptLocked(o, attemptID, now, out, ds)
@@ -317,39 +316,9 @@ func (o *Owner) toMessage(m *queue.Msg, pl *record.Payload) st.Message {
 	return out
 }
 
-// Receipt handles: base64url("partition:seq:fence:nonce").
+// handle is the receipt handle of a message's delivery with fence.
 func (o *Owner) handle(seq uint64, fence uint32) string {
 	var n [6]byte
 	o.h.read(n[:])
-	raw := make([]byte, 0, 64)
-	raw = strconv.AppendUint(raw, uint64(o.p), 10)
-	raw = append(raw, ':')
-	raw = strconv.AppendUint(raw, seq, 10)
-	raw = append(raw, ':')
-	raw = strconv.AppendUint(raw, uint64(fence), 10)
-	raw = append(raw, ':')
-	raw = hex.AppendEncode(raw, n[:])
-	return base64.RawURLEncoding.EncodeToString(raw)
-}
-
-func parseHandle(h string) (p, seq uint64, fence uint32, ok bool) {
-	raw, err := base64.RawURLEncoding.DecodeString(h)
-	if err != nil {
-		return 0, 0, 0, false
-	}
-	parts := strings.Split(string(raw), ":")
-	if len(parts) != 4 {
-		return 0, 0, 0, false
-	}
-	p, e1 := strconv.ParseUint(parts[0], 10, 64)
-	seq, e2 := strconv.ParseUint(parts[1], 10, 64)
-	f, e3 := strconv.ParseUint(parts[2], 10, 32)
-	if e1 != nil || e2 != nil || e3 != nil {
-		return 0, 0, 0, false
-	}
-	return p, seq, uint32(f), true
-}
-
-func invalidHandle(h string) error {
-	return st.Errorf(st.CodeReceiptHandleIsInvalid, "The input receipt handle \"%s\" is not a valid receipt handle.", h)
+	return receipt.Handle{Partition: uint64(o.p), Seq: seq, Fence: fence}.Encode(n)
 }

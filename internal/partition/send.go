@@ -77,7 +77,7 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 		r := o.q.Send(now, spec)
 		switch {
 		case r.Throttled:
-			o.ctr.throttled.Add(1)
+			o.ctr.Throttled.Add(1)
 			errs[i] = &st.Error{Code: st.CodeRequestThrottled, RetryAfter: r.RetryAfter,
 				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", spec.Tenant, r.RetryAfter)}
 		case r.Dup:
@@ -100,7 +100,7 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 	werr := o.persistLocked(recs)
 	o.unlock()
 	if werr == nil {
-		o.ctr.sent.Add(int64(len(recs)))
+		o.ctr.Sent.Add(int64(len(recs)))
 		return res, errs, nil
 	}
 	if !batch {

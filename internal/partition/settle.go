@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/partition/receipt"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -42,11 +43,12 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 	var recs []*record.Record
 	var idx []int
 	for i, h := range hs {
-		p, seq, fence, ok := parseHandle(h)
-		if !ok || p != uint64(o.p) {
-			errs[i] = invalidHandle(h)
+		rh, ok := receipt.Parse(h)
+		if !ok || rh.Partition != uint64(o.p) {
+			errs[i] = receipt.Invalid(h)
 			continue
 		}
+		seq, fence := rh.Seq, rh.Fence
 		m, live := o.q.Lookup(seq)
 		if !live {
 			continue // already deleted (durably: deletes apply once written): idempotent, as SQS
@@ -75,7 +77,7 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 	if werr := o.persistLocked(recs); werr != nil {
 		failEntries(errs, idx, werr)
 	} else {
-		o.ctr.deleted.Add(int64(len(recs)))
+		o.ctr.Deleted.Add(int64(len(recs)))
 		if o.q.Sched().HasCaps() {
 			o.wakeLocked() // a tenant at its in-flight cap may go on
 		}
@@ -98,11 +100,12 @@ func (o *Owner) ChangeVisibility(ctx context.Context, in []st.VisibilityChange) 
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", c.Seconds)
 			continue
 		}
-		p, seq, fence, ok := parseHandle(c.ReceiptHandle)
-		if !ok || p != uint64(o.p) {
-			errs[i] = invalidHandle(c.ReceiptHandle)
+		rh, ok := receipt.Parse(c.ReceiptHandle)
+		if !ok || rh.Partition != uint64(o.p) {
+			errs[i] = receipt.Invalid(c.ReceiptHandle)
 			continue
 		}
+		seq, fence := rh.Seq, rh.Fence
 		m, live := o.q.Lookup(seq)
 		if !live {
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", c.ReceiptHandle)
@@ -245,11 +248,12 @@ func (o *Owner) verdict(h, reason string, f func(q *queue.Queue, now time.Time, 
 	if err != nil {
 		return err
 	}
-	p, seq, fence, ok := parseHandle(h)
-	if !ok || p != uint64(o.p) {
+	rh, ok := receipt.Parse(h)
+	if !ok || rh.Partition != uint64(o.p) {
 		o.unlock()
-		return invalidHandle(h)
+		return receipt.Invalid(h)
 	}
+	seq, fence := rh.Seq, rh.Fence
 	m, live := o.q.Lookup(seq)
 	if !live || m.Fence() != fence {
 		o.unlock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -32,15 +33,15 @@ func openWithQueue(t *testing.T, attrs map[string]string) *Owner {
 }
 
 // The long polls waiting on the queue, as the owner holds them.
-func pollersOf(o *Owner) []*poller {
+func pollersOf(o *Owner) []*waitlist.Waiter {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return slices.Clone(o.pollers)
+	return o.waiting.Waiters()
 }
 
 // waitPollers waits until n long polls wait on the queue: the owner's
 // cond is signalled whenever one parks or leaves.
-func waitPollers(t *testing.T, o *Owner, n int) []*poller {
+func waitPollers(t *testing.T, o *Owner, n int) []*waitlist.Waiter {
 	t.Helper()
 	timedOut := false
 	timer := time.AfterFunc(10*time.Second, func() {
@@ -52,13 +53,13 @@ func waitPollers(t *testing.T, o *Owner, n int) []*poller {
 	defer timer.Stop()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for len(o.pollers) != n && !timedOut {
+	for o.waiting.Len() != n && !timedOut {
 		o.cond.Wait()
 	}
-	if len(o.pollers) != n {
-		t.Fatalf("%d long polls waiting, want %d", len(o.pollers), n)
+	if o.waiting.Len() != n {
+		t.Fatalf("%d long polls waiting, want %d", o.waiting.Len(), n)
 	}
-	return slices.Clone(o.pollers)
+	return o.waiting.Waiters()
 }
 
 // A send wakes as many waiting long polls as it has messages, the longest
@@ -131,7 +132,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-standIn.woken:
+	case <-standIn.Woken():
 	case <-time.After(5 * time.Second):
 		t.Fatal("the send did not wake the longest-waiting poll")
 	}
