@@ -37,7 +37,8 @@ var ctx = context.Background()
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type env struct {
-	b      *sluice.Broker
+	b       *sluice.Broker
+	changed chan struct{} // an answer reached one of the env's clients
 	client *sqs.Client
 	url    string // server
 	clk    *clock.Fake
@@ -47,7 +48,7 @@ type env struct {
 // runs on a fake clock the test advances.
 func start(t *testing.T, fake bool) *env {
 	t.Helper()
-	e := &env{}
+	e := &env{changed: make(chan struct{}, 1)}
 	cfg := sluice.Config{Dir: t.TempDir()}
 	if fake {
 		e.clk = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -64,7 +65,7 @@ func start(t *testing.T, fake bool) *env {
 	}
 	go s.Serve(ln)
 	e.b, e.url = b, "http://"+ln.Addr().String()
-	e.client = newClient(e.url)
+	e.client = e.newClient(t, e.url)
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
@@ -74,9 +75,14 @@ func start(t *testing.T, fake bool) *env {
 	return e
 }
 
-func newClient(u string) *sqs.Client {
+// newClient returns a client of the server at u whose answers wake
+// waitFor.
+func (e *env) newClient(t *testing.T, u string) *sqs.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
 	return sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(u),
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1})
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1,
+		HTTPClient: &http.Client{Transport: signalling{base: tr, changed: e.changed}}})
 }
 
 func (e *env) queue(t *testing.T, name string, attrs map[string]string) string {
@@ -108,16 +114,36 @@ func (e *env) counts(t *testing.T, q string) (visible, inflight string) {
 	return a["ApproximateNumberOfMessages"], a["ApproximateNumberOfMessagesNotVisible"]
 }
 
-// waitFor polls cond (the consumer works on its own goroutines).
-func waitFor(t *testing.T, what string, cond func() bool) {
+// waitFor waits until cond holds. The consumer works on its own
+// goroutines and changes the queue only through requests, so cond is
+// looked at again each time one of the env's clients has had an answer
+// (see signalling).
+func (e *env) waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	timeout := time.NewTimer(20 * time.Second)
+	defer timeout.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-e.changed:
+		case <-timeout.C:
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// signalling is a client transport that signals each answer received.
+type signalling struct {
+	base    http.RoundTripper
+	changed chan struct{}
+}
+
+func (s signalling) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.base.RoundTrip(r)
+	select {
+	case s.changed <- struct{}{}:
+	default: // a signal is pending already
+	}
+	return resp, err
 }
 
 func TestProcessesAndDeletes(t *testing.T) {
@@ -135,7 +161,7 @@ func TestProcessesAndDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Start()
-	waitFor(t, "25 messages", func() bool { return n.Load() == 25 })
+	e.waitFor(t, "25 messages", func() bool { return n.Load() == 25 })
 	if err := c.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +186,7 @@ func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 	}, consumer.Options{VisibilityTimeout: 3 * time.Second, WaitTime: time.Second, Clock: e.clk, Logger: quiet})
 	c.Start()
 	<-started
-	other := newClient(e.url)
+	other := e.newClient(t, e.url)
 	for i := 0; i < 10; i++ { // 10 s of fake time: three timeouts' worth
 		e.clk.Advance(time.Second)
 		out, err := other.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(q)})
@@ -172,7 +198,7 @@ func TestHeartbeatKeepsMessageInvisible(t *testing.T) {
 		}
 	}
 	close(release)
-	waitFor(t, "the delete", func() bool { v, f := e.counts(t, q); return v == "0" && f == "0" })
+	e.waitFor(t, "the delete", func() bool { v, f := e.counts(t, q); return v == "0" && f == "0" })
 	c.Close()
 }
 
@@ -194,7 +220,7 @@ func TestLeaseLostCancelsHandler(t *testing.T) {
 	c.Start()
 	defer c.Close()
 	h := <-handles
-	other := newClient(e.url)
+	other := e.newClient(t, e.url)
 	if _, err := other.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(q), ReceiptHandle: aws.String(h), VisibilityTimeout: 0}); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +263,7 @@ func TestTenantConcurrency(t *testing.T) {
 		return nil
 	}, consumer.Options{Concurrency: 10, TenantConcurrency: 2, WaitTime: time.Second, Logger: quiet})
 	c.Start()
-	waitFor(t, "60 messages", func() bool { return done.Load() == 60 })
+	e.waitFor(t, "60 messages", func() bool { return done.Load() == 60 })
 	c.Shutdown(ctx)
 	for tn, p := range peak {
 		if p > 2 {
@@ -285,7 +311,7 @@ func TestOutcomes(t *testing.T) {
 		mu.Unlock()
 	}})
 	c.Start()
-	waitFor(t, "all outcomes", func() bool {
+	e.waitFor(t, "all outcomes", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(seen["panic-once"]) == 2 && len(seen["poison"]) == 1 && len(seen["defer-once"]) == 2
@@ -329,7 +355,7 @@ func TestFallbackWithoutExtensions(t *testing.T) {
 		proxy.ServeHTTP(w, r)
 	}))
 	defer front.Close()
-	client := newClient(front.URL)
+	client := e.newClient(t, front.URL)
 	e.queue(t, "dlq", nil)
 	q := e.queue(t, "plain", map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:dlq","maxReceiveCount":1}`})
 	e.send(t, q, "poison", "")
@@ -337,7 +363,7 @@ func TestFallbackWithoutExtensions(t *testing.T) {
 		return consumer.Permanent(errors.New("bad"))
 	}, consumer.Options{WaitTime: time.Second, Logger: quiet})
 	c.Start()
-	waitFor(t, "the dead-letter queue", func() bool {
+	e.waitFor(t, "the dead-letter queue", func() bool {
 		a, _ := e.b.GetQueueAttributes("dlq", []string{"ApproximateNumberOfMessages"})
 		return a["ApproximateNumberOfMessages"] == "1"
 	})
@@ -438,15 +464,15 @@ func TestPoisonClimbsLadder(t *testing.T) {
 		a, _ := e.b.GetQueueAttributes("ladder", []string{"ApproximateNumberOfMessagesDelayed"})
 		return a["ApproximateNumberOfMessagesDelayed"] == "1"
 	}
-	waitFor(t, "the first attempt", func() bool { return attempts.Load() == 1 && delayed() })
+	e.waitFor(t, "the first attempt", func() bool { return attempts.Load() == 1 && delayed() })
 	e.clk.Advance(time.Second)
-	waitFor(t, "the second attempt", func() bool { return attempts.Load() == 2 && delayed() })
+	e.waitFor(t, "the second attempt", func() bool { return attempts.Load() == 2 && delayed() })
 	e.clk.Advance(9 * time.Second)
 	if attempts.Load() != 2 {
 		t.Fatal("third attempt before its 10 s delay")
 	}
 	e.clk.Advance(time.Second)
-	waitFor(t, "the dead-letter queue", func() bool {
+	e.waitFor(t, "the dead-letter queue", func() bool {
 		a, _ := e.b.GetQueueAttributes("dlq", []string{"ApproximateNumberOfMessages"})
 		return a["ApproximateNumberOfMessages"] == "1"
 	})
@@ -462,7 +488,7 @@ func TestPoisonClimbsLadder(t *testing.T) {
 	if n, err := e.b.RedriveFiltered(ctx, "dlq", sluice.PeekFilter{}, ""); n != 1 || err != nil {
 		t.Fatalf("redrive: %d %v", n, err)
 	}
-	waitFor(t, "the attempt after redrive", func() bool { return attempts.Load() == 4 })
+	e.waitFor(t, "the attempt after redrive", func() bool { return attempts.Load() == 4 })
 	if l, _ := levels.Load(int64(4)); l != 0 {
 		t.Errorf("after redrive at level %v, want 0", l)
 	}
