@@ -39,9 +39,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 type env struct {
 	b       *sluice.Broker
 	changed chan struct{} // an answer reached one of the env's clients
-	client *sqs.Client
-	url    string // server
-	clk    *clock.Fake
+	client  *sqs.Client
+	url     string // server
+	clk     *clock.Fake
 }
 
 // start runs a real server over a real store; with fake set, the broker
