@@ -1,8 +1,9 @@
 // Package message holds the rules of what a message may be: the
 // characters of a body, the names and values of attributes, the ids of
 // groups and deduplication, names of queues, and the one formula of a
-// message's size. The SQS front checks only the wire's shape; these are
-// checked once, by the broker.
+// message's size; and the MD5s SQS answers with (body and attributes).
+// The SQS front checks only the wire's shape; these are checked once, by
+// the broker.
 package message
 
 import (
@@ -266,6 +267,12 @@ func allDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// BodyMD5 is MD5OfMessageBody: the hex MD5 of the body's UTF-8 bytes.
+func BodyMD5(body string) string {
+	h := md5.Sum([]byte(body))
+	return hex.EncodeToString(h[:])
 }
 
 // AttributesMD5 is MD5OfMessageAttributes (and MD5OfMessageSystemAttributes)

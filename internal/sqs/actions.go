@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -322,12 +323,20 @@ func (s *Server) sendInput(req *request, p wire.Params) (st.SendInput, error) {
 	return in, nil
 }
 
+// orMD5 is sum, the body's MD5 as the broker kept it, or else computed.
+func orMD5(sum, body string) string {
+	if sum != "" {
+		return sum
+	}
+	return message.BodyMD5(body)
+}
+
 func sendResult(in st.SendInput, r st.SendResult) wire.Obj {
 	o := make(wire.Obj, 0, 5).Add("MD5OfMessageBody", orMD5(r.MD5OfBody, in.Body)).
-		AddStr("MD5OfMessageAttributes", md5Attrs(in.Attributes))
+		AddStr("MD5OfMessageAttributes", message.AttributesMD5(in.Attributes))
 	if in.TraceHeader != "" {
 		th := in.TraceHeader
-		o = o.AddStr("MD5OfMessageSystemAttributes", md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &th}}))
+		o = o.AddStr("MD5OfMessageSystemAttributes", message.AttributesMD5(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &th}}))
 	}
 	return o.Add("MessageId", r.MessageID).AddStr("SequenceNumber", r.SequenceNumber)
 }
@@ -454,7 +463,7 @@ func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 		}
 		ok = append(ok, make(wire.Obj, 0, 5).Add("Id", ids[i]).Add("MessageId", results[i].MessageID).
 			Add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
-			AddStr("MD5OfMessageAttributes", md5Attrs(ins[i].Attributes)).
+			AddStr("MD5OfMessageAttributes", message.AttributesMD5(ins[i].Attributes)).
 			AddStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
 			AddStr("SequenceNumber", results[i].SequenceNumber))
 	}
@@ -466,7 +475,7 @@ func sysMD5(trace string) string {
 	if trace == "" {
 		return ""
 	}
-	return md5Attrs(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &trace}})
+	return message.AttributesMD5(map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: &trace}})
 }
 
 // wantAttr reports whether a message attribute name passes the filter.
@@ -558,7 +567,7 @@ func renderMessage(m st.Message, sysNames, attrFilter []string) wire.Obj {
 		}
 	}
 	if len(sel) > 0 {
-		o = o.Add("MD5OfMessageAttributes", md5Attrs(sel))
+		o = o.Add("MD5OfMessageAttributes", message.AttributesMD5(sel))
 		mv := wire.Mapv{Entry: "MessageAttribute", Key: "Name", Val: "Value", Vals: map[string]any{}}
 		for k, v := range sel {
 			mv.Keys = append(mv.Keys, k)

@@ -13,51 +13,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
-	st "github.com/sluicemq/sluice/sluicetype"
 )
-
-func sp(s string) *string { return &s }
-
-func TestMD5Vectors(t *testing.T) {
-	a1 := st.AttributeValue{DataType: "String", StringValue: sp("attribValue 1")}
-	a2 := st.AttributeValue{DataType: "Number.float", StringValue: sp("4563442423554324324264524243.32543234")}
-	a3 := st.AttributeValue{DataType: "Binary", BinaryValue: []byte("Hello binary world!")}
-	general := st.AttributeValue{DataType: "String", StringValue: sp("Kenobi")}
-	hello := st.AttributeValue{DataType: "String", StringValue: sp("There")}
-	helpMe := st.AttributeValue{DataType: "String", StringValue: sp("Me")}
-	cases := []struct {
-		attrs map[string]st.AttributeValue
-		want  string
-	}{
-		{map[string]st.AttributeValue{"attribName1": a1}, "19e27d4e946b072f3f58da80d94fd778"},
-		{map[string]st.AttributeValue{"customNumberTypeAttrib": a2}, "9fe1b90bbd9965bdf77bac517c7d2495"},
-		{map[string]st.AttributeValue{"binaryAttribute": a3}, "31a92b15d92f8db860eda32aceb656c3"},
-		{map[string]st.AttributeValue{"attribName1": a1, "customNumberTypeAttrib": a2, "binaryAttribute": a3}, "c932db14a896c663f83c260297d594ff"},
-		{map[string]st.AttributeValue{"General": general, "Hello": hello, "Help.Me": helpMe}, "4c360f3fdafd970e05fae2f149d997f5"},
-		{map[string]st.AttributeValue{"General": general, "Hello": hello}, "fca026605781cb4126a1e9044df24232"},
-		{map[string]st.AttributeValue{"Hello": hello}, "a311262e065454b75da111d535b8dacd"},
-		{map[string]st.AttributeValue{"Hello": hello, "Help.Me": helpMe}, "83fee93c1bcd8b9a5a923ffacdc636c7"},
-		{map[string]st.AttributeValue{"MyAttribute": {DataType: "String", StringValue: sp("foobar")}}, "adb59cd4678ea5a855436b949cd07ab6"},
-		{map[string]st.AttributeValue{"Foo": {DataType: "String", StringValue: sp("Bar")}}, "ae7155c6026991b6d54b11589678bf9c"},
-		{map[string]st.AttributeValue{"attr1": {DataType: "Binary", BinaryValue: []byte("traceparent\x1e00-774062d6c37081a5a0b9b5b88e30627c-2d2482211f6489da-01")}}, "8cbe4db156db8a94db8b801b7addb984"},
-		{map[string]st.AttributeValue{"timestamp": {DataType: "Number", StringValue: sp("1493147359900")}}, "235c5c510d26fb653d073faed50ae77c"},
-		{map[string]st.AttributeValue{"AWSTraceHeader": {DataType: "String", StringValue: sp("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}}, "5ae4d5d7636402d80f4eb6d213245a88"},
-	}
-	for i, c := range cases {
-		if got := md5Attrs(c.attrs); got != c.want {
-			t.Errorf("vector %d: got %s want %s", i, got, c.want)
-		}
-	}
-	for body, want := range map[string]string{"test": "098f6bcd4621d373cade4e832627b4f6", "msg": "6e2baaf3b97dbeef01c0043275f9a0e7",
-		"message": "78e731027d8fd50ed642340b7c9a63b3", "hello": "5d41402abc4b2a76b9719d911017c592"} {
-		if got := md5Body(body); got != want {
-			t.Errorf("body %q: %s", body, got)
-		}
-	}
-	if md5Attrs(nil) != "" {
-		t.Error("no attributes must give no MD5")
-	}
-}
 
 func TestQueryDecode(t *testing.T) {
 	form := "Action=SendMessageBatch&QueueUrl=http%3A%2F%2Fh%2F000000000000%2Fq" +
@@ -210,16 +166,6 @@ func exercise(p wire.Params) {
 		e.Intp("DelaySeconds")
 		e.MsgAttrs("MessageAttributes")
 	}
-}
-
-func FuzzMessageAttributesMD5(f *testing.F) {
-	f.Add("name", "String", "value", []byte{1})
-	f.Fuzz(func(t *testing.T, name, typ, val string, bin []byte) {
-		a := map[string]st.AttributeValue{name: {DataType: typ, StringValue: &val}, name + "b": {DataType: typ, BinaryValue: bin}}
-		if md5Attrs(a) != md5Attrs(a) {
-			t.Fatal("md5 not deterministic")
-		}
-	})
 }
 
 func FuzzSigV4(f *testing.F) {
