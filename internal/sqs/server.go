@@ -26,6 +26,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/respconn"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -143,11 +144,11 @@ func (s *Server) Serve(ln net.Listener) error {
 		WriteTimeout:      s.cfg.WriteTimeout,
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ConnContext:       connContext,
+		ConnContext:       respconn.ConnContext,
 	}
 	srv := s.srv
 	s.mu.Unlock()
-	err := srv.Serve(respListener{ln})
+	err := srv.Serve(respconn.Listener{Listener: ln})
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}
@@ -224,13 +225,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set("Content-Type", "application/x-amz-json-1.0")
 		h.Set("Content-Length", strconv.Itoa(len(*buf))) // one write, not chunks
 		w.WriteHeader(http.StatusOK)
-		writeLarge(r.Context(), w, *buf)
+		respconn.WriteLarge(r.Context(), w, *buf)
 		s.putBuf(buf)
 		return
 	}
 	w.Header().Set("Content-Type", "text/xml")
 	w.WriteHeader(http.StatusOK)
-	writeLarge(r.Context(), w, wire.RenderXML(req.action, out, hasResult, req.id))
+	respconn.WriteLarge(r.Context(), w, wire.RenderXML(req.action, out, hasResult, req.id))
 }
 
 // decode authenticates, reads and parses the request, reading the body
