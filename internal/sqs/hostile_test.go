@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
+	"github.com/sluicemq/sluice/internal/sqs/intake"
 )
 
 // What a hostile or careless client can do, tried over real HTTP.
@@ -101,7 +102,7 @@ func forged(key string) []string {
 func TestUnsignedBodyIsNotRead(t *testing.T) {
 	e := twoPrincipalServer(t, sqs.ServerConfig{})
 	for name, extra := range map[string][]string{"unsigned": nil, "unknown key": forged("AKNOBODY")} {
-		c := rawRequest(t, e.url, jsonHeader("SendMessage", sqs.MaxRequestBytes, extra...), `{"x":[0,0,0`)
+		c := rawRequest(t, e.url, jsonHeader("SendMessage", intake.MaxRequestBytes, extra...), `{"x":[0,0,0`)
 		r := readResponse(c)
 		if r.err != nil || r.status != 403 {
 			t.Fatalf("%s: %d %v, want 403 before the body", name, r.status, r.err)
@@ -118,7 +119,7 @@ func TestUnsignedBodyIsNotRead(t *testing.T) {
 // is refused with a retryable ServiceUnavailable; once the first is done
 // its room is free again.
 func TestInflightBodiesAreBounded(t *testing.T) {
-	e := twoPrincipalServer(t, sqs.ServerConfig{MaxInflightBytes: sqs.MaxRequestBytes})
+	e := twoPrincipalServer(t, sqs.ServerConfig{MaxInflightBytes: intake.MaxRequestBytes})
 	const size = 4 << 20
 	head := jsonHeader("SendMessage", size, forged("AKALICE")...)
 	conns := []net.Conn{rawRequest(t, e.url, head, ""), rawRequest(t, e.url, head, "")}
@@ -155,7 +156,7 @@ func TestHostileBodies(t *testing.T) {
 	e := start(t, nil, "")
 	q := must(e.client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("q")}))
 	qurl := aws.ToString(q.QueueUrl)
-	c := rawRequest(t, e.url, jsonHeader("SendMessage", sqs.MaxRequestBytes+1), "")
+	c := rawRequest(t, e.url, jsonHeader("SendMessage", intake.MaxRequestBytes+1), "")
 	if r := readResponse(c); r.status != 413 || !strings.Contains(r.body["__type"], "RequestEntityTooLarge") {
 		t.Errorf("oversized JSON request: %+v, want a JSON 413", r)
 	}

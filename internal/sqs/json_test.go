@@ -134,18 +134,3 @@ func TestRenderJSON(t *testing.T) {
 		t.Fatalf("rendered %s\nread back %#v\nwant %#v", raw, got, want)
 	}
 }
-
-// TestReadBody: the body comes back whole whatever the declared length
-// (exact, absent, larger than sent, beyond the pre-sized limit), replacing
-// what the buffer held.
-func TestReadBody(t *testing.T) {
-	for _, n := range []int{0, 1, 4095, 4096, pooledBufMax - 1, pooledBufMax + 1, 3 * pooledBufMax} {
-		body := bytes.Repeat([]byte("abcdefg"), n/7+1)[:n]
-		for _, declared := range []int64{int64(n), -1, int64(n) + 100, 1 << 30} {
-			got, err := readBody(bytes.NewReader(body), declared, []byte("old"), nil)
-			if err != nil || !bytes.Equal(got, body) {
-				t.Fatalf("n=%d declared=%d: %d bytes, %v", n, declared, len(got), err)
-			}
-		}
-	}
-}

@@ -3,7 +3,8 @@
 // request on every path. It only translates: wire format in, broker call,
 // wire format out. Queue logic and message validation live in the broker;
 // this package checks wire shape (types, required parameters, batch shape)
-// and authenticates requests with SigV4.
+// and authenticates requests with SigV4. What a request's body may cost
+// before it is parsed is intake's; how a large answer leaves, respconn's.
 package sqs
 
 import (
@@ -11,13 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,20 +25,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/intake"
 	"github.com/sluicemq/sluice/internal/sqs/respconn"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// MaxRequestBytes bounds a request body. A 1 MiB message (or a batch of
-// 1 MiB in total) can grow several times on the wire: percent-encoding in
-// Query forms triples non-ASCII bytes, base64 adds a third to binary
-// attributes, and JSON escapes control characters.
-const MaxRequestBytes = 5 << 20
-
-// pooledBufMax bounds the buffers a Server recycles, and how far a body
-// buffer is sized from Content-Length before any of the body has arrived.
+// pooledBufMax bounds the buffers a Server recycles.
 const pooledBufMax = 256 << 10
+
+// maxQueryParams bounds the parameters of a Query request. The largest
+// valid request (a batch of ten with ten attributes each) has about 500.
+const maxQueryParams = 4096
 
 // ServerConfig configures a Server.
 type ServerConfig struct {
@@ -59,9 +56,9 @@ type ServerConfig struct {
 	// 60 s (a long poll lasts up to 20 s).
 	ReadTimeout, WriteTimeout time.Duration
 	// MaxInflightBytes bounds the request bodies held at once, summed over
-	// every request in flight (at least MaxRequestBytes). A request that
-	// finds no room within a short wait is refused with ServiceUnavailable
-	// (retryable). Default 48 MiB.
+	// every request in flight (at least intake.MaxRequestBytes). A request
+	// that finds no room within a short wait is refused with
+	// ServiceUnavailable (retryable). Default 48 MiB.
 	MaxInflightBytes int64
 }
 
@@ -82,7 +79,7 @@ type Server struct {
 	// pooledBufMax (rare, large requests) are left to the collector.
 	bufs sync.Pool
 	// inflight bounds the memory request bodies hold at once.
-	inflight *budget
+	inflight *intake.Budget
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -120,12 +117,12 @@ func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
 		cfg.WriteTimeout = 60 * time.Second
 	}
 	if cfg.MaxInflightBytes <= 0 {
-		cfg.MaxInflightBytes = DefaultMaxInflightBytes
+		cfg.MaxInflightBytes = intake.DefaultMaxInflightBytes
 	}
-	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, MaxRequestBytes)
+	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, intake.MaxRequestBytes)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics(),
-		inflight: newBudget(cfg.MaxInflightBytes)}
+		inflight: intake.NewBudget(cfg.MaxInflightBytes)}
 }
 
 // Serve serves HTTP on ln until Shutdown.
@@ -182,9 +179,9 @@ type request struct {
 	p         wire.Params
 	r         *http.Request
 	principal *sigv4.Principal
-	pathQueue string // queue named by the URL path, if any
-	release   *grant // the request's share of the in-flight body budget
-	errCode   string // the error the request was answered with, if any
+	pathQueue string        // queue named by the URL path, if any
+	release   *intake.Grant // the request's share of the in-flight body budget
+	errCode   string        // the error the request was answered with, if any
 }
 
 // ServeHTTP implements http.Handler.
@@ -205,7 +202,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, req, &st.Error{Code: st.CodeInternal, Message: "We encountered an internal error. Please try again."})
 		}
 	}()
-	defer func() { req.release.done() }()
+	defer func() { req.release.Done() }()
 	body := s.getBuf()
 	err := s.decode(w, req, body)
 	s.putBuf(body) // decoding copies what it keeps
@@ -250,25 +247,10 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 	if err != nil {
 		return err
 	}
-	if r.ContentLength > MaxRequestBytes {
-		return tooLarge()
-	}
-	if req.release, err = s.inflight.admit(r.Context(), r.ContentLength); err != nil {
+	if req.release, err = s.inflight.ReadBody(w, r, buf); err != nil {
 		return err
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, MaxRequestBytes), r.ContentLength, *buf, req.release)
-	*buf = body
-	if err != nil {
-		var mbe *http.MaxBytesError
-		var e *st.Error
-		switch {
-		case errors.As(err, &mbe):
-			return tooLarge()
-		case errors.As(err, &e):
-			return e
-		}
-		return st.Errorf(wire.CodeMalformedInput, "Could not read the request body.")
-	}
+	body := *buf
 	if err := s.verify(req, sig, body); err != nil {
 		return err
 	}
@@ -302,38 +284,6 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 		}
 	}
 	return nil
-}
-
-func tooLarge() error {
-	return st.Errorf(wire.CodeRequestTooLarge, "Request body is larger than %d bytes.", MaxRequestBytes)
-}
-
-// readBody reads r to its end into buf's storage (replacing what it held),
-// sized by the declared length when there is one: the in-flight budget has
-// already reserved that much (g), so a false Content-Length holds the
-// sender's share of the budget, nothing more. A body of unknown length
-// must win more of the budget as it grows.
-func readBody(r io.Reader, declared int64, buf []byte, g *grant) ([]byte, error) {
-	buf = buf[:0]
-	if declared >= 0 && declared <= MaxRequestBytes && int64(cap(buf)) < declared+1 {
-		buf = make([]byte, 0, declared+1) // +1: the read that sees the end
-	}
-	for {
-		if len(buf) == cap(buf) {
-			if err := g.grow(int64(2*cap(buf) + 512)); err != nil {
-				return buf, err
-			}
-			buf = slices.Grow(buf, cap(buf)+512)
-		}
-		n, err := r.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return buf, err
-		}
-	}
 }
 
 // splitQueuePath parses /<account>/<name>.

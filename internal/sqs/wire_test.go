@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sqs/intake"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 )
 
@@ -115,7 +116,7 @@ func TestPanicBecomes500(t *testing.T) {
 
 func TestRequestTooLarge(t *testing.T) {
 	s := newTestServer()
-	r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", MaxRequestBytes+1)))
+	r := httptest.NewRequest("POST", "/", strings.NewReader(strings.Repeat("x", intake.MaxRequestBytes+1)))
 	r.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
 	w := httptest.NewRecorder()
 	s.ServeHTTP(w, r)
