@@ -56,6 +56,9 @@ func (b *Budget) admit(ctx context.Context, declared int64) (*Grant, error) {
 	if declared < 0 {
 		n = 64 << 10
 	}
+	// Never more than the whole budget: a body of the largest size, with a
+	// budget of exactly that, must get in once the budget is free.
+	n = min(n, b.max)
 	ctx, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
 	if err := b.sem.Acquire(ctx, n); err != nil {

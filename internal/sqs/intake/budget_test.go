@@ -76,5 +76,15 @@ func TestBudget(t *testing.T) {
 		if !b.sem.TryAcquire(max) {
 			t.Fatal("room not given back")
 		}
+		b.sem.Release(max)
+
+		// A body of the budget's whole size gets in (it asks for no more
+		// than the budget, though the read that sees the end wants a byte
+		// over).
+		whole, err := b.admit(t.Context(), max)
+		if err != nil {
+			t.Fatalf("a body the size of the whole budget: %v", err)
+		}
+		whole.Done()
 	})
 }
