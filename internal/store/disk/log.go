@@ -3,9 +3,9 @@
 // local disk, so that one group commit (one fsync) makes the records of
 // every queue durable together.
 //
-// A data directory holds
+// A data directory holds (their names and layout are package format's)
 //
-//	log-<n>.seg           segments of checksummed frames (frame.go)
+//	log-<n>.seg           segments of checksummed frames
 //	snap-<p>-<pos>.snap   a partition's snapshot too large for one frame
 //	next-segment.tmp      the next segment, being written full of zeros
 //
@@ -31,24 +31,20 @@
 package disk
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk/format"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -113,9 +109,9 @@ type op struct {
 	p     store.PartitionID
 	prev  uint64
 	recs  []store.Rec
-	n     uint64 // opSnapFile: records in the file
-	file  string // opSnapFile
-	moves []frec // opMove
+	n     uint64          // opSnapFile: records in the file
+	file  string          // opSnapFile
+	moves []format.Record // opMove
 	fut   *store.Pending
 	// Set by the writer.
 	frameOff, frameLen int
@@ -165,7 +161,7 @@ type Log struct {
 	buckets   [len(store.FsyncBounds) + 1]int64
 	segs      map[uint32]*segment
 	parts     map[store.PartitionID]*part
-	man       manifest                     // the newest durable manifest
+	man       format.Manifest              // the newest durable manifest
 	dropLast  map[store.PartitionID]uint32 // dropped partitions: their newest segment
 	deadSnaps []string                     // snapshot files superseded or dropped, to remove
 	lost      map[store.PartitionID]string // replay: superseded snapshots whose file is gone
@@ -194,23 +190,6 @@ type Log struct {
 	prepWG   sync.WaitGroup
 
 	disk diskState
-}
-
-// prepName is the segment being prepared; recovery removes it (".tmp").
-const prepName = "next-segment.tmp"
-
-func segName(n uint64) string { return fmt.Sprintf("log-%016d.seg", n) }
-
-func snapFileName(p store.PartitionID, pos uint64) string {
-	return fmt.Sprintf("snap-%d-%d.snap", p, pos)
-}
-
-func parseNum(name, prefix, suffix string) (uint64, bool) {
-	if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix), 10, 64)
-	return n, err == nil
 }
 
 // Open opens the log in dir, creating it if needed. Replay comes next.
@@ -245,7 +224,7 @@ func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
 // ---- submission ----
 
 func (l *Log) submit(o *op, size int) store.Future {
-	if size > MaxFrame-frameHeader-4 {
+	if size > format.MaxFrame-format.MinFrame {
 		return store.Failed(&store.AppendError{Err: fmt.Errorf("%w: %d bytes in one append", store.ErrTooBig, size), P: o.p})
 	}
 	o.fut = store.NewPending()
@@ -267,7 +246,7 @@ func (l *Log) submit(o *op, size int) store.Future {
 func recsSize(recs []store.Rec) int {
 	n := 0
 	for _, r := range recs {
-		n += frecSize(frec{data: r.Data})
+		n += format.Record{Data: r.Data}.Bound()
 	}
 	return n
 }
@@ -286,7 +265,7 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs []store.Rec) store
 	if size <= maxInlineSnapshot {
 		return l.submit(&op{kind: opSnapshot, p: p, prev: prev, recs: recs}, size)
 	}
-	name := snapFileName(p, prev+1)
+	name := format.SnapFileName(p, prev+1)
 	if err := l.writeSnapFile(name, recs); err != nil {
 		return store.Failed(&store.AppendError{Err: fmt.Errorf("store: writing snapshot %s: %w", name, wrapIO(err)), P: p, Last: prev})
 	}
@@ -406,7 +385,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			// Bodies are usually read soon after they are written: keep
 			// the frames of recent ones in memory for a while. (After the
 			// answers: the writer's callers need not wait for it.)
-			l.recent.put(frameKey{uint32(seg), uint32(base + int64(o.frameOff))}, o.frecs())
+			l.recent.put(frameKey{uint32(seg), uint32(base + int64(o.frameOff))}, o.records())
 		}
 	}
 	l.noteDisk(int64(len(buf)), false)
@@ -423,18 +402,18 @@ func (o *op) keeps() bool {
 	return false
 }
 
-// frecs are the records of an append or move as its frame holds them.
-func (o *op) frecs() []frec {
+// records are the records of an append or move as its frame holds them.
+func (o *op) records() []format.Record {
 	if o.kind == opMove {
 		return o.moves
 	}
-	out := make([]frec, len(o.recs))
+	out := make([]format.Record, len(o.recs))
 	for i, r := range o.recs {
-		k := kRec
+		k := format.KindRec
 		if r.Keep {
-			k = kKeep
+			k = format.KindKeep
 		}
-		out[i] = frec{kind: k, p: o.p, pos: o.prev + 1 + uint64(i), data: r.Data}
+		out[i] = format.Record{Kind: k, P: o.p, Pos: o.prev + 1 + uint64(i), Data: r.Data}
 	}
 	return out
 }
@@ -444,24 +423,24 @@ func (o *op) frecs() []frec {
 func (l *Log) appendOp(buf []byte, o *op, dropped []store.PartitionID) []byte {
 	switch o.kind {
 	case opAppend, opMove:
-		return appendFrame(buf, o.frecs())
+		return format.AppendFrame(buf, o.records())
 	case opSnapshot:
-		fr := make([]frec, len(o.recs))
+		fr := make([]format.Record, len(o.recs))
 		for i, r := range o.recs {
-			k := kSnap
+			k := format.KindSnap
 			if i == 0 {
-				k = kSnapFirst
+				k = format.KindSnapFirst
 			}
-			fr[i] = frec{kind: k, p: o.p, pos: o.prev + 1 + uint64(i), data: r.Data}
+			fr[i] = format.Record{Kind: k, P: o.p, Pos: o.prev + 1 + uint64(i), Data: r.Data}
 		}
-		return appendFrame(buf, fr)
+		return format.AppendFrame(buf, fr)
 	case opSnapFile:
-		return appendFrame(buf, []frec{{kind: kSnapFile, p: o.p, pos: o.prev + 1, data: binary.AppendUvarint(nil, o.n)}})
+		return format.AppendFrame(buf, []format.Record{{Kind: format.KindSnapFile, P: o.p, Pos: o.prev + 1, Data: format.SnapFileData(o.n)}})
 	case opDrop, opManifest:
 		l.mu.Lock()
-		m := manifest{floor: l.man.floor, dropped: append(append([]store.PartitionID(nil), l.man.dropped...), dropped...)}
+		m := format.Manifest{Floor: l.man.Floor, Dropped: append(append([]store.PartitionID(nil), l.man.Dropped...), dropped...)}
 		l.mu.Unlock()
-		return appendFrame(buf, []frec{{kind: kManifest, data: m.encode()}})
+		return format.AppendManifest(buf, m)
 	}
 	panic("store: unknown operation")
 }
@@ -511,7 +490,7 @@ func (l *Log) applyOpLocked(o *op, seg uint32, base int64) bool {
 			}
 			delete(l.parts, o.p)
 		}
-		l.man.dropped = append(l.man.dropped, o.p)
+		l.man.Dropped = append(l.man.Dropped, o.p)
 		return true
 	case opMove:
 		o.hints = make([]store.Hint, len(o.moves))
@@ -673,14 +652,14 @@ func (l *Log) roll() error {
 		}
 	}
 	next := l.seg + 1
-	name := l.path(segName(next))
+	name := l.path(format.SegName(next))
 	var f vfs.File
 	prepared := false
 	if l.prepReady() {
 		l.prep.Lock()
 		l.prep.ready = false
 		l.prep.Unlock()
-		if err := l.fs.Rename(l.path(prepName), name); err != nil {
+		if err := l.fs.Rename(l.path(format.NextSegment), name); err != nil {
 			l.log.Warn("store: using the prepared segment failed", "err", err)
 		} else if pf, err := l.fs.OpenFile(name, os.O_RDWR, 0o644); err != nil {
 			l.log.Warn("store: using the prepared segment failed", "err", err)
@@ -696,7 +675,7 @@ func (l *Log) roll() error {
 		}
 	}
 	l.mu.Lock()
-	head := appendFrame(nil, []frec{{kind: kManifest, data: l.man.encode()}})
+	head := format.AppendManifest(nil, l.man)
 	l.mu.Unlock()
 	if _, err := f.Write(head); err != nil {
 		f.Close()
@@ -761,11 +740,11 @@ func (l *Log) startPrepare() {
 
 var errStopped = errors.New("store: closing")
 
-// prepare writes prepName full of zeros and fsyncs it, paced at about
-// 125 MiB/s in 1 MiB steps so that the log's own fsyncs are not queued
-// behind a burst of zeros.
+// prepare writes the next segment (format.NextSegment) full of zeros and
+// fsyncs it, paced at about 125 MiB/s in 1 MiB steps so that the log's own
+// fsyncs are not queued behind a burst of zeros.
 func (l *Log) prepare() (err error) {
-	name := l.path(prepName)
+	name := l.path(format.NextSegment)
 	f, err := l.fs.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -799,39 +778,15 @@ func (l *Log) prepare() (err error) {
 	return nil
 }
 
-// writeSnapFile writes a snapshot's records to a file of their own:
-// [uvarint length][data] per record, then a trailer of the CRC-32C and the
-// length of what precedes it; fsynced and renamed into place.
+// writeSnapFile writes a snapshot's records to a file of their own,
+// fsynced and renamed into place.
 func (l *Log) writeSnapFile(name string, recs []store.Rec) error {
-	tmp := l.path(name + ".tmp")
+	tmp := l.path(format.TempName(name))
 	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	crc, n := uint32(0), uint64(0)
-	var lenBuf [binary.MaxVarintLen64]byte
-	put := func(b []byte) {
-		if err == nil {
-			_, err = bw.Write(b)
-			crc = crc32.Update(crc, castagnoli, b)
-			n += uint64(len(b))
-		}
-	}
-	for _, r := range recs {
-		k := binary.PutUvarint(lenBuf[:], uint64(len(r.Data)))
-		put(lenBuf[:k])
-		put(r.Data)
-	}
-	if err == nil {
-		var tr [12]byte
-		binary.BigEndian.PutUint32(tr[:4], crc)
-		binary.BigEndian.PutUint64(tr[4:], n)
-		_, err = bw.Write(tr[:])
-	}
-	if err == nil {
-		err = bw.Flush()
-	}
+	err = format.WriteSnapFile(f, recs)
 	if err == nil {
 		err = f.Sync()
 	}
@@ -857,27 +812,11 @@ func (l *Log) readSnapFile(name string) ([][]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	all, err := io.ReadAll(f)
+	recs, err := format.ReadSnapFile(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("snapshot %s: %w", name, err)
 	}
-	if len(all) < 12 {
-		return nil, fmt.Errorf("%w: snapshot %s is truncated", store.ErrCorrupt, name)
-	}
-	body, tr := all[:len(all)-12], all[len(all)-12:]
-	if binary.BigEndian.Uint64(tr[4:]) != uint64(len(body)) || crc32.Checksum(body, castagnoli) != binary.BigEndian.Uint32(tr) {
-		return nil, fmt.Errorf("%w: snapshot %s fails its checksum", store.ErrCorrupt, name)
-	}
-	var out [][]byte
-	for len(body) > 0 {
-		n, k := binary.Uvarint(body)
-		if k <= 0 || n > uint64(len(body)-k) {
-			return nil, fmt.Errorf("%w: snapshot %s holds a bad record", store.ErrCorrupt, name)
-		}
-		out = append(out, body[k:k+int(n):k+int(n)])
-		body = body[k+int(n):]
-	}
-	return out, nil
+	return recs, nil
 }
 
 // Stats returns the log's figures.
@@ -890,7 +829,7 @@ func (l *Log) Stats() store.Stats {
 	s.PartitionsAlive = len(l.parts)
 	for n, seg := range l.segs {
 		s.DiskBytes += seg.size
-		if n >= uint32(l.man.floor) {
+		if n >= uint32(l.man.Floor) {
 			s.LogBytes += seg.size
 		}
 		if seg.written > 0 {

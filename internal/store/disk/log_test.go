@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk/format"
 	"github.com/sluicemq/sluice/internal/store/storetest"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
@@ -193,9 +194,9 @@ func TestTornTailIsCut(t *testing.T) {
 		appendOne(t, l, 1, uint64(i), false, fmt.Sprint("r", i))
 	}
 	l.Close()
-	seg := filepath.Join(dir, segName(1))
+	seg := filepath.Join(dir, format.SegName(1))
 	data, _ := os.ReadFile(seg)
-	half := appendFrame(nil, []frec{{kind: kRec, p: 1, pos: 6, data: []byte("never acknowledged")}})
+	half := format.AppendFrame(nil, []format.Record{{Kind: format.KindRec, P: 1, Pos: 6, Data: []byte("never acknowledged")}})
 	os.WriteFile(seg, append(data, half[:len(half)/2]...), 0o644)
 	var logs bytes.Buffer
 	l2, r := openLog(t, vfs.OS{}, dir, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -221,7 +222,7 @@ func TestBitFlipInOldSegmentIsAnError(t *testing.T) {
 		appendOne(t, l, 1, uint64(i), false, fmt.Sprintf("record-%02d-%s", i, strings.Repeat("y", 40)))
 	}
 	l.Close()
-	seg := filepath.Join(dir, segName(2))
+	seg := filepath.Join(dir, format.SegName(2))
 	data, _ := os.ReadFile(seg)
 	data[len(data)-3] ^= 0x01
 	os.WriteFile(seg, data, 0o644)
@@ -243,7 +244,7 @@ func TestBitFlipIsNeverServed(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		appendOne(t, l, 2, uint64(i), true, string(big))
 	}
-	f, err := os.OpenFile(filepath.Join(dir, segName(uint64(h.A))), os.O_RDWR, 0)
+	f, err := os.OpenFile(filepath.Join(dir, format.SegName(uint64(h.A))), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestFaults(t *testing.T) {
 func TestRecordTooLarge(t *testing.T) {
 	l, _ := openLog(t, vfs.OS{}, t.TempDir(), Options{})
 	defer l.Close()
-	if err := l.Append(1, 0, []store.Rec{{Data: make([]byte, MaxFrame)}}).Wait(ctx); !errors.Is(err, store.ErrTooBig) {
+	if err := l.Append(1, 0, []store.Rec{{Data: make([]byte, format.MaxFrame)}}).Wait(ctx); !errors.Is(err, store.ErrTooBig) {
 		t.Fatalf("got %v", err)
 	}
 }
@@ -433,7 +434,7 @@ func TestCompaction(t *testing.T) {
 	before := l.Stats().Segments
 	old := 0 // live records in segments below the floor
 	for _, h := range o.hints {
-		if uint64(h.A) < l.man.floor {
+		if uint64(h.A) < l.man.Floor {
 			old++
 		}
 	}
@@ -458,7 +459,7 @@ func TestCompaction(t *testing.T) {
 		}
 	}
 	for pos, h := range o.hints {
-		if mh, ok := moved[pos]; (ok || uint64(h.A) < l.man.floor) && mh != h {
+		if mh, ok := moved[pos]; (ok || uint64(h.A) < l.man.Floor) && mh != h {
 			t.Fatalf("replay did not tell where %d moved (%+v, want %+v)", pos, moved[pos], h)
 		}
 		l2.Keep(1, pos, h)
@@ -573,8 +574,8 @@ func TestPreallocatedSegments(t *testing.T) {
 	}
 	add()
 	l.Close()
-	name := segName(l.seg)
-	if fi, err := os.Stat(filepath.Join(dir, segName(1))); err != nil || fi.Size() >= segBytes {
+	name := format.SegName(l.seg)
+	if fi, err := os.Stat(filepath.Join(dir, format.SegName(1))); err != nil || fi.Size() >= segBytes {
 		t.Fatalf("the closed segment kept its zeros: %v %v", fi.Size(), err)
 	}
 	seg := filepath.Join(dir, name)
@@ -593,7 +594,7 @@ func TestPreallocatedSegments(t *testing.T) {
 	for end > 0 && data[end-1] == 0 {
 		end--
 	}
-	junk := appendFrame(nil, []frec{{kind: kRec, p: 1, pos: uint64(n + 1), data: []byte("never acknowledged")}})
+	junk := format.AppendFrame(nil, []format.Record{{Kind: format.KindRec, P: 1, Pos: uint64(n + 1), Data: []byte("never acknowledged")}})
 	copy(data[end+(len(data)-end-len(junk))/2:], junk)
 	os.WriteFile(seg, data, 0o644)
 	var logs bytes.Buffer
@@ -602,23 +603,4 @@ func TestPreallocatedSegments(t *testing.T) {
 	if len(r3.data(1)) != n || !strings.Contains(logs.String(), "data after the zeroed tail") {
 		t.Fatalf("recovered %d of %d records; log: %s", len(r3.data(1)), n, logs.String())
 	}
-}
-
-func FuzzDecodeFrame(f *testing.F) {
-	f.Add(appendFrame(nil, []frec{{kind: kKeep, p: 3, pos: 9, data: []byte("a")}, {kind: kSnap, p: 1, pos: 2, data: []byte("bc")}})[frameHeader:])
-	f.Add([]byte{0, 0, 0, 1, 255, 255, 255, 255})
-	f.Fuzz(func(t *testing.T, p []byte) {
-		recs, err := decodeFrame(p)
-		if err != nil {
-			return
-		}
-		if got := appendFrame(nil, recs)[frameHeader:]; !bytes.Equal(got, p) {
-			// Varints may be encoded longer than needed; the decoded
-			// records must at least re-decode the same.
-			again, err := decodeFrame(got)
-			if err != nil || len(again) != len(recs) {
-				t.Fatalf("round trip: %v", err)
-			}
-		}
-	})
 }

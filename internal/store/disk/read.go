@@ -1,15 +1,14 @@
 package disk
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"sort"
 	"sync"
 
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk/format"
 )
 
 // Read reads the record (p, pos) back through its hint, verifying its
@@ -27,10 +26,10 @@ func (l *Log) Read(p store.PartitionID, pos uint64, h store.Hint) ([]byte, error
 		return nil, err
 	}
 	r := recs[h.D]
-	if r.p != p || r.pos != pos || r.kind == kManifest {
+	if r.P != p || r.Pos != pos || r.Kind == format.KindManifest {
 		return nil, fmt.Errorf("%w: partition %d position %d is not at %+v", store.ErrNotFound, p, pos, h)
 	}
-	return r.data, nil
+	return r.Data, nil
 }
 
 func (l *Log) reader(seg uint32) (bool, error) {
@@ -45,7 +44,7 @@ func (l *Log) reader(seg uint32) (bool, error) {
 	if l.readers[seg] != nil {
 		return true, nil
 	}
-	f, err := l.fs.OpenFile(l.path(segName(uint64(seg))), os.O_RDONLY, 0)
+	f, err := l.fs.OpenFile(l.path(format.SegName(uint64(seg))), os.O_RDONLY, 0)
 	if err != nil {
 		return false, err
 	}
@@ -55,8 +54,8 @@ func (l *Log) reader(seg uint32) (bool, error) {
 
 // readFrame reads back (and verifies) every record of the frame a hint
 // names: records sent together are usually read together.
-func (l *Log) readFrame(h store.Hint) ([]frec, error) {
-	if h.A == 0 || h.C < frameHeader+4 || h.C > MaxFrame+frameHeader {
+func (l *Log) readFrame(h store.Hint) ([]format.Record, error) {
+	if h.A == 0 || h.C < format.MinFrame || h.C > format.MaxFrame+format.FrameHeader {
 		return nil, fmt.Errorf("%w: no record at %+v", store.ErrNotFound, h)
 	}
 	k := frameKey{h.A, h.B}
@@ -83,12 +82,12 @@ func (l *Log) readFrame(h store.Hint) ([]frec, error) {
 	}
 	l.rmu.RUnlock()
 	if err != nil {
-		return nil, fmt.Errorf("store: reading %s at %d: %w", segName(uint64(h.A)), h.B, err)
+		return nil, fmt.Errorf("store: reading %s at %d: %w", format.SegName(uint64(h.A)), h.B, err)
 	}
-	if binary.BigEndian.Uint32(buf) != h.C-frameHeader || crc32.Checksum(buf[frameHeader:], castagnoli) != binary.BigEndian.Uint32(buf[4:]) {
-		return nil, fmt.Errorf("%w: %s at %d fails its checksum", store.ErrCorrupt, segName(uint64(h.A)), h.B)
+	if !format.Intact(buf) {
+		return nil, fmt.Errorf("%w: %s at %d fails its checksum", store.ErrCorrupt, format.SegName(uint64(h.A)), h.B)
 	}
-	recs, err := decodeFrame(buf[frameHeader:])
+	recs, err := format.DecodeFrame(buf[format.FrameHeader:])
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +105,7 @@ func (l *Log) readFrame(h store.Hint) ([]frec, error) {
 type readCache struct {
 	mu    sync.Mutex
 	keys  [readCacheFrames]frameKey
-	recs  [readCacheFrames][]frec
+	recs  [readCacheFrames][]format.Record
 	size  [readCacheFrames]int
 	bytes int
 	next  int
@@ -117,7 +116,7 @@ const (
 	readCacheBytes  = 16 << 20 // at most this much held; a frame over a quarter of it is not kept
 )
 
-func (c *readCache) get(k frameKey) ([]frec, bool) {
+func (c *readCache) get(k frameKey) ([]format.Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.keys {
@@ -128,7 +127,7 @@ func (c *readCache) get(k frameKey) ([]frec, bool) {
 	return nil, false
 }
 
-func (c *readCache) put(k frameKey, recs []frec, n int) {
+func (c *readCache) put(k frameKey, recs []format.Record, n int) {
 	if n > readCacheBytes/4 {
 		return
 	}
@@ -174,7 +173,7 @@ type recentFrames struct {
 
 type recentFrame struct {
 	k     frameKey
-	recs  []frec
+	recs  []format.Record
 	bytes int
 }
 
@@ -182,10 +181,10 @@ const recentBytes = 8 << 20
 
 func (k frameKey) less(o frameKey) bool { return k.seg < o.seg || k.seg == o.seg && k.off < o.off }
 
-func (r *recentFrames) put(k frameKey, recs []frec) {
+func (r *recentFrames) put(k frameKey, recs []format.Record) {
 	n := 0
 	for _, rec := range recs {
-		n += len(rec.data)
+		n += len(rec.Data)
 	}
 	if n > recentBytes/4 {
 		return
@@ -211,7 +210,7 @@ func (r *recentFrames) put(k frameKey, recs []frec) {
 	}
 }
 
-func (r *recentFrames) get(k frameKey) ([]frec, bool) {
+func (r *recentFrames) get(k frameKey) ([]format.Record, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := sort.Search(len(r.ring), func(i int) bool { return !r.ring[i].k.less(k) })

@@ -1,17 +1,14 @@
 package disk
 
 import (
-	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"sort"
-	"strings"
 
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk/format"
 )
 
 // Replay reads the log once, from the floor of the newest manifest, and
@@ -27,14 +24,13 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	var segs []uint64
 	snapFiles := map[string]bool{}
 	for _, n := range names {
+		seg, isSeg := format.ParseSegName(n)
 		switch {
-		case strings.HasSuffix(n, ".tmp"):
+		case format.IsTemp(n):
 			_ = l.fs.Remove(l.path(n))
-		case strings.HasPrefix(n, "log-"):
-			if v, ok := parseNum(n, "log-", ".seg"); ok {
-				segs = append(segs, v)
-			}
-		case strings.HasPrefix(n, "snap-") && strings.HasSuffix(n, ".snap"):
+		case isSeg:
+			segs = append(segs, seg)
+		case format.IsSnapFile(n):
 			snapFiles[n] = true
 		}
 	}
@@ -48,18 +44,18 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	if err != nil {
 		return err
 	}
-	if !found || man.floor == 0 {
-		man.floor = segs[0]
+	if !found || man.Floor == 0 {
+		man.Floor = segs[0]
 	}
 	l.man = man
 	skip := map[store.PartitionID]bool{}
-	for _, p := range man.dropped {
+	for _, p := range man.Dropped {
 		skip[p] = true
 	}
 	var good int64
 	for _, s := range segs {
-		if s < man.floor {
-			if fi, err := l.fs.Stat(l.path(segName(s))); err == nil {
+		if s < man.Floor {
+			if fi, err := l.fs.Stat(l.path(format.SegName(s))); err == nil {
 				l.segs[uint32(s)] = &segment{size: fi.Size()}
 			}
 			continue
@@ -100,13 +96,13 @@ func (l *Log) start(seg uint64, off int64, fresh bool) error {
 	if fresh {
 		flags |= os.O_TRUNC
 	}
-	f, err := l.fs.OpenFile(l.path(segName(seg)), flags, 0o644)
+	f, err := l.fs.OpenFile(l.path(format.SegName(seg)), flags, 0o644)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
 	if fresh {
-		l.man = manifest{floor: seg}
-		head := appendFrame(nil, []frec{{kind: kManifest, data: l.man.encode()}})
+		l.man = format.Manifest{Floor: seg}
+		head := format.AppendManifest(nil, l.man)
 		if _, err := f.Write(head); err == nil {
 			err = f.Sync()
 		}
@@ -144,13 +140,13 @@ func (l *Log) start(seg uint64, off int64, fresh bool) error {
 
 // newestManifest finds the last manifest frame of a segment that reads
 // well (a torn tail is ignored here; replay cuts it).
-func (l *Log) newestManifest(seg uint64) (manifest, bool, error) {
-	var m manifest
+func (l *Log) newestManifest(seg uint64) (format.Manifest, bool, error) {
+	var m format.Manifest
 	found := false
-	_, err := l.scanSegment(seg, true, func(off int64, flen int, recs []frec) error {
+	_, err := l.scanSegment(seg, true, func(off int64, flen int, recs []format.Record) error {
 		for _, r := range recs {
-			if r.kind == kManifest {
-				mm, err := decodeManifest(r.data)
+			if r.Kind == format.KindManifest {
+				mm, err := format.DecodeManifest(r.Data)
 				if err != nil {
 					return err
 				}
@@ -165,77 +161,23 @@ func (l *Log) newestManifest(seg uint64) (manifest, bool, error) {
 // scanSegment calls fn for each frame of a segment, in order, and returns
 // the offset after the last good one. last says the segment is the newest:
 // a bad frame there is a torn tail (scanning stops), elsewhere an error.
-func (l *Log) scanSegment(n uint64, last bool, fn func(off int64, flen int, recs []frec) error) (int64, error) {
-	name := segName(n)
+func (l *Log) scanSegment(n uint64, last bool, fn func(off int64, flen int, recs []format.Record) error) (int64, error) {
+	name := format.SegName(n)
 	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
 	if err != nil {
 		return 0, fmt.Errorf("store: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<20)
-	var off int64
-	var hdr [frameHeader]byte
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if err == io.EOF {
-				return off, nil
-			}
-			return l.torn(name, off, last, "truncated frame header")
-		}
-		ln := binary.BigEndian.Uint32(hdr[:4])
-		if ln == 0 && binary.BigEndian.Uint32(hdr[4:]) == 0 {
-			// A prepared segment's unwritten tail. Only zeros may follow.
-			if allZero(r) {
-				return off, nil
-			}
-			return l.torn(name, off, last, "data after the zeroed tail")
-		}
-		if ln > MaxFrame {
-			return l.torn(name, off, last, "frame length out of range")
-		}
-		payload := make([]byte, ln)
-		if _, err := io.ReadFull(r, payload); err != nil {
-			return l.torn(name, off, last, "truncated frame")
-		}
-		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
-			return l.torn(name, off, last, "checksum mismatch")
-		}
-		recs, err := decodeFrame(payload)
-		if err != nil {
-			return l.torn(name, off, last, err.Error())
-		}
-		if err := fn(off, frameHeader+int(ln), recs); err != nil {
-			return 0, fmt.Errorf("store: %s at %d: %w", name, off, err)
-		}
-		off += frameHeader + int64(ln)
+	off, bad, err := format.Scan(f, fn)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("store: %s at %d: %w", name, off, err)
+	case bad != "" && !last:
+		return 0, fmt.Errorf("%w: %s at offset %d: %s", store.ErrCorrupt, name, off, bad)
+	case bad != "":
+		l.log.Warn("store: cutting torn tail of the log", "segment", name, "offset", off, "reason", bad)
 	}
-}
-
-func (l *Log) torn(name string, off int64, last bool, why string) (int64, error) {
-	if !last {
-		return 0, fmt.Errorf("%w: %s at offset %d: %s", store.ErrCorrupt, name, off, why)
-	}
-	l.log.Warn("store: cutting torn tail of the log", "segment", name, "offset", off, "reason", why)
 	return off, nil
-}
-
-// allZero reports whether r holds nothing but zeros to its end.
-func allZero(r io.Reader) bool {
-	buf := make([]byte, 64<<10)
-	for {
-		n, err := r.Read(buf)
-		for _, b := range buf[:n] {
-			if b != 0 {
-				return false
-			}
-		}
-		if err == io.EOF {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-	}
 }
 
 // replaySegment hands over the records of one segment during recovery
@@ -246,60 +188,60 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 		l.segs[seg] = &segment{}
 	}
 	s := l.segs[seg]
-	return l.scanSegment(n, last, func(off int64, flen int, recs []frec) error {
+	return l.scanSegment(n, last, func(off int64, flen int, recs []format.Record) error {
 		for i, r := range recs {
-			if r.kind == kManifest {
+			if r.Kind == format.KindManifest {
 				continue
 			}
-			if skip[r.p] {
-				l.dropLast[r.p] = seg
+			if skip[r.P] {
+				l.dropLast[r.P] = seg
 				continue
 			}
-			if _, lost := l.lost[r.p]; lost && r.kind != kSnapFirst && r.kind != kSnapFile {
+			if _, lost := l.lost[r.P]; lost && r.Kind != format.KindSnapFirst && r.Kind != format.KindSnapFile {
 				// After a superseded snapshot whose file is gone: its
 				// records wait for the snapshot that replaced it.
 				continue
 			}
 			h := store.Hint{A: seg, B: uint32(off), C: uint32(flen), D: uint32(i)}
-			pt := l.parts[r.p]
+			pt := l.parts[r.P]
 			if pt == nil {
 				pt = &part{from: seg}
-				l.parts[r.p] = pt
+				l.parts[r.P] = pt
 			}
 			pt.lastSeg = seg
-			e := store.Entry{P: r.p, Pos: r.pos, Data: r.data, Hint: h}
-			switch r.kind {
-			case kKeep:
+			e := store.Entry{P: r.P, Pos: r.Pos, Data: r.Data, Hint: h}
+			switch r.Kind {
+			case format.KindKeep:
 				s.written++
-			case kMoved:
+			case format.KindMoved:
 				s.written++
 				e.Moved, e.Data = true, nil
-			case kSnapFirst, kSnap:
+			case format.KindSnapFirst, format.KindSnap:
 				e.Snapshot = true
-				if r.kind == kSnapFirst {
-					delete(l.lost, r.p)
+				if r.Kind == format.KindSnapFirst {
+					delete(l.lost, r.P)
 					e.Reset = true
 					l.supersede(pt, seg)
 					pt.snapBytes = 0
 				}
-				pt.snapBytes += int64(len(r.data))
-			case kSnapFile:
-				cnt, k := binary.Uvarint(r.data)
-				if k <= 0 {
+				pt.snapBytes += int64(len(r.Data))
+			case format.KindSnapFile:
+				cnt, ok := format.SnapFileCount(r.Data)
+				if !ok {
 					return fmt.Errorf("%w: snapshot pointer", store.ErrCorrupt)
 				}
-				name := snapFileName(r.p, r.pos)
+				name := format.SnapFileName(r.P, r.Pos)
 				data, err := l.readSnapFile(name)
 				if errors.Is(err, os.ErrNotExist) {
 					// Superseded: a later snapshot of the partition follows
 					// (or the log is damaged: Replay says so at the end).
-					l.lost[r.p] = name
+					l.lost[r.P] = name
 					continue
 				}
 				if err != nil {
-					return fmt.Errorf("snapshot of partition %d: %w", r.p, err)
+					return fmt.Errorf("snapshot of partition %d: %w", r.P, err)
 				}
-				delete(l.lost, r.p)
+				delete(l.lost, r.P)
 				if uint64(len(data)) != cnt {
 					return fmt.Errorf("%w: snapshot %s holds %d records, its pointer says %d", store.ErrCorrupt, name, len(data), cnt)
 				}
@@ -308,17 +250,17 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 				pt.snapBytes = 0
 				for j, d := range data {
 					pt.snapBytes += int64(len(d))
-					if err := fn(store.Entry{P: r.p, Pos: r.pos + uint64(j), Data: d, Snapshot: true, Reset: j == 0}); err != nil {
+					if err := fn(store.Entry{P: r.P, Pos: r.Pos + uint64(j), Data: d, Snapshot: true, Reset: j == 0}); err != nil {
 						return err
 					}
 				}
 				if cnt > 0 {
-					l.last[r.p] = r.pos + cnt - 1
+					l.last[r.P] = r.Pos + cnt - 1
 				}
 				continue
 			}
 			if !e.Moved {
-				l.last[r.p] = r.pos
+				l.last[r.P] = r.Pos
 			}
 			if err := fn(e); err != nil {
 				return err
@@ -341,7 +283,7 @@ func (l *Log) supersede(pt *part, seg uint32) {
 // written, and sees what was durable when it began.
 func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.Entry) error) error {
 	l.mu.Lock()
-	floor := l.man.floor
+	floor := l.man.Floor
 	var segs []uint64
 	limit := map[uint64]int64{}
 	for n, s := range l.segs {
@@ -355,29 +297,29 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 	var buffered []store.Entry // from 0: the records since the newest snapshot seen so far
 	first := true
 	for _, n := range segs {
-		_, err := l.scanSegment(n, true, func(off int64, flen int, recs []frec) error {
+		_, err := l.scanSegment(n, true, func(off int64, flen int, recs []format.Record) error {
 			if off+int64(flen) > limit[n] {
 				return errStopScan
 			}
 			for i, r := range recs {
-				if r.p != p || r.kind == kManifest {
+				if r.P != p || r.Kind == format.KindManifest {
 					continue
 				}
-				e := store.Entry{P: p, Pos: r.pos, Data: r.data, Hint: store.Hint{A: uint32(n), B: uint32(off), C: uint32(flen), D: uint32(i)}}
+				e := store.Entry{P: p, Pos: r.Pos, Data: r.Data, Hint: store.Hint{A: uint32(n), B: uint32(off), C: uint32(flen), D: uint32(i)}}
 				var es []store.Entry
-				switch r.kind {
-				case kMoved:
+				switch r.Kind {
+				case format.KindMoved:
 					e.Moved, e.Data = true, nil
-				case kSnapFirst, kSnap:
-					e.Snapshot, e.Reset = true, r.kind == kSnapFirst
-				case kSnapFile:
-					cnt, _ := binary.Uvarint(r.data)
-					data, err := l.readSnapFile(snapFileName(p, r.pos))
+				case format.KindSnapFirst, format.KindSnap:
+					e.Snapshot, e.Reset = true, r.Kind == format.KindSnapFirst
+				case format.KindSnapFile:
+					cnt, _ := format.SnapFileCount(r.Data)
+					data, err := l.readSnapFile(format.SnapFileName(p, r.Pos))
 					if err != nil {
 						return err
 					}
 					for j, d := range data[:min(int(cnt), len(data))] {
-						es = append(es, store.Entry{P: p, Pos: r.pos + uint64(j), Data: append([]byte(nil), d...), Snapshot: true, Reset: j == 0})
+						es = append(es, store.Entry{P: p, Pos: r.Pos + uint64(j), Data: append([]byte(nil), d...), Snapshot: true, Reset: j == 0})
 					}
 				}
 				if es == nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/disk/format"
 )
 
 // Keep counts a kept record again (after a restart).
@@ -36,7 +37,7 @@ func (l *Log) releaseHint(h store.Hint) {
 	}
 	s.kept--
 	l.stats.KeptRecords--
-	dead := s.kept <= 0 && uint64(h.A) < l.man.floor && h.A != l.active
+	dead := s.kept <= 0 && uint64(h.A) < l.man.Floor && h.A != l.active
 	l.mu.Unlock()
 	if dead {
 		l.unlink(h.A)
@@ -47,7 +48,7 @@ func (l *Log) releaseHint(h store.Hint) {
 func (l *Log) unlink(seg uint32) {
 	l.mu.Lock()
 	s := l.segs[seg]
-	if s == nil || s.kept > 0 || uint64(seg) >= l.man.floor || seg == l.active {
+	if s == nil || s.kept > 0 || uint64(seg) >= l.man.Floor || seg == l.active {
 		l.mu.Unlock()
 		return
 	}
@@ -61,15 +62,15 @@ func (l *Log) unlink(seg uint32) {
 		delete(l.readers, seg)
 	}
 	l.rmu.Unlock()
-	if err := l.fs.Remove(l.path(segName(uint64(seg)))); err != nil && !errors.Is(err, os.ErrNotExist) {
-		l.log.Warn("store: unlinking a dead segment failed", "segment", segName(uint64(seg)), "err", err)
+	if err := l.fs.Remove(l.path(format.SegName(uint64(seg)))); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.log.Warn("store: unlinking a dead segment failed", "segment", format.SegName(uint64(seg)), "err", err)
 	}
 }
 
 // sweep unlinks the segments below the floor that hold no kept record.
 func (l *Log) sweep() {
 	l.mu.Lock()
-	floor := l.man.floor
+	floor := l.man.Floor
 	var dead []uint32
 	for n, s := range l.segs {
 		if uint64(n) < floor && s.kept <= 0 && n != l.active {
@@ -100,20 +101,20 @@ func (l *Log) advanceFloor() {
 	l.mu.Lock()
 	floor := l.floorLocked()
 	var dropped []store.PartitionID
-	for _, p := range l.man.dropped {
+	for _, p := range l.man.Dropped {
 		if uint64(l.dropLast[p]) >= floor {
 			dropped = append(dropped, p)
 		} else {
 			delete(l.dropLast, p)
 		}
 	}
-	m := manifest{floor: floor, dropped: dropped}
-	changed := floor != l.man.floor || len(dropped) != len(l.man.dropped)
+	m := format.Manifest{Floor: floor, Dropped: dropped}
+	changed := floor != l.man.Floor || len(dropped) != len(l.man.Dropped)
 	l.mu.Unlock()
 	if !changed {
 		return
 	}
-	buf := appendFrame(nil, []frec{{kind: kManifest, data: m.encode()}})
+	buf := format.AppendManifest(nil, m)
 	full := l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes
 	if full {
 		if err := l.roll(); err != nil {
@@ -141,7 +142,7 @@ func (l *Log) Wanted() []store.PartitionID {
 	alarm := l.inAlarm()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	floor := uint32(l.man.floor)
+	floor := uint32(l.man.Floor)
 	var since, snaps int64
 	for n, s := range l.segs {
 		if n >= floor {
@@ -196,7 +197,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 	}
 	var cands []cand
 	l.mu.Lock()
-	floor := uint32(l.man.floor)
+	floor := uint32(l.man.Floor)
 	for n, s := range l.segs {
 		if n < floor && n != l.active && s.written > 0 {
 			if r := float64(s.kept) / float64(s.written); r < 0.5 {
@@ -222,21 +223,21 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 }
 
 func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
-	var moves []frec
+	var moves []format.Record
 	var olds []store.Hint
 	var size int64
-	_, err := l.scanSegment(uint64(seg), false, func(off int64, flen int, recs []frec) error {
+	_, err := l.scanSegment(uint64(seg), false, func(off int64, flen int, recs []format.Record) error {
 		for i, r := range recs {
-			if r.kind != kKeep && r.kind != kMoved {
+			if r.Kind != format.KindKeep && r.Kind != format.KindMoved {
 				continue
 			}
 			h := store.Hint{A: seg, B: uint32(off), C: uint32(flen), D: uint32(i)}
-			if !o.Live(r.p, r.pos, h) {
+			if !o.Live(r.P, r.Pos, h) {
 				continue
 			}
-			moves = append(moves, frec{kind: kMoved, p: r.p, pos: r.pos, data: append([]byte(nil), r.data...)})
+			moves = append(moves, format.Record{Kind: format.KindMoved, P: r.P, Pos: r.Pos, Data: append([]byte(nil), r.Data...)})
 			olds = append(olds, h)
-			size += int64(len(r.data))
+			size += int64(len(r.Data))
 			if size >= budget {
 				return errStopScan
 			}
@@ -244,7 +245,7 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
-		l.log.Warn("store: compaction could not read a segment", "segment", segName(uint64(seg)), "err", err)
+		l.log.Warn("store: compaction could not read a segment", "segment", format.SegName(uint64(seg)), "err", err)
 		return 0
 	}
 	// The copies go in frames of at most moveFrameBytes: every read of a
@@ -254,14 +255,14 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 	// submitted at once, to share group commits.
 	type chunk struct {
 		f     store.Future
-		moves []frec
+		moves []format.Record
 		olds  []store.Hint
 	}
 	var chunks []chunk
 	for len(moves) > 0 {
 		n, size := 0, 0
-		for n < len(moves) && (n == 0 || size+frecSize(moves[n]) < moveFrameBytes) {
-			size += frecSize(moves[n])
+		for n < len(moves) && (n == 0 || size+moves[n].Bound() < moveFrameBytes) {
+			size += moves[n].Bound()
 			n++
 		}
 		chunks = append(chunks, chunk{f: l.submit(&op{kind: opMove, moves: moves[:n]}, size), moves: moves[:n], olds: olds[:n]})
@@ -274,12 +275,12 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		}
 		for i, nh := range c.f.Hints() {
 			r := c.moves[i]
-			if o.Moved(r.p, r.pos, c.olds[i], nh) {
+			if o.Moved(r.P, r.Pos, c.olds[i], nh) {
 				l.releaseHint(c.olds[i])
 			} else {
 				l.releaseHint(nh)
 			}
-			copied += int64(len(r.data))
+			copied += int64(len(r.Data))
 		}
 		l.mu.Lock()
 		l.stats.Relocated += int64(len(c.moves))
@@ -384,7 +385,7 @@ func (l *Log) dropPrepared() {
 	defer l.prep.Unlock()
 	if l.prep.ready {
 		l.prep.ready = false
-		if err := l.fs.Remove(l.path(prepName)); err == nil {
+		if err := l.fs.Remove(l.path(format.NextSegment)); err == nil {
 			l.log.Info("store: removed the prepared next segment to free its space")
 		}
 	}
