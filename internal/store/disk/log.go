@@ -45,6 +45,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
+	"github.com/sluicemq/sluice/internal/store/disk/framecache"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -169,8 +170,8 @@ type Log struct {
 
 	rmu      sync.RWMutex // guards readers
 	readers  map[uint32]vfs.File
-	recent   recentFrames
-	lastRead readCache
+	recent   framecache.Recent
+	lastRead framecache.LastRead
 
 	// writer-owned
 	seg      uint64
@@ -385,7 +386,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			// Bodies are usually read soon after they are written: keep
 			// the frames of recent ones in memory for a while. (After the
 			// answers: the writer's callers need not wait for it.)
-			l.recent.put(frameKey{uint32(seg), uint32(base + int64(o.frameOff))}, o.records())
+			l.recent.Put(framecache.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records())
 		}
 	}
 	l.noteDisk(int64(len(buf)), false)

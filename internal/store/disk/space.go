@@ -54,8 +54,8 @@ func (l *Log) unlink(seg uint32) {
 	}
 	delete(l.segs, seg)
 	l.mu.Unlock()
-	l.recent.dropSegment(seg)
-	l.lastRead.dropSegment(seg)
+	l.recent.DropSegment(seg)
+	l.lastRead.DropSegment(seg)
 	l.rmu.Lock()
 	if f := l.readers[seg]; f != nil {
 		f.Close()
