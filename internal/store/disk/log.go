@@ -46,6 +46,7 @@ import (
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
 	"github.com/sluicemq/sluice/internal/store/disk/framecache"
+	"github.com/sluicemq/sluice/internal/store/disk/freespace"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -190,7 +191,7 @@ type Log struct {
 	prepStop chan struct{}
 	prepWG   sync.WaitGroup
 
-	disk diskState
+	disk *freespace.Watch
 }
 
 // Open opens the log in dir, creating it if needed. Replay comes next.
@@ -217,6 +218,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 		prepStop: make(chan struct{}), segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
 		dropLast: map[store.PartitionID]uint32{}, last: map[store.PartitionID]uint64{}, kick: make(chan struct{}, 1)}
 	l.cond = sync.NewCond(&l.mu)
+	l.disk = freespace.New(fs, dir, opts.Logger, l.dropPrepared)
 	return l, nil
 }
 

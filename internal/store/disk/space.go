@@ -5,8 +5,6 @@ import (
 	"errors"
 	"os"
 	"sort"
-	"sync"
-	"time"
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
@@ -294,65 +292,13 @@ const moveFrameBytes = 256 << 10
 
 // ---- free space and the disk alarm ----
 
-// diskState is the free space and the disk alarm.
-type diskState struct {
-	mu        sync.Mutex
-	free      int64     // bytes free at the last look
-	at        time.Time // when it was looked at
-	written   int64     // bytes written since
-	reserve   int64     // the reserve in effect
-	alarm     bool
-	statError bool // the last look failed (logged once)
-}
-
 // Disk reports the free space, the reserve in effect, and whether free
-// space is below it. It looks at the disk again when the last look is
-// more than a second old, so an idle store notices space freed by others.
-func (l *Log) Disk() store.Disk {
-	l.disk.mu.Lock()
-	stale := time.Since(l.disk.at) > time.Second
-	l.disk.mu.Unlock()
-	if stale {
-		l.lookAtDisk()
-	}
-	l.disk.mu.Lock()
-	defer l.disk.mu.Unlock()
-	return store.Disk{Free: l.disk.free, Reserve: l.disk.reserve, Alarm: l.disk.alarm}
-}
+// space is below it (package freespace watches it).
+func (l *Log) Disk() store.Disk { return l.disk.Disk() }
 
-// lookAtDisk reads the free space and raises or clears the alarm.
-func (l *Log) lookAtDisk() {
-	free, err := l.fs.FreeSpace(l.dir)
-	d := &l.disk
-	d.mu.Lock()
-	if err != nil {
-		if !d.statError {
-			l.log.Warn("store: cannot read the free disk space; no disk alarm until it can", "err", err)
-		}
-		d.statError = true
-		d.at = time.Now()
-		d.mu.Unlock()
-		return
-	}
-	d.statError = false
-	d.free, d.at, d.written = free, time.Now(), 0
-	was := d.alarm
-	d.alarm = free < d.reserve
-	alarm, reserve := d.alarm, d.reserve
-	d.mu.Unlock()
-	switch {
-	case alarm && !was:
-		l.log.Warn("store: disk alarm: free space below the reserve; new messages are refused until space is freed", "free_bytes", free, "reserve_bytes", reserve)
-		l.dropPrepared()
-	case !alarm && was:
-		l.log.Info("store: disk alarm cleared", "free_bytes", free, "reserve_bytes", reserve)
-	}
-}
-
-// noteDisk is called after each write (n bytes) and snapshot: it updates
-// the reserve in effect and looks at the disk when a megabyte has been
-// written or a second has passed since the last look, and after every
-// write while free space is near the reserve.
+// noteDisk is called after each write (n bytes) and snapshot: it tells the
+// watch of the write and of the reserve in effect, at least twice the
+// newest snapshots and a segment.
 func (l *Log) noteDisk(n int64, force bool) {
 	l.mu.Lock()
 	var snaps int64
@@ -360,23 +306,10 @@ func (l *Log) noteDisk(n int64, force bool) {
 		snaps += pt.snapBytes
 	}
 	l.mu.Unlock()
-	reserve := max(l.opts.Reserve, 2*snaps+l.opts.SegmentBytes)
-	d := &l.disk
-	d.mu.Lock()
-	d.reserve = reserve
-	d.written += n
-	due := force || d.alarm || d.written >= 1<<20 || time.Since(d.at) > time.Second || d.free-d.written < reserve
-	d.mu.Unlock()
-	if due {
-		l.lookAtDisk()
-	}
+	l.disk.Note(n, max(l.opts.Reserve, 2*snaps+l.opts.SegmentBytes), force)
 }
 
-func (l *Log) inAlarm() bool {
-	l.disk.mu.Lock()
-	defer l.disk.mu.Unlock()
-	return l.disk.alarm
-}
+func (l *Log) inAlarm() bool { return l.disk.Alarm() }
 
 // dropPrepared removes a prepared next segment (its zeros hold a whole
 // segment of disk) while the alarm is raised.
