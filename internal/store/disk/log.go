@@ -47,6 +47,7 @@ import (
 	"github.com/sluicemq/sluice/internal/store/disk/format"
 	"github.com/sluicemq/sluice/internal/store/disk/framecache"
 	"github.com/sluicemq/sluice/internal/store/disk/freespace"
+	"github.com/sluicemq/sluice/internal/store/disk/prealloc"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -183,13 +184,7 @@ type Log struct {
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64
 
-	prep struct {
-		sync.Mutex
-		running, ready bool
-		failedAt       time.Time
-	}
-	prepStop chan struct{}
-	prepWG   sync.WaitGroup
+	prep *prealloc.Preparer // the next segment, if Preallocate
 
 	disk *freespace.Watch
 }
@@ -215,10 +210,11 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}), readers: map[uint32]vfs.File{},
-		prepStop: make(chan struct{}), segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
+		segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
 		dropLast: map[store.PartitionID]uint32{}, last: map[store.PartitionID]uint64{}, kick: make(chan struct{}, 1)}
 	l.cond = sync.NewCond(&l.mu)
 	l.disk = freespace.New(fs, dir, opts.Logger, l.dropPrepared)
+	l.prep = prealloc.New(fs, dir, opts.SegmentBytes, opts.Logger)
 	return l, nil
 }
 
@@ -659,12 +655,7 @@ func (l *Log) roll() error {
 	var f vfs.File
 	prepared := false
 	if l.prepReady() {
-		l.prep.Lock()
-		l.prep.ready = false
-		l.prep.Unlock()
-		if err := l.fs.Rename(l.path(format.NextSegment), name); err != nil {
-			l.log.Warn("store: using the prepared segment failed", "err", err)
-		} else if pf, err := l.fs.OpenFile(name, os.O_RDWR, 0o644); err != nil {
+		if pf, err := l.prep.Take(name); err != nil {
 			l.log.Warn("store: using the prepared segment failed", "err", err)
 		} else {
 			f, prepared = pf, true
@@ -702,83 +693,22 @@ func (l *Log) roll() error {
 	return nil
 }
 
-func (l *Log) prepReady() bool {
-	if !l.opts.Preallocate {
-		return false
-	}
-	l.prep.Lock()
-	defer l.prep.Unlock()
-	return l.prep.ready
-}
+func (l *Log) prepReady() bool { return l.opts.Preallocate && l.prep.Ready() }
 
-// startPrepare starts writing the next segment's zeros in the background,
-// unless that is under way or done, failed less than a minute ago, or the
-// disk alarm is raised.
+// startPrepare starts preparing the next segment in the background (see
+// package prealloc), unless the disk alarm is raised.
 func (l *Log) startPrepare() {
-	if !l.opts.Preallocate || l.inAlarm() {
-		return
+	if l.opts.Preallocate && !l.inAlarm() {
+		l.prep.Start()
 	}
-	l.prep.Lock()
-	defer l.prep.Unlock()
-	if l.prep.running || l.prep.ready || (!l.prep.failedAt.IsZero() && time.Since(l.prep.failedAt) < time.Minute) {
-		return
-	}
-	l.prep.running = true
-	l.prepWG.Add(1)
-	go func() {
-		defer l.prepWG.Done()
-		err := l.prepare()
-		l.prep.Lock()
-		l.prep.running = false
-		l.prep.ready = err == nil
-		if err != nil {
-			l.prep.failedAt = time.Now()
-		}
-		l.prep.Unlock()
-		if err != nil && !errors.Is(err, errStopped) {
-			l.log.Warn("store: preparing the next segment failed; segments are appended to until it works", "err", err)
-		}
-	}()
 }
 
-var errStopped = errors.New("store: closing")
-
-// prepare writes the next segment (format.NextSegment) full of zeros and
-// fsyncs it, paced at about 125 MiB/s in 1 MiB steps so that the log's own
-// fsyncs are not queued behind a burst of zeros.
-func (l *Log) prepare() (err error) {
-	name := l.path(format.NextSegment)
-	f, err := l.fs.OpenFile(name, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
+// dropPrepared removes a prepared next segment (its zeros hold a whole
+// segment of disk) while the alarm is raised.
+func (l *Log) dropPrepared() {
+	if l.prep.Drop() {
+		l.log.Info("store: removed the prepared next segment to free its space")
 	}
-	defer func() {
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			_ = l.fs.Remove(name)
-		}
-	}()
-	const step = 1 << 20
-	zeros := make([]byte, min(step, l.opts.SegmentBytes))
-	t := time.NewTicker(8 * time.Millisecond)
-	defer t.Stop()
-	for off := int64(0); off < l.opts.SegmentBytes; off += int64(len(zeros)) {
-		select {
-		case <-l.prepStop:
-			return errStopped
-		case <-t.C:
-		}
-		n := min(int64(len(zeros)), l.opts.SegmentBytes-off)
-		if _, err := f.Write(zeros[:n]); err != nil {
-			return err
-		}
-		if err := f.Sync(); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // writeSnapFile writes a snapshot's records to a file of their own,
@@ -868,8 +798,7 @@ func (l *Log) Close() error {
 	if started {
 		<-l.stopped
 	}
-	close(l.prepStop)
-	l.prepWG.Wait()
+	l.prep.Stop()
 	return nil
 }
 

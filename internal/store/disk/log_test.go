@@ -565,7 +565,7 @@ func TestPreallocatedSegments(t *testing.T) {
 	for l.off < segBytes/4 {
 		add() // the store starts preparing the next segment
 	}
-	l.prepWG.Wait()
+	l.prep.Wait()
 	for l.seg < 2 {
 		add()
 	}

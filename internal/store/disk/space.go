@@ -310,16 +310,3 @@ func (l *Log) noteDisk(n int64, force bool) {
 }
 
 func (l *Log) inAlarm() bool { return l.disk.Alarm() }
-
-// dropPrepared removes a prepared next segment (its zeros hold a whole
-// segment of disk) while the alarm is raised.
-func (l *Log) dropPrepared() {
-	l.prep.Lock()
-	defer l.prep.Unlock()
-	if l.prep.ready {
-		l.prep.ready = false
-		if err := l.fs.Remove(l.path(format.NextSegment)); err == nil {
-			l.log.Info("store: removed the prepared next segment to free its space")
-		}
-	}
-}
