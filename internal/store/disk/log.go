@@ -45,9 +45,9 @@ import (
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
-	"github.com/sluicemq/sluice/internal/store/disk/framecache"
 	"github.com/sluicemq/sluice/internal/store/disk/freespace"
 	"github.com/sluicemq/sluice/internal/store/disk/prealloc"
+	"github.com/sluicemq/sluice/internal/store/disk/segread"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -170,11 +170,6 @@ type Log struct {
 	lost      map[store.PartitionID]string // replay: superseded snapshots whose file is gone
 	active    uint32                       // the segment being written (for readers)
 
-	rmu      sync.RWMutex // guards readers
-	readers  map[uint32]vfs.File
-	recent   framecache.Recent
-	lastRead framecache.LastRead
-
 	// writer-owned
 	seg      uint64
 	f        vfs.File
@@ -184,9 +179,9 @@ type Log struct {
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64
 
-	prep *prealloc.Preparer // the next segment, if Preallocate
-
-	disk *freespace.Watch
+	reader *segread.Reader    // reads bodies back
+	prep   *prealloc.Preparer // prepares the next segment, if Preallocate
+	disk   *freespace.Watch   // free space and the disk alarm
 }
 
 // Open opens the log in dir, creating it if needed. Replay comes next.
@@ -209,12 +204,13 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}), readers: map[uint32]vfs.File{},
+	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}),
 		segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
 		dropLast: map[store.PartitionID]uint32{}, last: map[store.PartitionID]uint64{}, kick: make(chan struct{}, 1)}
 	l.cond = sync.NewCond(&l.mu)
 	l.disk = freespace.New(fs, dir, opts.Logger, l.dropPrepared)
 	l.prep = prealloc.New(fs, dir, opts.SegmentBytes, opts.Logger)
+	l.reader = segread.NewReader(fs, dir)
 	return l, nil
 }
 
@@ -384,7 +380,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			// Bodies are usually read soon after they are written: keep
 			// the frames of recent ones in memory for a while. (After the
 			// answers: the writer's callers need not wait for it.)
-			l.recent.Put(framecache.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records())
+			l.reader.Written(segread.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records())
 		}
 	}
 	l.noteDisk(int64(len(buf)), false)
@@ -803,12 +799,7 @@ func (l *Log) Close() error {
 }
 
 func (l *Log) shutdown() {
-	l.rmu.Lock()
-	for seg, f := range l.readers {
-		f.Close()
-		delete(l.readers, seg)
-	}
-	l.rmu.Unlock()
+	l.reader.Close()
 	if l.f != nil {
 		if err := l.f.Sync(); err != nil {
 			l.log.Error("store: final fsync failed", "err", err)

@@ -52,14 +52,7 @@ func (l *Log) unlink(seg uint32) {
 	}
 	delete(l.segs, seg)
 	l.mu.Unlock()
-	l.recent.DropSegment(seg)
-	l.lastRead.DropSegment(seg)
-	l.rmu.Lock()
-	if f := l.readers[seg]; f != nil {
-		f.Close()
-		delete(l.readers, seg)
-	}
-	l.rmu.Unlock()
+	l.reader.Forget(seg)
 	if err := l.fs.Remove(l.path(format.SegName(uint64(seg)))); err != nil && !errors.Is(err, os.ErrNotExist) {
 		l.log.Warn("store: unlinking a dead segment failed", "segment", format.SegName(uint64(seg)), "err", err)
 	}

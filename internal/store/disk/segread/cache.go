@@ -1,14 +1,4 @@
-// Package framecache keeps decoded frames of the disk log in memory, by
-// where they are in the log: the frames most recently written that hold
-// message bodies (Recent), and the frames last read back from disk
-// (LastRead). Both are bounded in frames and bytes, safe for concurrent
-// use, and usable as zero values.
-//
-// It holds records as they are given: it must not read files, verify
-// anything or know what the records mean. Its owner puts only frames that
-// are durable (or read and verified), and drops a segment's frames before
-// the segment goes.
-package framecache
+package segread
 
 import (
 	"sort"
@@ -22,26 +12,26 @@ type Key struct{ Seg, Off uint32 }
 
 func (k Key) less(o Key) bool { return k.Seg < o.Seg || k.Seg == o.Seg && k.Off < o.Off }
 
-// LastRead keeps the last frames read from disk: the messages sent in
+// readCache keeps the last frames read from disk: the messages sent in
 // one batch share a frame and are usually received one after another,
-// from a backlog long after Recent let them go, so the frame is read and
+// from a backlog long after recentFrames let them go, so the frame is read and
 // verified once, not once a message.
-type LastRead struct {
+type readCache struct {
 	mu    sync.Mutex
-	keys  [lastReadFrames]Key
-	recs  [lastReadFrames][]format.Record
-	size  [lastReadFrames]int
+	keys  [readCacheFrames]Key
+	recs  [readCacheFrames][]format.Record
+	size  [readCacheFrames]int
 	bytes int
 	next  int
 }
 
 const (
-	lastReadFrames = 64
-	lastReadBytes  = 16 << 20 // at most this much held; a frame over a quarter of it is not kept
+	readCacheFrames = 64
+	readCacheBytes  = 16 << 20 // at most this much held; a frame over a quarter of it is not kept
 )
 
-// Get returns the records of the frame at k, if it is kept.
-func (c *LastRead) Get(k Key) ([]format.Record, bool) {
+// get returns the records of the frame at k, if it is kept.
+func (c *readCache) get(k Key) ([]format.Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.keys {
@@ -52,30 +42,30 @@ func (c *LastRead) Get(k Key) ([]format.Record, bool) {
 	return nil, false
 }
 
-// Put keeps the records of the frame at k, n bytes long, in place of the
+// put keeps the records of the frame at k, n bytes long, in place of the
 // oldest ones.
-func (c *LastRead) Put(k Key, recs []format.Record, n int) {
-	if n > lastReadBytes/4 {
+func (c *readCache) put(k Key, recs []format.Record, n int) {
+	if n > readCacheBytes/4 {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.evictLocked(c.next)
-	for i := (c.next + 1) % lastReadFrames; c.bytes+n > lastReadBytes; i = (i + 1) % lastReadFrames {
+	for i := (c.next + 1) % readCacheFrames; c.bytes+n > readCacheBytes; i = (i + 1) % readCacheFrames {
 		c.evictLocked(i) // the oldest first
 	}
 	c.keys[c.next], c.recs[c.next], c.size[c.next] = k, recs, n
 	c.bytes += n
-	c.next = (c.next + 1) % lastReadFrames
+	c.next = (c.next + 1) % readCacheFrames
 }
 
-func (c *LastRead) evictLocked(i int) {
+func (c *readCache) evictLocked(i int) {
 	c.bytes -= c.size[i]
 	c.keys[i], c.recs[i], c.size[i] = Key{}, nil, 0
 }
 
-// DropSegment forgets the frames of a segment that is going away.
-func (c *LastRead) DropSegment(seg uint32) {
+// dropSegment forgets the frames of a segment that is going away.
+func (c *readCache) dropSegment(seg uint32) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i := range c.keys {
@@ -85,12 +75,12 @@ func (c *LastRead) DropSegment(seg uint32) {
 	}
 }
 
-// Recent keeps the records of the most recently written frames that hold
+// recentFrames keeps the records of the most recently written frames that hold
 // bodies, up to recentBytes, so a consumer that keeps up reads them from
 // memory instead of the page cache. It holds exactly what was written
 // (and fsynced), so it needs no checksum. Frames arrive in log order, so a
 // ring in that order, searched by halves, needs no map.
-type Recent struct {
+type recentFrames struct {
 	mu    sync.Mutex
 	ring  []recentFrame // oldest first
 	bytes int
@@ -104,9 +94,9 @@ type recentFrame struct {
 
 const recentBytes = 8 << 20
 
-// Put keeps the records of the frame just written at k (after every frame
+// put keeps the records of the frame just written at k (after every frame
 // put before it), letting the oldest go.
-func (r *Recent) Put(k Key, recs []format.Record) {
+func (r *recentFrames) put(k Key, recs []format.Record) {
 	n := 0
 	for _, rec := range recs {
 		n += len(rec.Data)
@@ -135,8 +125,8 @@ func (r *Recent) Put(k Key, recs []format.Record) {
 	}
 }
 
-// Get returns the records of the frame at k, if it is kept.
-func (r *Recent) Get(k Key) ([]format.Record, bool) {
+// get returns the records of the frame at k, if it is kept.
+func (r *recentFrames) get(k Key) ([]format.Record, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	i := sort.Search(len(r.ring), func(i int) bool { return !r.ring[i].k.less(k) })
@@ -146,8 +136,8 @@ func (r *Recent) Get(k Key) ([]format.Record, bool) {
 	return nil, false
 }
 
-// DropSegment forgets the frames of a segment that is going away.
-func (r *Recent) DropSegment(seg uint32) {
+// dropSegment forgets the frames of a segment that is going away.
+func (r *recentFrames) dropSegment(seg uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	kept := r.ring[:0]

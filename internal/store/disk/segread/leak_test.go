@@ -1,4 +1,4 @@
-package framecache
+package segread
 
 import (
 	"testing"
