@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
@@ -72,7 +74,7 @@ func (e *Engine) snapshotCatalog() error {
 	}
 	e.catMu.Lock()
 	prev := e.catLast
-	f := e.st.Snapshot(store.Catalog, prev, data)
+	f := e.st.Snapshot(store.Catalog, prev, slices.Values(data))
 	e.catLast += uint64(len(recs))
 	e.catMu.Unlock()
 	return e.catalogWait(f)

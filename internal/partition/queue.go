@@ -170,11 +170,25 @@ func (o *Owner) Snapshot() error {
 	}
 	now := o.h.Clock.Now()
 	meta := o.meta.Clone()
-	data := []store.Rec{{Data: record.Encode(&record.Record{Type: record.Meta, Meta: &meta})}}
-	o.q.SnapshotEach(now, func(r *record.Record) { data = append(data, store.Rec{Data: record.Encode(r)}) })
+	// The store consumes the records as they are made, under the lock: a
+	// queue of millions of messages is never held encoded at once.
+	n := uint64(0)
+	recs := func(yield func(store.Rec) bool) {
+		if !yield(store.Rec{Data: record.Encode(&record.Record{Type: record.Meta, Meta: &meta})}) {
+			return
+		}
+		n++
+		o.q.SnapshotEach(now, func(r *record.Record) bool {
+			if !yield(store.Rec{Data: record.Encode(r)}) {
+				return false
+			}
+			n++
+			return true
+		})
+	}
 	prev := o.q.Last()
-	o.q.SetLast(prev + uint64(len(data)))
-	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, data)}
+	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, recs)}
+	o.q.SetLast(prev + n)
 	o.writes = append(o.writes, w)
 	return o.waitLocked(w)
 }

@@ -232,30 +232,36 @@ func (q *Queue) Revert(now time.Time, prev Msg) {
 // An Index record's Msgs are reused once
 // emit returns: encode it there. Streaming keeps a snapshot of millions of
 // messages from holding them all as structs at once (1.4 GB at 10 M).
-func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record)) {
+// When emit returns false, no more are emitted.
+func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 	t := ms(now)
 	q.expireDedup(t)
-	emit(&record.Record{Type: record.State, NextSeqNum: q.lastNum})
+	if !emit(&record.Record{Type: record.State, NextSeqNum: q.lastNum}) {
+		return
+	}
 	seen := make(map[string]bool, len(q.dedup))
 	for _, k := range q.dedupQ {
 		if e, ok := q.dedup[k]; ok && !seen[k] && e.pending == 0 && e.until > t {
 			seen[k] = true
-			emit(&record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until})
+			if !emit(&record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until}) {
+				return
+			}
 		}
 	}
 	chunk := &record.Record{Type: record.Index, Msgs: make([]record.Msg, 0, min(record.IndexChunk, q.t.Len()))}
+	more := true
 	q.t.Each(func(m *Msg) bool {
 		chunk.Msgs = append(chunk.Msgs, indexOf(m))
 		if m.State == Leaving {
 			chunk.Msgs[len(chunk.Msgs)-1].State = uint8(Ready)
 		}
 		if len(chunk.Msgs) == record.IndexChunk {
-			emit(chunk)
+			more = emit(chunk)
 			chunk.Msgs = chunk.Msgs[:0]
 		}
-		return true
+		return more
 	})
-	if len(chunk.Msgs) > 0 {
+	if more && len(chunk.Msgs) > 0 {
 		emit(chunk)
 	}
 }
@@ -263,10 +269,11 @@ func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record)) {
 // Snapshot collects SnapshotEach's records.
 func (q *Queue) Snapshot(now time.Time) []*record.Record {
 	var out []*record.Record
-	q.SnapshotEach(now, func(r *record.Record) {
+	q.SnapshotEach(now, func(r *record.Record) bool {
 		c := *r
 		c.Msgs = append([]record.Msg(nil), r.Msgs...)
 		out = append(out, &c)
+		return true
 	})
 	return out
 }

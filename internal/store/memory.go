@@ -2,7 +2,9 @@ package store
 
 import (
 	"fmt"
+	"iter"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -156,8 +158,8 @@ func (m *Memory) Append(p PartitionID, prev uint64, recs []Rec) Future {
 	return m.add(p, prev, recs, false)
 }
 
-func (m *Memory) Snapshot(p PartitionID, prev uint64, recs []Rec) Future {
-	return m.add(p, prev, recs, true)
+func (m *Memory) Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future {
+	return m.add(p, prev, slices.Collect(recs), true)
 }
 
 func (m *Memory) Drop(p PartitionID) Future {

@@ -22,7 +22,12 @@
 //   - Snapshot(p, prev, recs) is an append whose records are p's state as
 //     of prev: replay of p starts with its newest snapshot, and the records
 //     before it are no longer replayed (JetStream: a rollup). It is atomic:
-//     after a crash either all of it is there or none.
+//     after a crash either all of it is there or none. It takes the
+//     records as a sequence and consumes it before it returns, on the
+//     caller's goroutine: the owner produces them from the state its lock
+//     guards, one at a time, and a store may write them out as they come,
+//     so a snapshot of millions of messages is never held whole in memory.
+//     A store that stops early (it could not write) fails the snapshot.
 //   - Records appended with Keep hold what the owner reads back (message
 //     bodies): they stay readable with Read until Release, whatever
 //     snapshots follow; other records may go once a snapshot covers them.
@@ -46,6 +51,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 )
 
@@ -174,7 +180,7 @@ type Store interface {
 	// (0: from its newest snapshot), for an owner that takes p over.
 	ReplayPartition(p PartitionID, from uint64, fn func(Entry) error) error
 	Append(p PartitionID, prev uint64, recs []Rec) Future
-	Snapshot(p PartitionID, prev uint64, recs []Rec) Future
+	Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
 	Drop(p PartitionID) Future
 	Read(p PartitionID, pos uint64, h Hint) ([]byte, error)
 	Keep(p PartitionID, pos uint64, h Hint)

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -255,16 +256,50 @@ func (l *Log) Append(p store.PartitionID, prev uint64, recs []store.Rec) store.F
 // Snapshot appends recs as p's snapshot after prev: as one frame when it
 // is small, else as a file of its own (written and fsynced here, in the
 // caller's goroutine, so the writer is not held up) and a pointer record.
-func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs []store.Rec) store.Future {
-	size := recsSize(recs)
-	if size <= maxInlineSnapshot {
-		return l.submit(&op{kind: opSnapshot, p: p, prev: prev, recs: recs}, size)
-	}
+//
+// The records are written as they come: those that fit a frame are held
+// until the sequence ends; once they outgrow it, they and the rest go
+// into the file, so a large snapshot is never held whole.
+func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec]) store.Future {
+	var held []store.Rec
+	size, n := 0, uint64(0)
 	name := format.SnapFileName(p, prev+1)
-	if err := l.writeSnapFile(name, recs); err != nil {
+	var sf *snapFile
+	var err error
+	for r := range recs {
+		n++
+		if sf != nil {
+			if err = sf.w.Add(r.Data); err != nil {
+				break
+			}
+			continue
+		}
+		held = append(held, r)
+		if size += (format.Record{Data: r.Data}).Bound(); size <= maxInlineSnapshot {
+			continue
+		}
+		if sf, err = l.createSnapFile(name); err != nil {
+			break
+		}
+		for _, h := range held {
+			err = sf.w.Add(h.Data)
+		}
+		if held = nil; err != nil {
+			break
+		}
+	}
+	if sf == nil && err == nil {
+		return l.submit(&op{kind: opSnapshot, p: p, prev: prev, recs: held}, size)
+	}
+	if err == nil {
+		err = sf.finish()
+	} else if sf != nil {
+		sf.abandon()
+	}
+	if err != nil {
 		return store.Failed(&store.AppendError{Err: fmt.Errorf("store: writing snapshot %s: %w", name, wrapIO(err)), P: p, Last: prev})
 	}
-	f := l.submit(&op{kind: opSnapFile, p: p, prev: prev, n: uint64(len(recs)), file: name}, 64)
+	f := l.submit(&op{kind: opSnapFile, p: p, prev: prev, n: n, file: name}, 64)
 	go func() {
 		if f.Wait(context.Background()) != nil {
 			_ = l.fs.Remove(l.path(name))
@@ -707,31 +742,51 @@ func (l *Log) dropPrepared() {
 	}
 }
 
-// writeSnapFile writes a snapshot's records to a file of their own,
-// fsynced and renamed into place.
-func (l *Log) writeSnapFile(name string, recs []store.Rec) error {
+// createSnapFile begins a snapshot file under a temporary name (finish
+// fsyncs it and renames it into place).
+func (l *Log) createSnapFile(name string) (*snapFile, error) {
 	tmp := l.path(format.TempName(name))
 	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	err = format.WriteSnapFile(f, recs)
+	return &snapFile{l: l, f: f, tmp: tmp, name: name, w: format.NewSnapWriter(f)}, nil
+}
+
+// snapFile is a snapshot file being written under its temporary name.
+type snapFile struct {
+	l         *Log
+	f         vfs.File
+	tmp, name string
+	w         *format.SnapWriter
+}
+
+// finish ends the file, fsyncs it and renames it into place (or removes
+// it, if any of that fails).
+func (s *snapFile) finish() error {
+	err := s.w.Close()
 	if err == nil {
-		err = f.Sync()
+		err = s.f.Sync()
 	}
-	if cerr := f.Close(); err == nil {
+	if cerr := s.f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = l.fs.Rename(tmp, l.path(name))
+		err = s.l.fs.Rename(s.tmp, s.l.path(s.name))
 	}
 	if err == nil {
-		err = l.fs.SyncDir(l.dir)
+		err = s.l.fs.SyncDir(s.l.dir)
 	}
 	if err != nil {
-		_ = l.fs.Remove(tmp)
+		_ = s.l.fs.Remove(s.tmp)
 	}
 	return err
+}
+
+// abandon closes and removes a file whose writing failed.
+func (s *snapFile) abandon() {
+	_ = s.f.Close()
+	_ = s.l.fs.Remove(s.tmp)
 }
 
 // readSnapFile reads a snapshot file back, checking its trailer.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,7 @@ func TestHistoryGoesAway(t *testing.T) {
 			}
 		}
 		for _, w := range l.Wanted() {
-			if err := l.Snapshot(w, last[w], []store.Rec{{Data: []byte(fmt.Sprint("state of ", w))}}).Wait(ctx); err != nil {
+			if err := l.Snapshot(w, last[w], slices.Values([]store.Rec{{Data: []byte(fmt.Sprint("state of ", w))}})).Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
 			last[w]++
@@ -308,6 +309,45 @@ func TestRecordTooLarge(t *testing.T) {
 	}
 }
 
+// TestSnapshotFileStopsAtFullDisk: a large snapshot is written to its
+// file as its records come; when the disk fills midway the log stops
+// taking them (the producer is told to stop), the snapshot fails with
+// ErrNoSpace, its temporary file goes, and the partition keeps the state
+// it had.
+func TestSnapshotFileStopsAtFullDisk(t *testing.T) {
+	mem := vfs.NewMem()
+	l, _ := openLog(t, mem, "/d", Options{SegmentBytes: 1 << 20})
+	appendOne(t, l, 1, 0, false, "before")
+	mem.SetCapacity(mem.Used() + 3<<20)
+	yielded := 0
+	recs := func(yield func(store.Rec) bool) {
+		for i := 0; i < 100; i++ {
+			yielded++
+			if !yield(store.Rec{Data: bytes.Repeat([]byte{byte(i)}, 64<<10)}) {
+				return
+			}
+		}
+	}
+	if err := l.Snapshot(1, 1, recs).Wait(ctx); !errors.Is(err, store.ErrNoSpace) {
+		t.Fatalf("snapshot on a full disk: %v", err)
+	}
+	if yielded >= 100 {
+		t.Fatalf("the log took all %d records after the disk filled", yielded)
+	}
+	names, _ := mem.ReadDir("/d")
+	for _, n := range names {
+		if strings.HasPrefix(n, "snap-") {
+			t.Fatalf("a failed snapshot left %s", n)
+		}
+	}
+	mem.SetCapacity(0)
+	l.Close()
+	_, r := openLog(t, mem, "/d", Options{SegmentBytes: 1 << 20})
+	if got := r.data(1); len(got) != 1 || got[0] != "before" {
+		t.Fatalf("after the failed snapshot the partition replays %q", got)
+	}
+}
+
 // TestLargeSnapshot: a snapshot too large for a frame goes to a file of its
 // own; it is replayed whole, survives a power loss, and goes once a newer
 // snapshot replaces it.
@@ -319,7 +359,7 @@ func TestLargeSnapshot(t *testing.T) {
 	for i := 0; i < 100; i++ {
 		recs = append(recs, store.Rec{Data: bytes.Repeat([]byte{byte(i)}, 64<<10)})
 	}
-	if err := l.Snapshot(1, 1, recs).Wait(ctx); err != nil {
+	if err := l.Snapshot(1, 1, slices.Values(recs)).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	appendOne(t, l, 1, 101, false, "after")
@@ -330,7 +370,7 @@ func TestLargeSnapshot(t *testing.T) {
 	if len(got) != 101 || got[100] != "after" || len(got[99]) != 64<<10 || got[99][0] != 99 || !r[1][0].Reset {
 		t.Fatalf("replayed %d records of a large snapshot", len(got))
 	}
-	if err := l2.Snapshot(1, 102, []store.Rec{{Data: []byte("small")}}).Wait(ctx); err != nil {
+	if err := l2.Snapshot(1, 102, slices.Values([]store.Rec{{Data: []byte("small")}})).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	l2.Wanted() // sweeps what no replay reads
@@ -385,7 +425,7 @@ func TestCompactionFramesAreSmall(t *testing.T) {
 			delete(o.hints, pos)
 		}
 	}
-	if err := l.Snapshot(1, last, []store.Rec{{Data: []byte("index")}}).Wait(ctx); err != nil {
+	if err := l.Snapshot(1, last, slices.Values([]store.Rec{{Data: []byte("index")}})).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := l.Compact(16<<20, o); n < 512<<10 {
@@ -427,7 +467,7 @@ func TestCompaction(t *testing.T) {
 			delete(o.hints, pos)
 		}
 	}
-	if err := l.Snapshot(1, last, []store.Rec{{Data: []byte("index")}}).Wait(ctx); err != nil {
+	if err := l.Snapshot(1, last, slices.Values([]store.Rec{{Data: []byte("index")}})).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	last++

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -225,11 +226,11 @@ func snapshotReplaces(t *testing.T, h *Harness) {
 	defer func() { s.Close() }()
 	mustAppend(t, s, 1, 0, "a", "b", "c")
 	mustAppend(t, s, 2, 0, "x")
-	if err := s.Snapshot(1, 3, recs(false, "state1", "state2")).Wait(ctx); err != nil {
+	if err := s.Snapshot(1, 3, slices.Values(recs(false, "state1", "state2"))).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, 1, 5, "d")
-	if err := s.Snapshot(1, 0, recs(false, "stale")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+	if err := s.Snapshot(1, 0, slices.Values(recs(false, "stale"))).Wait(ctx); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("a snapshot after the wrong position: %v, want ErrFenced", err)
 	}
 	s = h.Reopen()
@@ -247,8 +248,22 @@ func snapshotReplaces(t *testing.T, h *Harness) {
 	if got := r.data(2); !equal(got, []string{"x"}) {
 		t.Fatalf("another partition's records changed: %q", got)
 	}
-	// A second snapshot replaces the first.
-	if err := s.Snapshot(1, 6, recs(false, "newer")).Wait(ctx); err != nil {
+	// A second snapshot replaces the first. Its records are consumed
+	// before Snapshot returns: the owner makes them under its lock.
+	taken := 0
+	seq := func(yield func(store.Rec) bool) {
+		for _, r := range recs(false, "newer") {
+			taken++
+			if !yield(r) {
+				return
+			}
+		}
+	}
+	f := s.Snapshot(1, 6, seq)
+	if taken != 1 {
+		t.Fatalf("Snapshot returned having taken %d of 1 records", taken)
+	}
+	if err := f.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	s = h.Reopen()
@@ -261,7 +276,7 @@ func keptOutlive(t *testing.T, h *Harness) {
 	s := h.Store
 	defer func() { s.Close() }()
 	hints := mustAppend(t, s, 1, 0, "body1", "body2", "body3")
-	if err := s.Snapshot(1, 3, recs(false, "index")).Wait(ctx); err != nil {
+	if err := s.Snapshot(1, 3, slices.Values(recs(false, "index"))).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []string{"body1", "body2", "body3"} {
@@ -412,7 +427,7 @@ func spaceFollowsLive(t *testing.T, h *Harness) {
 			s.Release(1, kept[0].pos, kept[0].hint)
 			kept = kept[1:]
 		}
-		if err := s.Snapshot(1, last, recs(false, "state")).Wait(ctx); err != nil {
+		if err := s.Snapshot(1, last, slices.Values(recs(false, "state"))).Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 		last++
@@ -445,7 +460,7 @@ func crash(t *testing.T, h *Harness) {
 		last++
 		acked = append(acked, d)
 		if i == 20 {
-			if err := s.Snapshot(1, last, recs(false, "snap")).Wait(ctx); err != nil {
+			if err := s.Snapshot(1, last, slices.Values(recs(false, "snap"))).Wait(ctx); err != nil {
 				t.Fatal(err)
 			}
 			last++

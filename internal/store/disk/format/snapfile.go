@@ -20,32 +20,57 @@ const snapTrailer = 12
 // WriteSnapFile writes recs to w as a snapshot file, through a buffer of
 // its own.
 func WriteSnapFile(w io.Writer, recs []store.Rec) error {
-	bw := bufio.NewWriterSize(w, 1<<20)
-	var err error
-	crc, n := uint32(0), uint64(0)
-	var lenBuf [binary.MaxVarintLen64]byte
-	put := func(b []byte) {
-		if err == nil {
-			_, err = bw.Write(b)
-			crc = crc32.Update(crc, castagnoli, b)
-			n += uint64(len(b))
-		}
-	}
+	sw := NewSnapWriter(w)
 	for _, r := range recs {
-		k := binary.PutUvarint(lenBuf[:], uint64(len(r.Data)))
-		put(lenBuf[:k])
-		put(r.Data)
+		sw.Add(r.Data)
 	}
-	if err == nil {
+	return sw.Close()
+}
+
+// SnapWriter writes a snapshot file one record at a time, through a
+// buffer of its own: a snapshot is never held whole in memory.
+type SnapWriter struct {
+	bw  *bufio.Writer
+	crc uint32
+	n   uint64 // bytes before the trailer
+	err error
+}
+
+// NewSnapWriter begins a snapshot file on w.
+func NewSnapWriter(w io.Writer) *SnapWriter {
+	return &SnapWriter{bw: bufio.NewWriterSize(w, 1<<20)}
+}
+
+func (s *SnapWriter) put(b []byte) {
+	if s.err == nil {
+		_, s.err = s.bw.Write(b)
+		s.crc = crc32.Update(s.crc, castagnoli, b)
+		s.n += uint64(len(b))
+	}
+}
+
+// Add writes one record's data. It returns the first error the writer
+// met (it then writes nothing more).
+func (s *SnapWriter) Add(data []byte) error {
+	var lenBuf [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(lenBuf[:], uint64(len(data)))
+	s.put(lenBuf[:k])
+	s.put(data)
+	return s.err
+}
+
+// Close writes the trailer and flushes; the caller syncs and closes w.
+func (s *SnapWriter) Close() error {
+	if s.err == nil {
 		var tr [snapTrailer]byte
-		binary.BigEndian.PutUint32(tr[:4], crc)
-		binary.BigEndian.PutUint64(tr[4:], n)
-		_, err = bw.Write(tr[:])
+		binary.BigEndian.PutUint32(tr[:4], s.crc)
+		binary.BigEndian.PutUint64(tr[4:], s.n)
+		_, s.err = s.bw.Write(tr[:])
 	}
-	if err == nil {
-		err = bw.Flush()
+	if s.err == nil {
+		s.err = s.bw.Flush()
 	}
-	return err
+	return s.err
 }
 
 // ReadSnapFile reads a whole snapshot file from r, checking its trailer,
