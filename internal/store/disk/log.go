@@ -49,6 +49,7 @@ import (
 	"github.com/sluicemq/sluice/internal/store/disk/freespace"
 	"github.com/sluicemq/sluice/internal/store/disk/prealloc"
 	"github.com/sluicemq/sluice/internal/store/disk/segread"
+	"github.com/sluicemq/sluice/internal/store/disk/snapfile"
 	"github.com/sluicemq/sluice/internal/vfs"
 )
 
@@ -264,12 +265,12 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 	var held []store.Rec
 	size, n := 0, uint64(0)
 	name := format.SnapFileName(p, prev+1)
-	var sf *snapFile
+	var sf *snapfile.Writer
 	var err error
 	for r := range recs {
 		n++
 		if sf != nil {
-			if err = sf.w.Add(r.Data); err != nil {
+			if err = sf.Add(r.Data); err != nil {
 				break
 			}
 			continue
@@ -278,11 +279,11 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 		if size += (format.Record{Data: r.Data}).Bound(); size <= maxInlineSnapshot {
 			continue
 		}
-		if sf, err = l.createSnapFile(name); err != nil {
+		if sf, err = snapfile.Create(l.fs, l.dir, name); err != nil {
 			break
 		}
 		for _, h := range held {
-			err = sf.w.Add(h.Data)
+			err = sf.Add(h.Data)
 		}
 		if held = nil; err != nil {
 			break
@@ -292,9 +293,9 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 		return l.submit(&op{kind: opSnapshot, p: p, prev: prev, recs: held}, size)
 	}
 	if err == nil {
-		err = sf.finish()
+		err = sf.Finish()
 	} else if sf != nil {
-		sf.abandon()
+		sf.Abandon()
 	}
 	if err != nil {
 		return store.Failed(&store.AppendError{Err: fmt.Errorf("store: writing snapshot %s: %w", name, wrapIO(err)), P: p, Last: prev})
@@ -740,67 +741,6 @@ func (l *Log) dropPrepared() {
 	if l.prep.Drop() {
 		l.log.Info("store: removed the prepared next segment to free its space")
 	}
-}
-
-// createSnapFile begins a snapshot file under a temporary name (finish
-// fsyncs it and renames it into place).
-func (l *Log) createSnapFile(name string) (*snapFile, error) {
-	tmp := l.path(format.TempName(name))
-	f, err := l.fs.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	return &snapFile{l: l, f: f, tmp: tmp, name: name, w: format.NewSnapWriter(f)}, nil
-}
-
-// snapFile is a snapshot file being written under its temporary name.
-type snapFile struct {
-	l         *Log
-	f         vfs.File
-	tmp, name string
-	w         *format.SnapWriter
-}
-
-// finish ends the file, fsyncs it and renames it into place (or removes
-// it, if any of that fails).
-func (s *snapFile) finish() error {
-	err := s.w.Close()
-	if err == nil {
-		err = s.f.Sync()
-	}
-	if cerr := s.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = s.l.fs.Rename(s.tmp, s.l.path(s.name))
-	}
-	if err == nil {
-		err = s.l.fs.SyncDir(s.l.dir)
-	}
-	if err != nil {
-		_ = s.l.fs.Remove(s.tmp)
-	}
-	return err
-}
-
-// abandon closes and removes a file whose writing failed.
-func (s *snapFile) abandon() {
-	_ = s.f.Close()
-	_ = s.l.fs.Remove(s.tmp)
-}
-
-// readSnapFile reads a snapshot file back, checking its trailer.
-func (l *Log) readSnapFile(name string) ([][]byte, error) {
-	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	recs, err := format.ReadSnapFile(f)
-	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", name, err)
-	}
-	return recs, nil
 }
 
 // Stats returns the log's figures.

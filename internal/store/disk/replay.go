@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
+	"github.com/sluicemq/sluice/internal/store/disk/snapfile"
 )
 
 // Replay reads the log once, from the floor of the newest manifest, and
@@ -231,7 +232,7 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 					return fmt.Errorf("%w: snapshot pointer", store.ErrCorrupt)
 				}
 				name := format.SnapFileName(r.P, r.Pos)
-				data, err := l.readSnapFile(name)
+				data, err := snapfile.Read(l.fs, l.dir, name)
 				if errors.Is(err, os.ErrNotExist) {
 					// Superseded: a later snapshot of the partition follows
 					// (or the log is damaged: Replay says so at the end).
@@ -314,7 +315,7 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 					e.Snapshot, e.Reset = true, r.Kind == format.KindSnapFirst
 				case format.KindSnapFile:
 					cnt, _ := format.SnapFileCount(r.Data)
-					data, err := l.readSnapFile(format.SnapFileName(p, r.Pos))
+					data, err := snapfile.Read(l.fs, l.dir, format.SnapFileName(p, r.Pos))
 					if err != nil {
 						return err
 					}
