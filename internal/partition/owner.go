@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/attr"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/partition/attempts"
 	"github.com/sluicemq/sluice/internal/partition/figures"
 	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/queue"
@@ -111,7 +112,7 @@ type Owner struct {
 	waiting waitlist.List
 	// attempts remembers FIFO receives by ReceiveRequestAttemptId for five
 	// minutes, so a retried receive gets the same messages and handles.
-	attempts map[string]*attempt
+	attempts attempts.Memory
 	// writes are the appends in flight, in position order.
 	writes []*write
 	// epoch counts position resets after failed writes: a failure only
@@ -361,12 +362,4 @@ func (o *Owner) wakeLocked() {
 func (o *Owner) wakeSomeLocked(n int) {
 	o.waiting.Wake(n)
 	o.cond.Broadcast()
-}
-
-// attempt is a FIFO receive remembered by its ReceiveRequestAttemptId.
-type attempt struct {
-	expires time.Time
-	msgs    []st.Message
-	seqs    []uint64
-	fences  []uint32
 }

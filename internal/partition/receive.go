@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/partition/attempts"
 	"github.com/sluicemq/sluice/internal/partition/receipt"
 	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/queue"
@@ -248,47 +249,35 @@ func (o *Owner) logFor(ctx context.Context) *slog.Logger {
 // none of them has been deleted or delivered again since; otherwise it
 // forgets the attempt.
 func (o *Owner) retryAttemptLocked(id string, now time.Time, vis time.Duration) ([]st.Message, bool, error) {
-	a := o.attempts[id]
+	a := o.attempts.Recall(id, now)
 	if a == nil {
 		return nil, false, nil
 	}
-	if now.After(a.expires) {
-		delete(o.attempts, id)
-		return nil, false, nil
-	}
-	for i, seq := range a.seqs {
+	for i, seq := range a.Seqs {
 		m, ok := o.q.Lookup(seq)
-		if !ok || m.Fence() != a.fences[i] || m.State != queue.InFlight {
-			delete(o.attempts, id)
+		if !ok || m.Fence() != a.Fences[i] || m.State != queue.InFlight {
+			o.attempts.Forget(id)
 			return nil, false, nil
 		}
 	}
 	at := now.Add(vis).UnixMilli()
-	recs := make([]*record.Record, len(a.seqs))
-	for i, seq := range a.seqs {
+	recs := make([]*record.Record, len(a.Seqs))
+	for i, seq := range a.Seqs {
 		recs[i] = o.q.VisibilityRecord(seq, at)
 	}
 	if err := o.persistLocked(recs); err != nil {
 		return nil, true, err
 	}
-	return a.msgs, true, nil
+	return a.Msgs, true, nil
 }
 
 func rememberAttemptLocked(o *Owner, id string, now time.Time, msgs []st.Message, ds []queue.Delivery) {
-	if o.attempts == nil {
-		o.attempts = map[string]*attempt{}
-	}
-	for k, a := range o.attempts { // keep the map bounded by the window
-		if now.After(a.expires) {
-			delete(o.attempts, k)
-		}
-	}
-	a := &attempt{expires: now.Add(5 * time.Minute), msgs: msgs}
+	a := &attempts.Attempt{Msgs: msgs}
 	for i := range ds {
-		a.seqs = append(a.seqs, ds[i].Msg.Seq)
-		a.fences = append(a.fences, ds[i].Msg.Fence())
+		a.Seqs = append(a.Seqs, ds[i].Msg.Seq)
+		a.Fences = append(a.Fences, ds[i].Msg.Fence())
 	}
-	o.attempts[id] = a
+	o.attempts.Remember(id, now, a)
 }
 
 func (o *Owner) toMessage(m *queue.Msg, pl *record.Payload) st.Message {
