@@ -271,8 +271,23 @@ func allDigits(s string) bool {
 
 // BodyMD5 is MD5OfMessageBody: the hex MD5 of the body's UTF-8 bytes.
 func BodyMD5(body string) string {
-	h := md5.Sum([]byte(body))
+	h := BodySum(body)
 	return hex.EncodeToString(h[:])
+}
+
+// BodySum is the MD5 of the body's bytes, hashed through a small buffer
+// on the stack: converting a body of up to 1 MiB to []byte would copy it.
+func BodySum(body string) [md5.Size]byte {
+	h := md5.New()
+	var chunk [1024]byte
+	for len(body) > 0 {
+		n := copy(chunk[:], body)
+		h.Write(chunk[:n])
+		body = body[n:]
+	}
+	var sum [md5.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // AttributesMD5 is MD5OfMessageAttributes (and MD5OfMessageSystemAttributes)

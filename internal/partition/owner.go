@@ -199,7 +199,7 @@ func (o *Owner) drainLocked() {
 	if len(o.writes) == 0 {
 		return
 	}
-	now := o.h.Clock.Now()
+	var now time.Time // read once, if a write has records to apply
 	i := 0
 	for ; i < len(o.writes); i++ {
 		w := o.writes[i]
@@ -227,6 +227,9 @@ func (o *Owner) drainLocked() {
 			continue
 		}
 		if w.recs != nil {
+			if now.IsZero() {
+				now = o.h.Clock.Now()
+			}
 			hints := w.f.Hints()
 			for j, r := range w.recs {
 				var loc queue.Loc

@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"crypto/md5"
 	"encoding/hex"
 	"fmt"
 	"time"
@@ -45,7 +44,7 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 			errs[i] = err
 			continue
 		}
-		sum := md5.Sum([]byte(m.Body))
+		sum := message.BodySum(m.Body)
 		p := &record.Payload{ID: h.NewID(), Body: m.Body, Attrs: m.Attributes, Trace: m.TraceHeader, TraceParent: m.TraceParent,
 			Sender: m.SenderID, MD5: string(sum[:])}
 		delay := cfg.Queue.Delay

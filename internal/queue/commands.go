@@ -15,10 +15,10 @@ type SendSpec struct {
 	Dedup string
 	Delay time.Duration
 	// Payload is the message's payload without its FIFO sequence number
-	// (set here). Raw, when not nil, is Payload encoded already (standard
+	// (set here). Raw, when set, is Payload encoded already (standard
 	// queues encode it before taking the queue's lock).
 	Payload *record.Payload
-	Raw     []byte
+	Raw     record.RawPayload
 }
 
 // SendResult is the outcome of one send.

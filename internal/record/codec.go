@@ -35,10 +35,22 @@ func (e *enc) flag(v bool) {
 	}
 }
 
-// Encode encodes r.
+// Encode encodes r. A Send whose payload was encoded already (Raw) has
+// its header written into the room EncodePayload left before the payload:
+// the result shares Raw's storage, and the payload is not copied again.
+// Encode such a record once.
 func Encode(r *Record) []byte {
-	size := 32 + len(r.Raw) + 64*len(r.Msgs)
-	if r.Payload != nil && r.Raw == nil {
+	if r.Type == Send && r.Raw.buf != nil {
+		var head [rawRoom]byte
+		e := &enc{b: append(head[:0], Version, byte(Send))}
+		encodeMsg(e, r.Msg)
+		if n := len(e.b); n <= rawRoom {
+			copy(r.Raw.buf[rawRoom-n:], e.b)
+			return r.Raw.buf[rawRoom-n:]
+		}
+	}
+	size := 32 + len(r.Raw.payload()) + 64*len(r.Msgs)
+	if r.Payload != nil && r.Raw.buf == nil {
 		size += len(r.Payload.Body) + 160
 	}
 	return Append(make([]byte, 0, size), r)
@@ -59,8 +71,8 @@ func Append(b []byte, r *Record) []byte {
 		e.bytes(raw)
 	case Send:
 		encodeMsg(e, r.Msg)
-		if r.Raw != nil {
-			e.b = append(e.b, r.Raw...)
+		if r.Raw.buf != nil {
+			e.b = append(e.b, r.Raw.payload()...)
 		} else {
 			encodePayload(e, r.Payload)
 		}
@@ -133,20 +145,29 @@ func encodeMsg(e *enc, m *Msg) {
 	}
 }
 
-// EncodePayload encodes a payload on its own (so a sender can do it before
-// taking a queue's lock); AppendSend puts it in a Send record.
-func EncodePayload(p *Payload) []byte {
-	e := &enc{b: make([]byte, 0, len(p.Body)+160)}
-	encodePayload(e, p)
-	return e.b
+// rawRoom is the room EncodePayload leaves before a payload for its Send
+// record's header (version, type, the index entry: about 30 bytes, more
+// with long group, tenant or dead-letter source names; a header that does
+// not fit is written the ordinary way).
+const rawRoom = 128
+
+// RawPayload is a Send's payload encoded before the queue's lock is taken
+// (EncodePayload), with room before it for the record's header.
+type RawPayload struct{ buf []byte }
+
+func (r RawPayload) payload() []byte {
+	if r.buf == nil {
+		return nil
+	}
+	return r.buf[rawRoom:]
 }
 
-// AppendSend appends a Send record of m with a payload EncodePayload made.
-func AppendSend(b []byte, m *Msg, payload []byte) []byte {
-	e := &enc{b: append(b, Version, byte(Send))}
-	encodeMsg(e, m)
-	e.b = append(e.b, payload...)
-	return e.b
+// EncodePayload encodes a payload on its own (so a sender can do it before
+// taking a queue's lock); a Send record's Raw carries it to Encode.
+func EncodePayload(p *Payload) RawPayload {
+	e := &enc{b: make([]byte, rawRoom, rawRoom+len(p.Body)+160)}
+	encodePayload(e, p)
+	return RawPayload{buf: e.b}
 }
 
 func encodePayload(e *enc, p *Payload) {

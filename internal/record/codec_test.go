@@ -2,6 +2,7 @@ package record
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/sluicemq/sluice/internal/store"
@@ -47,13 +48,24 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
-func TestAppendSendEqualsEncode(t *testing.T) {
-	r := samples()[1]
-	a := AppendSend(nil, r.Msg, EncodePayload(r.Payload))
-	if string(a) != string(Encode(r)) {
-		t.Fatal("AppendSend and Encode differ")
+// TestEncodeRawEqualsPayload: a Send encoded from its payload encoded in
+// advance (the header written into the room before it) is the same bytes
+// as one encoded whole, also when the header is too long for the room.
+func TestEncodeRawEqualsPayload(t *testing.T) {
+	for _, group := range []string{"g", strings.Repeat("x", 200)} {
+		r := samples()[1]
+		m := *r.Msg
+		m.Group = group
+		r.Msg = &m
+		want := string(Encode(r))
+		raw := *r
+		raw.Raw = EncodePayload(r.Payload)
+		if got := string(Encode(&raw)); got != want {
+			t.Fatalf("group of %d bytes: encoded from Raw differs", len(group))
+		}
 	}
-	head, err := Decode(a, false)
+	r := samples()[1]
+	head, err := Decode(Encode(r), false)
 	if err != nil || head.Payload.Body != "" || head.Payload.ID != "id" || head.Payload.SeqNum != "000001" || head.Msg.Seq != 42 {
 		t.Fatalf("decoding without the body: %+v %v", head, err)
 	}

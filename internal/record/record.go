@@ -86,7 +86,7 @@ type Record struct {
 	Payload *Payload
 	// Raw is a Send's payload encoded already (EncodePayload): Encode uses
 	// it instead of Payload.
-	Raw []byte
+	Raw RawPayload
 
 	Key, ID, SeqNum string
 	Until           int64
