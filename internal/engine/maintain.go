@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/sluicemq/sluice/internal/partition"
@@ -64,8 +65,8 @@ func (e *Engine) snapshot(p store.PartitionID) error {
 func (e *Engine) snapshotCatalog() error {
 	e.mu.RLock()
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
-	for name, o := range e.queues {
-		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(o.Partition()), Name: name})
+	for _, name := range slices.Sorted(maps.Keys(e.queues)) { // the same catalog, the same bytes
+		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.queues[name].Partition()), Name: name})
 	}
 	e.mu.RUnlock()
 	data := make([]store.Rec, len(recs))
