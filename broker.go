@@ -402,6 +402,13 @@ func (b *Broker) CancelMoveTask(ctx context.Context, taskHandle string) (moved i
 	return b.tools.CancelMoveTask(ctx, taskHandle)
 }
 
+// WaitMoveTask waits until a move task (StartMoveTask, StartRedrive) has
+// ended, and returns it as it ended: Status COMPLETED, CANCELLED or
+// FAILED. It returns ctx's error if ctx ends first.
+func (b *Broker) WaitMoveTask(ctx context.Context, taskHandle string) (MoveTask, error) {
+	return b.tools.WaitMoveTask(ctx, taskHandle)
+}
+
 // QueueNameFromARN returns the queue name of an ARN of this broker's
 // account, or an SQS error.
 func (b *Broker) QueueNameFromARN(arn string) (string, error) { return b.e.QueueNameFromARN(arn) }

@@ -1,10 +1,10 @@
 package sluice_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice"
@@ -177,20 +177,39 @@ func TestPacedFilteredRedrive(t *testing.T) {
 		if tk := task(); tk.ApproximateNumberOfMessagesToMove != 3 || tk.TaskHandle != h {
 			t.Fatalf("task %+v", tk)
 		}
-		// At one message a second, three take about three seconds of the
-		// bubble's time (which a sleep advances once all else is blocked).
-		for waited := 0; task().Status != "COMPLETED"; waited++ {
-			if waited > 30 {
-				t.Fatalf("task did not complete in 30 s: %+v", task())
-			}
-			time.Sleep(time.Second)
-			synctest.Wait()
+		// At one message a second, three take three seconds of the
+		// bubble's time.
+		start := time.Now()
+		tk, err := b.WaitMoveTask(ctx, h)
+		if err != nil || tk.Status != "COMPLETED" || tk.ApproximateNumberOfMessagesMoved != 3 {
+			t.Fatalf("task %+v %v", tk, err)
 		}
-		if tk := task(); tk.ApproximateNumberOfMessagesMoved != 3 {
-			t.Fatalf("moved %+v", tk)
+		if took := time.Since(start); took != 3*time.Second {
+			t.Fatalf("three messages at one a second took %v", took)
+		}
+		if tk := task(); tk.Status != "COMPLETED" {
+			t.Fatalf("listed %+v", tk)
+		}
+		if _, err := b.WaitMoveTask(ctx, "no such task"); code(err) != st.CodeResourceNotFound {
+			t.Fatalf("waiting for an unknown task: %v", err)
+		}
+		h2, err := b.StartRedrive(ctx, "dlq", sluice.PeekFilter{Tenant: "b"}, "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+		defer cancel()
+		if _, err := b.WaitMoveTask(wctx, h2); err != context.DeadlineExceeded {
+			t.Fatalf("a wait whose context ends: %v", err)
+		}
+		if moved, err := b.CancelMoveTask(ctx, h2); err != nil || moved != 2 {
+			t.Fatalf("cancel: %d %v", moved, err)
+		}
+		if tk, err := b.WaitMoveTask(ctx, h2); err != nil || tk.Status != "CANCELLED" {
+			t.Fatalf("the cancelled task: %+v %v", tk, err)
 		}
 		peek, _, _ := b.Peek("dlq", sluice.PeekFilter{})
-		if len(peek) != 3 || peek[0].Tenant != "b" {
+		if len(peek) != 1 || peek[0].Tenant != "b" {
 			t.Fatalf("left in the DLQ: %+v", peek)
 		}
 	})

@@ -141,20 +141,33 @@ func TestDashboardInChromium(t *testing.T) {
 	if !strings.HasPrefix(readout, "messages|time (local)|") || !strings.HasSuffix(readout, " messages") {
 		t.Fatalf("depth chart labels and read-out: %q", readout)
 	}
+	// The click starts a move task: the page says so once the admin API
+	// has answered, and the test then waits for the task to end.
 	if err := chromedp.Do(bctx, chromedp.Click(`#redrive`)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		a, _ := b.GetQueueAttributes("orders-dlq", []string{"ApproximateNumberOfMessages"})
-		o, _ := b.GetQueueAttributes("orders", []string{"ApproximateNumberOfMessages"})
-		if a["ApproximateNumberOfMessages"] == "0" && o["ApproximateNumberOfMessages"] == "4" {
-			break
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById('action').textContent.startsWith('Redrive started')`,
+		chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("after the click: %v", err)
+	}
+	tasks, err := b.ListMoveTasks(ctx, dlq.ARN, 1)
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("move tasks: %+v %v", tasks, err)
+	}
+	if tk := tasks[0]; tk.Status == "RUNNING" {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if tasks[0], err = b.WaitMoveTask(wctx, tk.TaskHandle); err != nil {
+			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the click: dlq %v, orders %v", a, o)
-		}
-		time.Sleep(20 * time.Millisecond)
+	}
+	if tasks[0].Status != "COMPLETED" || tasks[0].ApproximateNumberOfMessagesMoved != 4 {
+		t.Fatalf("move task: %+v", tasks[0])
+	}
+	a, _ := b.GetQueueAttributes("orders-dlq", []string{"ApproximateNumberOfMessages"})
+	o, _ := b.GetQueueAttributes("orders", []string{"ApproximateNumberOfMessages"})
+	if a["ApproximateNumberOfMessages"] != "0" || o["ApproximateNumberOfMessages"] != "4" {
+		t.Fatalf("after the move task: dlq %v, orders %v", a, o)
 	}
 	// The page shows the emptied dead-letter queue.
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/?q=after#/queue/orders-dlq"), chromedp.WaitVisible(`#messages`)); err != nil {

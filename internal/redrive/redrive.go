@@ -216,6 +216,7 @@ type task struct {
 	handle string
 	info   st.MoveTask
 	cancel chan struct{}
+	done   chan struct{} // closed when the task has ended
 	// seqs are the messages to move, oldest first, chosen when the task
 	// started (a message gone or in flight by its turn is skipped).
 	seqs []uint64
@@ -320,7 +321,7 @@ func (t *Tools) start(ctx context.Context, name, src, dst string, rate int, matc
 	}
 	id := t.e.NewID()
 	raw, _ := json.Marshal(map[string]string{"taskId": id, "sourceArn": src})
-	mt := &task{handle: base64.StdEncoding.EncodeToString(raw), cancel: make(chan struct{}), seqs: seqs,
+	mt := &task{handle: base64.StdEncoding.EncodeToString(raw), cancel: make(chan struct{}), done: make(chan struct{}), seqs: seqs,
 		ctx: context.WithoutCancel(ctx), info: st.MoveTask{
 			Status: "RUNNING", SourceArn: src, DestinationArn: dst, MaxNumberOfMessagesPerSecond: rate,
 			ApproximateNumberOfMessagesToMove: int64(len(seqs)), StartedTimestamp: now,
@@ -347,6 +348,7 @@ func (t *Tools) run(mt *task, name, dst string) {
 		mt.info.FailureReason = reason
 		mt.info.TaskHandle = ""
 		t.mu.Unlock()
+		close(mt.done)
 	}
 	dest := ""
 	if dst != "" {
@@ -429,10 +431,8 @@ func (t *Tools) ListMoveTasks(ctx context.Context, src string, max int) ([]st.Mo
 	return out, nil
 }
 
-// CancelMoveTask cancels a running move task and returns how many messages
-// it has moved.
-func (t *Tools) CancelMoveTask(ctx context.Context, handle string) (int64, error) {
-	t.mu.Lock()
+// taskLocked returns the task of handle, if ctx's caller may see it.
+func (t *Tools) taskLocked(ctx context.Context, handle string) (*task, error) {
 	mt := t.byID[handle]
 	if mt != nil {
 		if name, err := t.e.QueueNameFromARN(mt.info.SourceArn); err != nil || !st.Authorized(ctx, name) {
@@ -440,8 +440,39 @@ func (t *Tools) CancelMoveTask(ctx context.Context, handle string) (int64, error
 		}
 	}
 	if mt == nil {
+		return nil, st.Errorf(st.CodeResourceNotFound, "Value for parameter TaskHandle is invalid.")
+	}
+	return mt, nil
+}
+
+// WaitMoveTask waits until the move task of handle has ended (completed,
+// cancelled or failed) and returns it as it ended, or ctx's error if ctx
+// ends first.
+func (t *Tools) WaitMoveTask(ctx context.Context, handle string) (st.MoveTask, error) {
+	t.mu.Lock()
+	mt, err := t.taskLocked(ctx, handle)
+	t.mu.Unlock()
+	if err != nil {
+		return st.MoveTask{}, err
+	}
+	select {
+	case <-mt.done:
+	case <-ctx.Done():
+		return st.MoveTask{}, ctx.Err()
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return mt.info, nil
+}
+
+// CancelMoveTask cancels a running move task and returns how many messages
+// it has moved.
+func (t *Tools) CancelMoveTask(ctx context.Context, handle string) (int64, error) {
+	t.mu.Lock()
+	mt, err := t.taskLocked(ctx, handle)
+	if err != nil {
 		t.mu.Unlock()
-		return 0, st.Errorf(st.CodeResourceNotFound, "Value for parameter TaskHandle is invalid.")
+		return 0, err
 	}
 	if mt.info.Status != "RUNNING" {
 		t.mu.Unlock()

@@ -319,8 +319,7 @@ func TestSDKErrors(t *testing.T) {
 }
 
 // TestSDKFIFOAndDeadLetters runs in a synctest bubble (over in-memory
-// pipes), so waiting for the move task moves the bubble's clock instead of
-// sleeping.
+// pipes): nothing in it waits on the machine's clock.
 func TestSDKFIFOAndDeadLetters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
@@ -354,19 +353,12 @@ func TestSDKFIFOAndDeadLetters(t *testing.T) {
 			t.Fatalf("sources %v", src.QueueUrls)
 		}
 		task := must(c.StartMessageMoveTask(ctx, &awssqs.StartMessageMoveTaskInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
-		for waited := 0; ; waited++ {
-			lt := must(c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
-			if len(lt.Results) == 1 && *lt.Results[0].Status == "COMPLETED" {
-				if lt.Results[0].ApproximateNumberOfMessagesMoved != 1 {
-					t.Fatalf("moved %d", lt.Results[0].ApproximateNumberOfMessagesMoved)
-				}
-				break
-			}
-			if waited > 100 {
-				t.Fatalf("task did not complete in 10 s: %+v", lt.Results)
-			}
-			time.Sleep(100 * time.Millisecond) // the bubble's time: moves once all else is blocked
-			synctest.Wait()
+		if _, err := p.Broker.WaitMoveTask(ctx, *task.TaskHandle); err != nil {
+			t.Fatal(err)
+		}
+		lt := must(c.ListMessageMoveTasks(ctx, &awssqs.ListMessageMoveTasksInput{SourceArn: aws.String("arn:aws:sqs:us-east-1:000000000000:dlq.fifo")}))
+		if len(lt.Results) != 1 || *lt.Results[0].Status != "COMPLETED" || lt.Results[0].ApproximateNumberOfMessagesMoved != 1 {
+			t.Fatalf("move task: %+v", lt.Results)
 		}
 		if _, err := c.CancelMessageMoveTask(ctx, &awssqs.CancelMessageMoveTaskInput{TaskHandle: task.TaskHandle}); apiCode(err) == "" {
 			t.Fatal("cancelled a finished task")
