@@ -24,6 +24,7 @@ type Watch struct {
 	dir     string
 	log     *slog.Logger
 	onRaise func()
+	now     func() time.Time // the clock of the looks' pace (tests set it)
 
 	mu        sync.Mutex
 	free      int64     // bytes free at the last look
@@ -37,7 +38,7 @@ type Watch struct {
 // New watches the disk of dir. onRaise, if not nil, is called (without
 // the Watch's lock) each time the alarm rises.
 func New(fs vfs.FS, dir string, log *slog.Logger, onRaise func()) *Watch {
-	return &Watch{fs: fs, dir: dir, log: log, onRaise: onRaise}
+	return &Watch{fs: fs, dir: dir, log: log, onRaise: onRaise, now: time.Now}
 }
 
 // Disk reports the free space, the reserve in effect, and whether free
@@ -45,7 +46,7 @@ func New(fs vfs.FS, dir string, log *slog.Logger, onRaise func()) *Watch {
 // more than a second old, so an idle log notices space freed by others.
 func (w *Watch) Disk() store.Disk {
 	w.mu.Lock()
-	stale := time.Since(w.at) > time.Second
+	stale := w.now().Sub(w.at) > time.Second
 	w.mu.Unlock()
 	if stale {
 		w.Look()
@@ -64,12 +65,12 @@ func (w *Watch) Look() {
 			w.log.Warn("store: cannot read the free disk space; no disk alarm until it can", "err", err)
 		}
 		w.statError = true
-		w.at = time.Now()
+		w.at = w.now()
 		w.mu.Unlock()
 		return
 	}
 	w.statError = false
-	w.free, w.at, w.written = free, time.Now(), 0
+	w.free, w.at, w.written = free, w.now(), 0
 	was := w.alarm
 	w.alarm = free < w.reserve
 	alarm, reserve := w.alarm, w.reserve
@@ -93,7 +94,7 @@ func (w *Watch) Note(n, reserve int64, force bool) {
 	w.mu.Lock()
 	w.reserve = reserve
 	w.written += n
-	due := force || w.alarm || w.written >= 1<<20 || time.Since(w.at) > time.Second || w.free-w.written < reserve
+	due := force || w.alarm || w.written >= 1<<20 || w.now().Sub(w.at) > time.Second || w.free-w.written < reserve
 	w.mu.Unlock()
 	if due {
 		w.Look()

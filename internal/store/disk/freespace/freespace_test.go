@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -41,37 +40,37 @@ func TestAlarm(t *testing.T) {
 
 // TestLooksWhenDue: a write far from the reserve looks at the disk only
 // once a megabyte has been written or a second has passed since the last
-// look (in a bubble, so the clock moves only when told to).
+// look (on a clock the test moves).
 func TestLooksWhenDue(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		fs := &countingFS{FS: vfs.NewMem()}
-		w := New(fs, "/", slog.New(slog.DiscardHandler), nil)
-		w.Note(0, 1<<20, true)
-		looks := fs.looks
-		for range 10 {
-			w.Note(64<<10, 1<<20, false)
-		}
-		if fs.looks != looks {
-			t.Fatalf("looked %d times for 640 KiB written", fs.looks-looks)
-		}
-		for range 10 {
-			w.Note(64<<10, 1<<20, false)
-		}
-		if fs.looks != looks+1 {
-			t.Fatalf("looked %d times for the next 640 KiB, want once at the megabyte", fs.looks-looks)
-		}
-		time.Sleep(1100 * time.Millisecond) // the bubble's clock
-		w.Note(0, 1<<20, false)
-		if fs.looks != looks+2 {
-			t.Fatalf("looked %d times after a second, want once more", fs.looks-looks-1)
-		}
-		w.Disk() // not stale
-		time.Sleep(1100 * time.Millisecond)
-		w.Disk() // stale: looks again
-		if fs.looks != looks+3 {
-			t.Fatalf("Disk looked %d times, want once, when the last look was stale", fs.looks-looks-2)
-		}
-	})
+	fs := &countingFS{FS: vfs.NewMem()}
+	w := New(fs, "/", slog.New(slog.DiscardHandler), nil)
+	clock := time.Unix(1_700_000_000, 0)
+	w.now = func() time.Time { return clock }
+	w.Note(0, 1<<20, true)
+	looks := fs.looks
+	for range 10 {
+		w.Note(64<<10, 1<<20, false)
+	}
+	if fs.looks != looks {
+		t.Fatalf("looked %d times for 640 KiB written", fs.looks-looks)
+	}
+	for range 10 {
+		w.Note(64<<10, 1<<20, false)
+	}
+	if fs.looks != looks+1 {
+		t.Fatalf("looked %d times for the next 640 KiB, want once at the megabyte", fs.looks-looks)
+	}
+	clock = clock.Add(1100 * time.Millisecond)
+	w.Note(0, 1<<20, false)
+	if fs.looks != looks+2 {
+		t.Fatalf("looked %d times after a second, want once more", fs.looks-looks-1)
+	}
+	w.Disk() // not stale
+	clock = clock.Add(1100 * time.Millisecond)
+	w.Disk() // stale: looks again
+	if fs.looks != looks+3 {
+		t.Fatalf("Disk looked %d times, want once, when the last look was stale", fs.looks-looks-2)
+	}
 }
 
 // TestUnreadableDisk: a disk whose free space cannot be read raises no
