@@ -314,22 +314,26 @@ func (p Params) Intp(name string) (*int, error) {
 	return &n, nil
 }
 
-func (p Params) StrList(name string) ([]string, error) {
+func (p Params) StrList(name string) ([]string, error) { return listOf[string](p, name) }
+
+// listOf returns the list parameter name (nil when absent), each item of
+// type T, or BadType.
+func listOf[T any](p Params, name string) ([]T, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
 	}
-	List, ok := v.([]any)
+	list, ok := v.([]any)
 	if !ok {
 		return nil, BadType(name)
 	}
-	out := make([]string, 0, len(List))
-	for _, x := range List {
-		s, ok := x.(string)
+	out := make([]T, 0, len(list))
+	for _, x := range list {
+		t, ok := x.(T)
 		if !ok {
 			return nil, BadType(name)
 		}
-		out = append(out, s)
+		out = append(out, t)
 	}
 	return out, nil
 }
@@ -360,21 +364,13 @@ func (p Params) StrMap(name string) (map[string]string, error) {
 }
 
 func (p Params) Entries(name string) ([]Params, error) {
-	v, ok := p[name]
-	if !ok || v == nil {
-		return nil, nil
+	ms, err := listOf[map[string]any](p, name)
+	if ms == nil {
+		return nil, err
 	}
-	List, ok := v.([]any)
-	if !ok {
-		return nil, BadType(name)
-	}
-	out := make([]Params, 0, len(List))
-	for _, x := range List {
-		m, ok := x.(map[string]any)
-		if !ok {
-			return nil, BadType(name)
-		}
-		out = append(out, m)
+	out := make([]Params, len(ms))
+	for i, m := range ms {
+		out[i] = m
 	}
 	return out, nil
 }
