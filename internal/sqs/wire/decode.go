@@ -338,7 +338,8 @@ func listOf[T any](p Params, name string) ([]T, error) {
 	return out, nil
 }
 
-func (p Params) StrMap(name string) (map[string]string, error) {
+// object returns the object parameter name (nil when absent), or BadType.
+func (p Params) object(name string) (map[string]any, error) {
 	v, ok := p[name]
 	if !ok || v == nil {
 		return nil, nil
@@ -346,6 +347,14 @@ func (p Params) StrMap(name string) (map[string]string, error) {
 	m, ok := v.(map[string]any)
 	if !ok {
 		return nil, BadType(name)
+	}
+	return m, nil
+}
+
+func (p Params) StrMap(name string) (map[string]string, error) {
+	m, err := p.object(name)
+	if m == nil {
+		return nil, err
 	}
 	out := make(map[string]string, len(m))
 	for k, x := range m {
@@ -385,13 +394,9 @@ func DecodeB64(name, s string) ([]byte, error) {
 
 // msgAttrs decodes MessageAttributes / MessageSystemAttributes.
 func (p Params) MsgAttrs(name string) (map[string]st.AttributeValue, error) {
-	v, ok := p[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, BadType(name)
+	m, err := p.object(name)
+	if m == nil {
+		return nil, err
 	}
 	out := make(map[string]st.AttributeValue, len(m))
 	for k, x := range m {
