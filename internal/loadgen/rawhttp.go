@@ -105,6 +105,12 @@ func (p *connPoster) put(rc *rawConn) {
 
 func (p *connPoster) post(ctx context.Context, op string, body []byte) (int, []byte, error) {
 	for {
+		// context.AfterFunc cuts the connection's deadline short from
+		// another goroutine, perhaps only after the exchange: a context
+		// already done must fail here, before any request is written.
+		if err := ctx.Err(); err != nil {
+			return 0, nil, err
+		}
 		rc, reused, err := p.get(ctx)
 		if err != nil {
 			return 0, nil, err
