@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/queue/dedup"
 	"github.com/sluicemq/sluice/internal/queue/seqtab"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
@@ -60,10 +61,10 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 		q.purge(r.Pos)
 	case record.Dedup:
 		if r.Until > ms(now) {
-			q.remember(r.Key, r.ID, r.SeqNum, r.Until, 0)
+			q.dedup.Hold(r.Key, dedup.Entry{ID: r.ID, SeqNum: r.SeqNum, Until: r.Until})
 		}
 	case record.State:
-		q.lastNum = max(q.lastNum, r.NextSeqNum)
+		q.dedup.SetLast(r.NextSeqNum)
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}
@@ -78,30 +79,10 @@ func (q *Queue) applySendDedup(r *record.Record) {
 	if !q.cfg.FIFO || p == nil || p.Dedup == "" {
 		return
 	}
-	until := r.Msg.Sent + DedupWindow.Milliseconds()
-	if until <= q.now {
-		return
+	until := r.Msg.Sent + dedup.Window.Milliseconds()
+	if until > q.now {
+		q.dedup.Confirm(q.dedupKey(r.Msg.Group, p.Dedup), dedup.Entry{ID: p.ID, SeqNum: p.SeqNum, Until: until}, r.Pos)
 	}
-	key := q.dedupKey(r.Msg.Group, p.Dedup)
-	if e, ok := q.dedup[key]; ok && e.pending != 0 && e.pending != r.Pos {
-		return // a later send holds it
-	}
-	q.remember(key, p.ID, p.SeqNum, until, 0)
-	if n, err := parseSeqNum(p.SeqNum); err == nil && n > q.lastNum {
-		q.lastNum = n
-	}
-}
-
-func parseSeqNum(s string) (uint64, error) {
-	var n uint64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("queue: sequence number %q", s)
-		}
-		n = n*10 + uint64(c-'0')
-	}
-	return n, nil
 }
 
 // applyReceive makes a delivery: the message is in flight until the
@@ -235,21 +216,19 @@ func (q *Queue) Revert(now time.Time, prev Msg) {
 // When emit returns false, no more are emitted.
 func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 	t := ms(now)
-	q.expireDedup(t)
-	if !emit(&record.Record{Type: record.State, NextSeqNum: q.lastNum}) {
+	q.dedup.Expire(t)
+	if !emit(&record.Record{Type: record.State, NextSeqNum: q.dedup.Last()}) {
 		return
 	}
-	seen := make(map[string]bool, len(q.dedup))
-	for _, k := range q.dedupQ {
-		if e, ok := q.dedup[k]; ok && !seen[k] && e.pending == 0 && e.until > t {
-			seen[k] = true
-			if !emit(&record.Record{Type: record.Dedup, Key: k, ID: e.id, SeqNum: e.seqnum, Until: e.until}) {
-				return
-			}
-		}
+	more := true
+	q.dedup.Each(t, func(k string, e dedup.Entry) bool {
+		more = emit(&record.Record{Type: record.Dedup, Key: k, ID: e.ID, SeqNum: e.SeqNum, Until: e.Until})
+		return more
+	})
+	if !more {
+		return
 	}
 	chunk := &record.Record{Type: record.Index, Msgs: make([]record.Msg, 0, min(record.IndexChunk, q.t.Len()))}
-	more := true
 	q.t.Each(func(m *Msg) bool {
 		chunk.Msgs = append(chunk.Msgs, indexOf(m))
 		if m.State == Leaving {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/queue/dedup"
 	"github.com/sluicemq/sluice/internal/record"
 )
 
@@ -50,23 +51,18 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	var key string
 	p := in.Payload
 	if q.cfg.FIFO {
-		q.expireDedup(t)
+		q.dedup.Expire(t)
 		if p.Dedup == "" {
 			p.Dedup = in.Dedup
 			if p.Dedup == "" {
-				p.Dedup = ContentDedupID(p.Body)
+				p.Dedup = dedup.ContentID(p.Body)
 			}
 		}
 		key = q.dedupKey(in.Group, p.Dedup)
-		if e, ok := q.dedup[key]; ok && e.until > t {
-			return SendResult{Dup: true, DupID: e.id, SeqNum: e.seqnum}
+		if e, ok := q.dedup.Seen(key, t); ok {
+			return SendResult{Dup: true, DupID: e.ID, SeqNum: e.SeqNum}
 		}
-		n := uint64(now.UnixNano())
-		if n <= q.lastNum {
-			n = q.lastNum + 1
-		}
-		q.lastNum = n
-		p.SeqNum = formatSeqNum(n)
+		p.SeqNum = q.dedup.Next(uint64(now.UnixNano()))
 	}
 	m := &record.Msg{Sent: t, VisibleAt: t + in.Delay.Milliseconds(), Group: in.Group}
 	if in.Tenant != in.Group {
@@ -75,7 +71,7 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	r := &record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
 	m.Seq = r.Pos
 	if q.cfg.FIFO {
-		q.remember(key, p.ID, p.SeqNum, t+DedupWindow.Milliseconds(), r.Pos)
+		q.dedup.Hold(key, dedup.Entry{ID: p.ID, SeqNum: p.SeqNum, Until: t + dedup.Window.Milliseconds(), Pending: r.Pos})
 	} else {
 		r.Raw = in.Raw
 	}
@@ -87,10 +83,7 @@ func (q *Queue) SendFailed(r *record.Record) {
 	if !q.cfg.FIFO || r.Payload == nil {
 		return
 	}
-	key := q.dedupKey(r.Msg.Group, r.Payload.Dedup)
-	if e, ok := q.dedup[key]; ok && e.pending == r.Pos {
-		delete(q.dedup, key)
-	}
+	q.dedup.Failed(q.dedupKey(r.Msg.Group, r.Payload.Dedup), r.Pos)
 }
 
 // Delivery is one message a receive took.

@@ -19,10 +19,9 @@ package queue
 
 import (
 	"container/heap"
-	"crypto/sha256"
-	"encoding/hex"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/queue/dedup"
 	"github.com/sluicemq/sluice/internal/queue/seqtab"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sched"
@@ -58,18 +57,8 @@ type Stats struct {
 	Retried, Deferred, Rejected, Exhausted            uint64
 }
 
-// DedupWindow is how long a FIFO deduplication id is remembered.
-const DedupWindow = 5 * time.Minute
-
 // MaxInFlight is SQS's in-flight limit on standard queues.
 const MaxInFlight = 120000
-
-type dedupEntry struct {
-	until   int64
-	id      string
-	seqnum  string
-	pending uint64 // the Send being written (0: durable)
-}
 
 type group struct {
 	name     string
@@ -122,9 +111,8 @@ type Queue struct {
 	expSeq   uint64 // expiry has looked at every entry below it
 	timers   timerHeap
 	groups   map[string]*group
-	gready   []*group // FIFO: groups that may have a deliverable head
-	dedup    map[string]dedupEntry
-	dedupQ   []string
+	gready   []*group     // FIFO: groups that may have a deliverable head
+	dedup    dedup.Memory // FIFO: ids in their window, sequence numbers
 	eff      Effects
 	stats    Stats
 	now      int64 // the latest time seen
@@ -132,12 +120,11 @@ type Queue struct {
 	delayed  int
 	leaving  int
 	last     uint64 // the last position taken in the queue's partition
-	lastNum  uint64 // the last FIFO sequence number handed out
 }
 
 // New returns an empty queue.
 func New(cfg Config) *Queue {
-	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}, dedup: map[string]dedupEntry{}}
+	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}}
 	q.s = sched.New(cfg.Sched, q.entry)
 	return q
 }
@@ -254,49 +241,7 @@ func (q *Queue) NextWake() time.Time {
 }
 
 func (q *Queue) dedupKey(group, id string) string {
-	if q.cfg.DedupPerGroup {
-		return group + "\x00" + id
-	}
-	return id
-}
-
-func (q *Queue) expireDedup(now int64) {
-	for len(q.dedupQ) > 0 {
-		k := q.dedupQ[0]
-		e, ok := q.dedup[k]
-		if ok && e.until > now {
-			return
-		}
-		if ok && e.pending == 0 {
-			delete(q.dedup, k)
-		}
-		q.dedupQ[0] = ""
-		q.dedupQ = q.dedupQ[1:]
-	}
-}
-
-// remember records a FIFO deduplication id until until (unix ms).
-func (q *Queue) remember(key, id, seqNum string, until int64, pending uint64) {
-	if _, ok := q.dedup[key]; !ok {
-		q.dedupQ = append(q.dedupQ, key)
-	}
-	q.dedup[key] = dedupEntry{until: until, id: id, seqnum: seqNum, pending: pending}
-}
-
-// ContentDedupID is the deduplication id SQS derives from a body.
-func ContentDedupID(body string) string {
-	h := sha256.Sum256([]byte(body))
-	return hex.EncodeToString(h[:])
-}
-
-func formatSeqNum(n uint64) string {
-	// 20 digits, increasing, non-consecutive, like SQS.
-	s := make([]byte, 20)
-	for i := 19; i >= 0; i-- {
-		s[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(s)
+	return dedup.Key(q.cfg.DedupPerGroup, group, id)
 }
 
 // insert stores a copy of m, sharing its group name with the queue's
@@ -504,7 +449,7 @@ func (q *Queue) Advance(now time.Time) {
 		q.makeReady(t, m)
 	}
 	q.expire(now)
-	q.expireDedup(t)
+	q.dedup.Expire(t)
 }
 
 // expire applies retention and MaxAge: messages sent before the cut are
