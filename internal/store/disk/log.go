@@ -39,7 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -616,10 +616,7 @@ func (l *Log) observeFsync(d time.Duration) {
 	defer l.mu.Unlock()
 	l.stats.Fsyncs++
 	l.stats.FsyncSeconds += d.Seconds()
-	i := 0
-	for i < len(store.FsyncBounds) && d > store.FsyncBounds[i] {
-		i++
-	}
+	i, _ := slices.BinarySearch(store.FsyncBounds[:], d) // the first bound d is within
 	l.buckets[i]++
 }
 
@@ -801,14 +798,4 @@ func (l *Log) shutdown() {
 		}
 		l.f.Close()
 	}
-}
-
-// Sorted lists of ids, for deterministic output.
-func sortedParts(m map[store.PartitionID]*part) []store.PartitionID {
-	out := make([]store.PartitionID, 0, len(m))
-	for p := range m {
-		out = append(out, p)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
@@ -35,7 +35,7 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 			snapFiles[n] = true
 		}
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	slices.Sort(segs)
 	l.lost = map[store.PartitionID]string{}
 	if len(segs) == 0 {
 		return l.start(1, 0, true)
@@ -294,7 +294,7 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 		}
 	}
 	l.mu.Unlock()
-	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	slices.Sort(segs)
 	var buffered []store.Entry // from 0: the records since the newest snapshot seen so far
 	first := true
 	for _, n := range segs {

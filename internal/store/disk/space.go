@@ -1,10 +1,12 @@
 package disk
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
@@ -166,7 +168,7 @@ func (l *Log) Wanted() []store.PartitionID {
 		return nil
 	}
 	var out []store.PartitionID
-	for _, p := range sortedParts(l.parts) {
+	for _, p := range slices.Sorted(maps.Keys(l.parts)) { // in a fixed order
 		if l.parts[p].from <= floor {
 			out = append(out, p)
 		}
@@ -197,12 +199,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 		}
 	}
 	l.mu.Unlock()
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].ratio != cands[j].ratio {
-			return cands[i].ratio < cands[j].ratio
-		}
-		return cands[i].seg < cands[j].seg
-	})
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.ratio, b.ratio), cmp.Compare(a.seg, b.seg)) })
 	var copied int64
 	for _, c := range cands {
 		if copied >= budget {
