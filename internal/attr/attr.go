@@ -7,6 +7,8 @@ package attr
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -81,17 +83,46 @@ var SluiceReadOnly = []string{
 
 // Known reports whether name is an attribute GetQueueAttributes answers.
 func Known(name string) bool {
-	if _, ok := specs[name]; ok {
-		return true
-	}
-	for _, l := range [][]string{ReadOnly, SluiceReadOnly} {
-		for _, n := range l {
-			if n == name {
-				return true
-			}
+	_, ok := specs[name]
+	return ok || slices.Contains(ReadOnly, name) || slices.Contains(SluiceReadOnly, name)
+}
+
+// Selection is what a GetQueueAttributes asks for: names, or All (every
+// attribute SQS has; Sluice's own are answered by name only).
+type Selection struct {
+	all   bool
+	names map[string]bool
+}
+
+// Select checks the names asked for.
+func Select(names []string) (Selection, error) {
+	s := Selection{names: map[string]bool{}}
+	for _, n := range names {
+		switch {
+		case n == "All":
+			s.all = true
+		case !Known(n):
+			return Selection{}, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", n)
+		default:
+			s.names[n] = true
 		}
 	}
-	return false
+	return s, nil
+}
+
+// Has reports whether attribute n is asked for.
+func (s Selection) Has(n string) bool {
+	return s.names[n] || s.all && !slices.Contains(SluiceReadOnly, n)
+}
+
+// AnySluice reports whether one of Sluice's computed attributes is asked
+// for (they cost a look at every tenant).
+func (s Selection) AnySluice() bool { return slices.ContainsFunc(SluiceReadOnly, s.Has) }
+
+// Keep leaves in m only the attributes asked for, and returns it.
+func (s Selection) Keep(m map[string]string) map[string]string {
+	maps.DeleteFunc(m, func(n, _ string) bool { return !s.Has(n) })
+	return m
 }
 
 // ParseRetryDelays parses RetryDelays: 1 to 10 comma-separated durations

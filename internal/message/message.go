@@ -68,6 +68,21 @@ func ValidBodyChars(s string) bool {
 	return true
 }
 
+// NewID is the message id made of 16 random bytes: a version 4 UUID.
+func NewID(b [16]byte) string {
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	const hexd = "0123456789abcdef"
+	out := make([]byte, 0, 36)
+	for i, c := range b {
+		if i == 4 || i == 6 || i == 8 || i == 10 {
+			out = append(out, '-')
+		}
+		out = append(out, hexd[c>>4], hexd[c&0xf])
+	}
+	return string(out)
+}
+
 // ValidID checks MessageGroupId / MessageDeduplicationId style values:
 // 1-128 alphanumeric or punctuation characters.
 func ValidID(s string) bool {

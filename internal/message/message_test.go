@@ -152,3 +152,20 @@ func FuzzMessageAttributesMD5(f *testing.F) {
 		}
 	})
 }
+
+// NewID is a version 4 UUID whatever the bytes, and one a client accepts.
+func TestNewID(t *testing.T) {
+	var ones [16]byte
+	for i := range ones {
+		ones[i] = 0xff
+	}
+	for _, b := range [][16]byte{{}, ones, {0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}} {
+		id := NewID(b)
+		if len(id) != 36 || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) || id[8] != '-' || id[23] != '-' || !ValidID(id) {
+			t.Errorf("NewID(%x) = %s", b, id)
+		}
+	}
+	if got := NewID([16]byte{0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc, 0xde, 0xf0, 0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef}); got != "12345678-9abc-4ef0-8123-456789abcdef" {
+		t.Errorf("NewID = %s", got)
+	}
+}

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/attr"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/partition/attempts"
 	"github.com/sluicemq/sluice/internal/partition/figures"
 	"github.com/sluicemq/sluice/internal/partition/waitlist"
@@ -68,17 +69,7 @@ func (h *Host) ARN(name string) string {
 func (h *Host) NewID() string {
 	var b [16]byte
 	h.read(b[:])
-	b[6] = b[6]&0x0f | 0x40 // version 4
-	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
-	const hexd = "0123456789abcdef"
-	out := make([]byte, 0, 36)
-	for i, c := range b {
-		if i == 4 || i == 6 || i == 8 || i == 10 {
-			out = append(out, '-')
-		}
-		out = append(out, hexd[c>>4], hexd[c&0xf])
-	}
-	return string(out)
+	return message.NewID(b)
 }
 
 func (h *Host) closed() bool {
@@ -142,6 +133,7 @@ func New(h *Host, p store.PartitionID, meta record.QueueMeta) *Owner {
 	}
 	o := &Owner{h: h, p: p, meta: meta, cfg: attr.Parse(&meta)}
 	o.cond = sync.NewCond(&o.mu)
+	o.waiting.Changed = o.cond.Broadcast
 	o.q = queue.New(o.cfg.Queue)
 	return o
 }
@@ -277,9 +269,9 @@ func (o *Owner) unlock() {
 		o.appendLocked(eff.Records, false, nil)
 	}
 	if eff.WakeAll {
-		o.wakeLocked()
+		o.waiting.WakeAll()
 	} else if eff.Ready > 0 {
-		o.wakeSomeLocked(eff.Ready)
+		o.waiting.Wake(eff.Ready)
 	}
 	o.mu.Unlock()
 	o.release(eff.Gone)
@@ -328,41 +320,10 @@ func WriteError(err error) error {
 
 // ---- long polls ----
 
-// parkLocked puts a long poll on the queue's waiting list.
-func (o *Owner) parkLocked(part int) *waitlist.Waiter {
-	w := o.waiting.Park(part)
-	o.cond.Broadcast() // for whoever waits on the waiting list (tests)
-	return w
-}
-
-// unparkLocked takes w off the waiting list. It reports false when w was
-// not on it: it had been woken.
-func (o *Owner) unparkLocked(w *waitlist.Waiter) bool {
-	ok := o.waiting.Unpark(w)
-	o.cond.Broadcast()
-	return ok
-}
-
-// leave takes a long poll that gives up off the list; if it had been
-// woken meanwhile, the wake goes to the next one, so that the message it
-// was woken for is not left waiting for a poll that is gone.
+// leave takes a long poll that gives up off the waiting list
+// (waitlist.List.Leave).
 func (o *Owner) leave(w *waitlist.Waiter) {
 	o.mu.Lock()
-	if !o.unparkLocked(w) {
-		o.wakeSomeLocked(1)
-	}
+	o.waiting.Leave(w)
 	o.mu.Unlock()
-}
-
-// wakeLocked wakes every long poll waiting on the queue.
-func (o *Owner) wakeLocked() {
-	o.waiting.WakeAll()
-	o.cond.Broadcast()
-}
-
-// wakeSomeLocked wakes the n longest-waiting long polls: n messages became
-// ready (see waitlist.List.Wake).
-func (o *Owner) wakeSomeLocked(n int) {
-	o.waiting.Wake(n)
-	o.cond.Broadcast()
 }

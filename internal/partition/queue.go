@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"time"
 
@@ -46,7 +47,7 @@ func (o *Owner) Create() error {
 func (o *Owner) Deleted() {
 	o.mu.Lock()
 	o.deleted = true
-	o.wakeLocked()
+	o.waiting.WakeAll()
 	var gone []queue.Gone
 	o.q.Messages(func(m *queue.Msg) { gone = append(gone, queue.Gone{Seq: m.Seq, Loc: m.Loc}) })
 	o.mu.Unlock()
@@ -73,7 +74,7 @@ func (o *Owner) UpdateMeta(f func(m *record.QueueMeta) error) error {
 	}
 	meta.Modified = o.h.Clock.Now().UnixMilli()
 	err := o.persistLocked([]*record.Record{o.q.MetaRecord(&meta)})
-	o.wakeLocked() // new limits may let receivers on
+	o.waiting.WakeAll() // new limits may let receivers on
 	o.unlock()
 	return err
 }
@@ -81,53 +82,25 @@ func (o *Owner) UpdateMeta(f func(m *record.QueueMeta) error) error {
 // Attributes returns the named attributes ("All" for all) as SQS renders
 // them.
 func (o *Owner) Attributes(names []string) (map[string]string, error) {
-	want := map[string]bool{}
-	all := false
-	for _, n := range names {
-		if n == "All" {
-			all = true
-			continue
-		}
-		if !attr.Known(n) {
-			return nil, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", n)
-		}
-		want[n] = true
+	sel, err := attr.Select(names)
+	if err != nil {
+		return nil, err
 	}
 	now := o.h.Clock.Now()
 	o.lock()
 	counts := o.q.Counts(now)
-	meta := o.meta
-	var extra map[string]string
-	for _, n := range attr.SluiceReadOnly {
-		if want[n] {
-			extra = figures.Attributes(now, counts, o.q.Stats(), o.q.Sched().Stats())
-			break
-		}
+	out := attr.Render(&o.meta)
+	if sel.AnySluice() {
+		maps.Copy(out, figures.Attributes(now, counts, o.q.Stats(), o.q.Sched().Stats()))
 	}
-	out := map[string]string{}
-	for n, v := range attr.Render(&meta) {
-		if all || want[n] {
-			out[n] = v
-		}
-	}
-	o.unlock() // retention may have dropped some
-	put := func(n, v string) {
-		if all || want[n] {
-			out[n] = v
-		}
-	}
-	put("ApproximateNumberOfMessages", strconv.Itoa(counts.Visible))
-	put("ApproximateNumberOfMessagesNotVisible", strconv.Itoa(counts.InFlight))
-	put("ApproximateNumberOfMessagesDelayed", strconv.Itoa(counts.Delayed))
-	put("CreatedTimestamp", strconv.FormatInt(meta.Created/1000, 10))
-	put("LastModifiedTimestamp", strconv.FormatInt(meta.Modified/1000, 10))
-	put("QueueArn", o.h.ARN(meta.Name))
-	for _, n := range attr.SluiceReadOnly {
-		if want[n] {
-			out[n] = extra[n]
-		}
-	}
-	return out, nil
+	out["ApproximateNumberOfMessages"] = strconv.Itoa(counts.Visible)
+	out["ApproximateNumberOfMessagesNotVisible"] = strconv.Itoa(counts.InFlight)
+	out["ApproximateNumberOfMessagesDelayed"] = strconv.Itoa(counts.Delayed)
+	out["CreatedTimestamp"] = strconv.FormatInt(o.meta.Created/1000, 10)
+	out["LastModifiedTimestamp"] = strconv.FormatInt(o.meta.Modified/1000, 10)
+	out["QueueArn"] = o.h.ARN(o.meta.Name)
+	o.unlock()
+	return sel.Keep(out), nil
 }
 
 // Maintain applies retention, MaxMessageAge and the retry ladder (for a
@@ -280,17 +253,9 @@ func (o *Owner) Tenants(max int) []st.TenantInfo {
 	now := o.h.Clock.Now()
 	o.lock()
 	o.q.Advance(now)
-	stats := o.q.Sched().Stats()
-	over := o.meta.Tenants
+	stats, over := o.q.Sched().Stats(), o.meta.Tenants
 	o.unlock()
-	if max > 0 && len(stats) > max {
-		stats = stats[:max]
-	}
-	out := make([]st.TenantInfo, 0, len(stats))
-	for _, t := range stats {
-		out = append(out, figures.Tenant(t, now, over))
-	}
-	return out
+	return figures.Tenants(stats, now, over, max)
 }
 
 // Tenant describes one tenant, including the partitions it hashes to,

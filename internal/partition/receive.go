@@ -102,7 +102,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, attemptID string, part int, p *waitlist.Waiter, canWait bool) ([]st.Message, *waitlist.Waiter, time.Time, error) {
 	o.lock()
 	if p != nil {
-		o.unparkLocked(p)
+		o.waiting.Unpark(p)
 	}
 	if o.deleted {
 		o.mu.Unlock()
@@ -133,7 +133,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 	}
 	var parked *waitlist.Waiter
 	if len(ds) == 0 && canWait {
-		parked = o.parkLocked(part)
+		parked = o.waiting.Park(part)
 	}
 	next := o.q.NextWake()
 	var w *write

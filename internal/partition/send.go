@@ -63,9 +63,6 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 		o.mu.Unlock()
 		return nil, nil, NoQueue()
 	}
-	if o.cfg.Queue.FIFO != cfg.Queue.FIFO {
-		cfg = o.cfg // cannot change, but stay on the safe side
-	}
 	now := h.Clock.Now()
 	var recs []*record.Record
 	var sent []int
@@ -105,8 +102,6 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 	if !batch {
 		return nil, nil, werr
 	}
-	for _, i := range sent {
-		errs[i] = werr
-	}
+	failEntries(errs, sent, werr)
 	return res, errs, nil
 }

@@ -23,6 +23,15 @@ func (o *Owner) locked() (time.Time, error) {
 	return now, nil
 }
 
+// parseHandle reads a receipt handle of this partition.
+func (o *Owner) parseHandle(h string) (seq uint64, fence uint32, err error) {
+	rh, ok := receipt.Parse(h)
+	if !ok || rh.Partition != uint64(o.p) {
+		return 0, 0, receipt.Invalid(h)
+	}
+	return rh.Seq, rh.Fence, nil
+}
+
 func expired(h string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: The receipt handle has expired.", h)
 }
@@ -43,12 +52,11 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 	var recs []*record.Record
 	var idx []int
 	for i, h := range hs {
-		rh, ok := receipt.Parse(h)
-		if !ok || rh.Partition != uint64(o.p) {
-			errs[i] = receipt.Invalid(h)
+		seq, fence, err := o.parseHandle(h)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
-		seq, fence := rh.Seq, rh.Fence
 		m, live := o.q.Lookup(seq)
 		if !live {
 			continue // already deleted (durably: deletes apply once written): idempotent, as SQS
@@ -79,7 +87,7 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 	} else {
 		o.ctr.Deleted.Add(int64(len(recs)))
 		if o.q.Sched().HasCaps() {
-			o.wakeLocked() // a tenant at its in-flight cap may go on
+			o.waiting.WakeAll() // a tenant at its in-flight cap may go on
 		}
 	}
 	o.unlock()
@@ -100,12 +108,11 @@ func (o *Owner) ChangeVisibility(ctx context.Context, in []st.VisibilityChange) 
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be between 0 and 43200, if provided.", c.Seconds)
 			continue
 		}
-		rh, ok := receipt.Parse(c.ReceiptHandle)
-		if !ok || rh.Partition != uint64(o.p) {
-			errs[i] = receipt.Invalid(c.ReceiptHandle)
+		seq, fence, err := o.parseHandle(c.ReceiptHandle)
+		if err != nil {
+			errs[i] = err
 			continue
 		}
-		seq, fence := rh.Seq, rh.Fence
 		m, live := o.q.Lookup(seq)
 		if !live {
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", c.ReceiptHandle)
@@ -177,7 +184,7 @@ func (o *Owner) DeleteMessages(ctx context.Context, seqs []uint64, reason uint8)
 	}
 	err := o.persistLocked(recs)
 	if err == nil {
-		o.wakeLocked()
+		o.waiting.WakeAll()
 	}
 	o.unlock()
 	if err != nil {
@@ -248,12 +255,11 @@ func (o *Owner) verdict(h, reason string, f func(q *queue.Queue, now time.Time, 
 	if err != nil {
 		return err
 	}
-	rh, ok := receipt.Parse(h)
-	if !ok || rh.Partition != uint64(o.p) {
+	seq, fence, err := o.parseHandle(h)
+	if err != nil {
 		o.unlock()
-		return receipt.Invalid(h)
+		return err
 	}
-	seq, fence := rh.Seq, rh.Fence
 	m, live := o.q.Lookup(seq)
 	if !live || m.Fence() != fence {
 		o.unlock()
@@ -265,7 +271,7 @@ func (o *Owner) verdict(h, reason string, f func(q *queue.Queue, now time.Time, 
 		o.unlock()
 		return st.Errorf(st.CodeMessageNotInflight, "Message does not exist or is not available for visibility timeout change.")
 	}
-	o.wakeLocked()
+	o.waiting.WakeAll()
 	undo := func() {
 		if m, ok := o.q.Lookup(seq); !ok || m.Fence() == fence {
 			o.q.Revert(o.h.Clock.Now(), prev)

@@ -121,7 +121,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	// clock stands still and nothing else is sent.
 	qs := b
 	qs.mu.Lock()
-	standIn := qs.parkLocked(-1)
+	standIn := qs.waiting.Park(-1)
 	qs.mu.Unlock()
 	go func() {
 		ms, _ := b.Receive(ctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20)})

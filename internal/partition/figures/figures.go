@@ -131,6 +131,18 @@ func Tenant(t sched.TenantStats, now time.Time, over map[string]record.TenantLim
 	return info
 }
 
+// Tenants describes the first max tenants (0: all) at now.
+func Tenants(stats []sched.TenantStats, now time.Time, over map[string]record.TenantLimits, max int) []st.TenantInfo {
+	if max > 0 && len(stats) > max {
+		stats = stats[:max]
+	}
+	out := make([]st.TenantInfo, 0, len(stats))
+	for _, t := range stats {
+		out = append(out, Tenant(t, now, over))
+	}
+	return out
+}
+
 // LaneName names lane i of n: live, retry-N, backlog (the last).
 func LaneName(i, n int) string {
 	switch {

@@ -19,8 +19,17 @@ func (w *Waiter) Woken() <-chan struct{} { return w.woken }
 // List holds the waiting long polls, longest waiting first. The zero List
 // is empty and ready.
 type List struct {
-	ws    []*Waiter
-	bound int // waiters bound to one partition
+	// Changed, if set, is called after each change of the list (the owner
+	// signals its condition variable: tests wait on the list).
+	Changed func()
+	ws      []*Waiter
+	bound   int // waiters bound to one partition
+}
+
+func (l *List) changed() {
+	if l.Changed != nil {
+		l.Changed()
+	}
 }
 
 // Len returns the number of waiting polls.
@@ -37,12 +46,14 @@ func (l *List) Park(part int) *Waiter {
 	if part >= 0 {
 		l.bound++
 	}
+	l.changed()
 	return w
 }
 
 // Unpark takes w off the list. It reports false when w was not on it: it
 // had been woken.
 func (l *List) Unpark(w *Waiter) bool {
+	defer l.changed()
 	i := slices.Index(l.ws, w)
 	if i < 0 {
 		return false
@@ -61,6 +72,16 @@ func (l *List) WakeAll() {
 	}
 	clear(l.ws)
 	l.ws, l.bound = l.ws[:0], 0
+	l.changed()
+}
+
+// Leave takes off a poll that gives up; if it had been woken meanwhile,
+// the wake goes to the next one, so that the message it was woken for
+// does not wait for a poll that is gone.
+func (l *List) Leave(w *Waiter) {
+	if !l.Unpark(w) {
+		l.Wake(1)
+	}
 }
 
 // Wake wakes the n longest-waiting polls: n messages became ready. Waking
@@ -78,4 +99,5 @@ func (l *List) Wake(n int) {
 	rest := copy(l.ws, l.ws[n:])
 	clear(l.ws[rest:])
 	l.ws = l.ws[:rest]
+	l.changed()
 }

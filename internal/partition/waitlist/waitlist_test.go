@@ -50,3 +50,28 @@ func TestWakeOrder(t *testing.T) {
 		t.Fatal("Wake(n) with fewer waiting than n")
 	}
 }
+
+// A poll that gives up after it was woken passes its wake on; Changed is
+// called on every change.
+func TestLeave(t *testing.T) {
+	changes := 0
+	l := List{Changed: func() { changes++ }}
+	a, b := l.Park(-1), l.Park(-1)
+	l.Wake(1) // a is woken, and gives up before it looks
+	l.Leave(a)
+	select {
+	case <-b.Woken():
+	default:
+		t.Fatal("the wake a gave up did not pass to b")
+	}
+	c := l.Park(-1)
+	l.Leave(c) // not woken: just off the list
+	select {
+	case <-c.Woken():
+		t.Fatal("a poll that left was woken")
+	default:
+	}
+	if l.Len() != 0 || changes < 6 {
+		t.Fatalf("Len %d, %d changes", l.Len(), changes)
+	}
+}
