@@ -103,6 +103,22 @@ func InvalidIDErr(param, v string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", v, param, param)
 }
 
+// MaxBatchBytes is the most a batch's messages may hold together.
+const MaxBatchBytes = 1 << 20
+
+// CheckBatch checks that a batch's messages hold at most MaxBatchBytes
+// together (as Size counts them).
+func CheckBatch(in []st.SendInput) error {
+	total := 0
+	for i := range in {
+		total += Size(&in[i])
+	}
+	if total > MaxBatchBytes {
+		return st.Errorf(st.CodeBatchRequestTooLong, "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxBatchBytes, total)
+	}
+	return nil
+}
+
 // Size is a message's size as SQS counts it against
 // MaximumMessageSize and a batch's limit: the body and every attribute's
 // name, type and values.

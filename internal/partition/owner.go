@@ -209,9 +209,7 @@ func (o *Owner) drainLocked() {
 				o.epoch++
 			}
 			for _, r := range w.recs {
-				if r.Type == record.Send {
-					o.q.SendFailed(r)
-				}
+				o.q.Unwritten(r)
 			}
 			if w.failed != nil {
 				w.failed()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/hex"
 	"errors"
-	"log/slog"
 	"math"
 	"time"
 
@@ -176,7 +175,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 		pl, err := o.readPayload(m)
 		if err != nil {
 			// Never serve what cannot be read back intact.
-			o.logFor(ctx).Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "err", err)
+			o.h.Log.Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "request_id", st.RequestID(ctx), "err", err)
 			lost = append(lost, m.Seq)
 			continue
 		}
@@ -222,26 +221,7 @@ func (o *Owner) readPayload(m *queue.Msg) (*record.Payload, error) {
 }
 
 func (o *Owner) readAt(seq uint64, loc queue.Loc) (*record.Payload, error) {
-	raw, err := o.h.Store.Read(o.p, seq, hintOf(loc))
-	if err != nil {
-		return nil, err
-	}
-	r, err := record.Decode(raw, true)
-	if err != nil {
-		return nil, err
-	}
-	if r.Type != record.Send || r.Payload == nil {
-		return nil, errors.New("engine: the record of a message is not a send")
-	}
-	return r.Payload, nil
-}
-
-// logFor is the logger for work done on behalf of ctx's request.
-func (o *Owner) logFor(ctx context.Context) *slog.Logger {
-	if id := st.RequestID(ctx); id != "" {
-		return o.h.Log.With("request_id", id)
-	}
-	return o.h.Log
+	return record.ReadPayload(o.h.Store, o.p, seq, hintOf(loc))
 }
 
 // retryAttemptLocked answers a retried FIFO receive with the messages of

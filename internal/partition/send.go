@@ -12,21 +12,29 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// MaxBatchBytes is the most a batch's messages may hold together.
-const MaxBatchBytes = 1 << 20
-
 // Send sends messages in one durable write; errs[i] is nil when entry i
 // succeeded (batch says it is a batch: some errors differ). (The number
 // of entries is the wire's concern: SQS allows 1 to 10, which the SQS
 // front checks; their total size is checked here.)
 func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
+	return o.send(in, nil, batch)
+}
+
+// Deliver sends messages that come from records of other partitions (a
+// topic's publishes), each at most once: from[i] is where in[i] comes
+// from, and deliveries from one origin partition come in position order.
+// A message from a position the queue has taken already is answered as
+// sent, with no message id, and not sent again: a cursor that delivers
+// again after a crash makes no duplicate. The queue's mark of how far it
+// took each origin is written in the same append as the message.
+func (o *Owner) Deliver(ctx context.Context, in []st.SendInput, from []queue.Origin) ([]st.SendResult, []error, error) {
+	return o.send(in, from, true)
+}
+
+func (o *Owner) send(in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
 	if batch {
-		total := 0
-		for i := range in {
-			total += message.Size(&in[i])
-		}
-		if total > MaxBatchBytes {
-			return nil, nil, st.Errorf(st.CodeBatchRequestTooLong, "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", MaxBatchBytes, total)
+		if err := message.CheckBatch(in); err != nil {
+			return nil, nil, err
 		}
 	}
 	// Everything that needs no lock first: the queue's rules (read under
@@ -52,6 +60,9 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 			delay = time.Duration(*m.DelaySeconds) * time.Second
 		}
 		spec := &queue.SendSpec{Group: m.GroupID, Tenant: cfg.Tenant(m), Dedup: m.DedupID, Delay: delay, Payload: p}
+		if from != nil {
+			spec.Origin = &from[i]
+		}
 		if !cfg.Queue.FIFO {
 			spec.Raw = record.EncodePayload(p) // FIFO payloads get their sequence number under the lock
 		}
@@ -83,6 +94,9 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 			recs = append(recs, r.Record)
 			sent = append(sent, i)
 		}
+		if r.Mark != nil {
+			recs = append(recs, r.Mark)
+		}
 	}
 	if len(recs) == 0 {
 		o.mu.Unlock()
@@ -96,7 +110,7 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.S
 	werr := o.persistLocked(recs)
 	o.unlock()
 	if werr == nil {
-		o.ctr.Sent.Add(int64(len(recs)))
+		o.ctr.Sent.Add(int64(len(sent)))
 		return res, errs, nil
 	}
 	if !batch {

@@ -3,6 +3,8 @@ package queue
 import (
 	"container/heap"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/queue/dedup"
@@ -65,6 +67,13 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 		}
 	case record.State:
 		q.dedup.SetLast(r.NextSeqNum)
+	case record.Delivered:
+		mk := q.origins[r.Partition]
+		mk.durable = max(mk.durable, r.Seq)
+		if mk.pending <= mk.durable {
+			mk.pending = 0
+		}
+		q.origins[r.Partition] = mk
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}
@@ -207,7 +216,8 @@ func (q *Queue) Revert(now time.Time, prev Msg) {
 
 // SnapshotEach hands emit, one at a time, the records that rebuild the
 // queue's state (its settings aside: the owner's Meta comes first): the
-// FIFO sequence counter, the deduplication ids in their window, and every
+// FIFO sequence counter, the deduplication ids in their window, how far
+// each origin's deliveries went, and every
 // message's index entry in sequence order, IndexChunk to an Index record
 // (a message leaving is written as it was: its move is not recorded yet).
 // An Index record's Msgs are reused once
@@ -225,6 +235,11 @@ func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 		more = emit(&record.Record{Type: record.Dedup, Key: k, ID: e.ID, SeqNum: e.SeqNum, Until: e.Until})
 		return more
 	})
+	for _, p := range slices.Sorted(maps.Keys(q.origins)) {
+		if more && q.origins[p].durable > 0 {
+			more = emit(&record.Record{Type: record.Delivered, Partition: p, Seq: q.origins[p].durable})
+		}
+	}
 	if !more {
 		return
 	}

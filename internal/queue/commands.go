@@ -20,34 +20,58 @@ type SendSpec struct {
 	// queues encode it before taking the queue's lock).
 	Payload *record.Payload
 	Raw     record.RawPayload
+	// Origin, when set, is the record of another partition this message
+	// delivers (Deliver): it is sent at most once.
+	Origin *Origin
 }
 
 // SendResult is the outcome of one send.
 type SendResult struct {
 	// Record is the Send to persist (nil for a duplicate or a throttle);
-	// Apply makes the message deliverable once it is durable, SendFailed
+	// Apply makes the message deliverable once it is durable, Unwritten
 	// forgets it when it is not.
 	Record *record.Record
 	SeqNum string // FIFO sequence number
 	// Dup: a FIFO duplicate within the window: DupID and SeqNum are the
-	// earlier message's.
+	// earlier message's; or a delivery from an origin position taken
+	// already (DupID "").
 	Dup   bool
 	DupID string
+	// Mark is the Delivered record to persist with a delivery from a new
+	// origin position (with Record, or alone for a FIFO duplicate).
+	Mark *record.Record
 	// Throttled: over the tenant's send limit; try again after RetryAfter.
 	Throttled  bool
 	RetryAfter time.Duration
 }
 
-// Send checks a message against the tenant's send limits and the FIFO
-// deduplication window and returns its record. A FIFO deduplication id is
-// held for the message while its record is written, so that a duplicate
-// sent meanwhile is answered as one.
+// Send checks a message against its origin's mark, the tenant's send
+// limits and the FIFO deduplication window and returns its record. A FIFO
+// deduplication id, and an origin position, is held for the message while
+// its records are written, so that a duplicate sent meanwhile is answered
+// as one.
 func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	t := ms(now)
 	q.now = max(q.now, t)
+	if o := in.Origin; o != nil {
+		if mk := q.origins[o.Partition]; o.Pos <= max(mk.durable, mk.pending) {
+			return SendResult{Dup: true}
+		}
+	}
 	if ok, after := q.s.AllowSend(t, in.Tenant, 1); !ok {
 		return SendResult{Throttled: true, RetryAfter: after}
 	}
+	res := q.send(t, now, in)
+	if o := in.Origin; o != nil {
+		mk := q.origins[o.Partition]
+		mk.pending = o.Pos
+		q.origins[o.Partition] = mk
+		res.Mark = &record.Record{Type: record.Delivered, Pos: q.take(), Partition: o.Partition, Seq: o.Pos}
+	}
+	return res
+}
+
+func (q *Queue) send(t int64, now time.Time, in *SendSpec) SendResult {
 	var key string
 	p := in.Payload
 	if q.cfg.FIFO {
@@ -78,12 +102,18 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	return SendResult{Record: r, SeqNum: p.SeqNum}
 }
 
-// SendFailed forgets a send whose record could not be written.
-func (q *Queue) SendFailed(r *record.Record) {
-	if !q.cfg.FIFO || r.Payload == nil {
-		return
+// Unwritten forgets what a record that could not be written held: a
+// Send's FIFO deduplication id, a delivery's origin position.
+func (q *Queue) Unwritten(r *record.Record) {
+	switch {
+	case r.Type == record.Delivered:
+		if mk, ok := q.origins[r.Partition]; ok && r.Seq <= mk.pending {
+			mk.pending = 0 // the writes behind it failed too
+			q.origins[r.Partition] = mk
+		}
+	case r.Type == record.Send && q.cfg.FIFO && r.Payload != nil:
+		q.dedup.Failed(q.dedupKey(r.Msg.Group, r.Payload.Dedup), r.Pos)
 	}
-	q.dedup.Failed(q.dedupKey(r.Msg.Group, r.Payload.Dedup), r.Pos)
 }
 
 // Delivery is one message a receive took.

@@ -111,8 +111,9 @@ type Queue struct {
 	expSeq   uint64 // expiry has looked at every entry below it
 	timers   timerHeap
 	groups   map[string]*group
-	gready   []*group     // FIFO: groups that may have a deliverable head
-	dedup    dedup.Memory // FIFO: ids in their window, sequence numbers
+	gready   []*group        // FIFO: groups that may have a deliverable head
+	dedup    dedup.Memory    // FIFO: ids in their window, sequence numbers
+	origins  map[uint64]mark // by origin partition: how far deliveries from it went
 	eff      Effects
 	stats    Stats
 	now      int64 // the latest time seen
@@ -122,9 +123,19 @@ type Queue struct {
 	last     uint64 // the last position taken in the queue's partition
 }
 
+// Origin is where a delivered message comes from: a record of another
+// partition (a topic's publish). Deliveries from one origin partition
+// come in position order, so one mark per origin partition tells which
+// were taken.
+type Origin struct{ Partition, Pos uint64 }
+
+// mark is how far deliveries from one origin went: durable, and pending
+// (written now; 0: none).
+type mark struct{ durable, pending uint64 }
+
 // New returns an empty queue.
 func New(cfg Config) *Queue {
-	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}}
+	q := &Queue{cfg: cfg, names: map[string]*gname{}, groups: map[string]*group{}, origins: map[uint64]mark{}}
 	q.s = sched.New(cfg.Sched, q.entry)
 	return q
 }

@@ -71,23 +71,48 @@ func TestReplayMatchesLive(t *testing.T) {
 			r := &recorder{t: t, q: New(cfg)}
 			q := r.q
 			var inflight []Delivery
+			sent, taken := map[uint64]uint64{}, map[uint64]uint64{} // by origin partition
 			for step := 0; step < 800; step++ {
 				switch op := rng.Intn(12); {
 				case op < 4:
-					res := q.Send(now, &SendSpec{Group: fmt.Sprint("g", rng.Intn(5)), Tenant: fmt.Sprint("g", rng.Intn(5)), Dedup: fmt.Sprint(step),
-						Delay: time.Duration(rng.Intn(3)) * time.Second * time.Duration(btoi(!fifo)), Payload: &record.Payload{ID: fmt.Sprint(step), Body: "b"}})
-					if res.Record == nil {
+					spec := &SendSpec{Group: fmt.Sprint("g", rng.Intn(5)), Tenant: fmt.Sprint("g", rng.Intn(5)), Dedup: fmt.Sprint(step),
+						Delay: time.Duration(rng.Intn(3)) * time.Second * time.Duration(btoi(!fifo)), Payload: &record.Payload{ID: fmt.Sprint(step), Body: "b"}}
+					if rng.Intn(3) == 0 { // a delivery from another partition: the next position, or one taken again
+						p := uint64(100 + rng.Intn(2))
+						spec.Origin = &Origin{Partition: p, Pos: sent[p] + uint64(rng.Intn(3))}
+					}
+					res := q.Send(now, spec)
+					if o := spec.Origin; o != nil && res.Dup != (o.Pos <= taken[o.Partition]) {
+						t.Fatalf("delivery of %d:%d (taken up to %d): Dup=%v", o.Partition, o.Pos, taken[o.Partition], res.Dup)
+					}
+					var recs []*record.Record
+					for _, rec := range []*record.Record{res.Record, res.Mark} {
+						if rec != nil {
+							recs = append(recs, rec)
+						}
+					}
+					if len(recs) == 0 {
 						continue
 					}
-					loc := Loc{Seg: 1, Off: uint32(res.Record.Pos)}
 					if rng.Intn(15) == 0 { // the write failed
-						q.SendFailed(res.Record)
-						q.SetLast(res.Record.Pos - 1)
+						for _, rec := range recs {
+							q.Unwritten(rec)
+						}
+						q.SetLast(recs[0].Pos - 1)
 						continue
 					}
-					r.keep(now, res.Record, loc)
-					if err := q.Apply(now, res.Record, loc); err != nil {
-						t.Fatal(err)
+					if o := spec.Origin; o != nil {
+						sent[o.Partition], taken[o.Partition] = o.Pos, o.Pos
+					}
+					for _, rec := range recs {
+						loc := Loc{}
+						if rec.Type == record.Send {
+							loc = Loc{Seg: 1, Off: uint32(rec.Pos)}
+						}
+						r.keep(now, rec, loc)
+						if err := q.Apply(now, rec, loc); err != nil {
+							t.Fatal(err)
+						}
 					}
 				case op < 7:
 					ds := q.Receive(now, 1+rng.Intn(5), time.Duration(rng.Intn(30))*time.Second, -1, 1<<30)
@@ -179,6 +204,15 @@ func TestReplayMatchesLive(t *testing.T) {
 			if again := fresh.Snapshot(now); !reflect.DeepEqual(describe(want), describe(again)) {
 				t.Fatalf("a snapshot rebuilds another state\nsnapshot: %v\nrebuilt:  %v", describe(want), describe(again))
 			}
+			// Replayed or rebuilt, the queue takes nothing twice from an origin.
+			for p, pos := range taken {
+				for name, q := range map[string]*Queue{"replayed": replay, "rebuilt": fresh} {
+					spec := &SendSpec{Dedup: "again", Payload: &record.Payload{ID: "again", Body: "b"}, Origin: &Origin{Partition: p, Pos: pos}}
+					if res := q.Send(now, spec); !res.Dup || res.Record != nil || res.Mark != nil {
+						t.Fatalf("%s queue: delivery of %d:%d again was taken (%+v)", name, p, pos, res)
+					}
+				}
+			}
 		})
 	}
 }
@@ -201,6 +235,8 @@ func describe(recs []*record.Record) []string {
 			}
 		case record.Dedup:
 			out = append(out, fmt.Sprintf("dedup %s %s", r.Key, r.ID))
+		case record.Delivered:
+			out = append(out, fmt.Sprintf("delivered %d up to %d", r.Partition, r.Seq))
 		}
 	}
 	return out

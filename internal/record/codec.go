@@ -113,6 +113,9 @@ func Append(b []byte, r *Record) []byte {
 		e.u(r.Partition)
 	case Catalog:
 		e.u(r.NextPartition)
+	case Delivered:
+		e.u(r.Partition)
+		e.u(r.Seq)
 	}
 	return e.b
 }
@@ -341,6 +344,8 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Partition = d.u()
 	case Catalog:
 		r.NextPartition = d.u()
+	case Delivered:
+		r.Partition, r.Seq = d.u(), d.u()
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)
@@ -411,4 +416,21 @@ func decodePayload(d *dec, body bool) *Payload {
 		p.Attrs[name] = a
 	}
 	return p
+}
+
+// ReadPayload reads back from s the payload of the message whose Send is
+// at position pos of partition p (h: where the store said it was).
+func ReadPayload(s store.Store, p store.PartitionID, pos uint64, h store.Hint) (*Payload, error) {
+	raw, err := s.Read(p, pos, h)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Decode(raw, true)
+	if err != nil {
+		return nil, err
+	}
+	if r.Type != Send || r.Payload == nil {
+		return nil, fmt.Errorf("record: the record at %d:%d is a %s, not a message's send", p, pos, r.Type)
+	}
+	return r.Payload, nil
 }

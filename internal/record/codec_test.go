@@ -33,6 +33,7 @@ func samples() []*Record {
 		{Type: Create, Partition: 5, Name: "orders"},
 		{Type: Drop, Partition: 5},
 		{Type: Catalog, NextPartition: 6},
+		{Type: Delivered, Partition: 9, Seq: 1 << 40},
 	}
 }
 

@@ -4,7 +4,9 @@
 // Delete, Purge) and, in a snapshot, its state (State, Dedup, Index); the
 // catalog partition holds which queues exist (Create, Drop, Catalog). Every
 // record states a result, not a change, so that one replayed on top of a
-// snapshot that already holds it does no harm.
+// snapshot that already holds it does no harm. A queue fed from another
+// partition (a topic's subscription) also holds how far it has taken that
+// partition (Delivered), written with the message it delivered.
 //
 // The codec is binary (a version byte, a type byte, then the type's fields
 // as varints and length-prefixed strings), so the hot path and recovery do
@@ -36,10 +38,12 @@ const (
 	Create  // a queue created: its partition and name
 	Drop    // a queue deleted
 	Catalog // snapshot: the catalog's counters
+	// Queue partitions (numbered after the others: the numbers are on disk).
+	Delivered // the queue has taken every record of an origin partition up to a position
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog"}
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -65,6 +69,7 @@ const (
 //	Update: Seq, Msg (level, failure, count, visibility)
 //	Dedup: Key, ID, SeqNum, Until   State: NextSeqNum
 //	Create: Partition, Name    Drop: Partition    Catalog: NextPartition
+//	Delivered: Partition, Seq (the origin partition and the position there)
 type Record struct {
 	Type Type
 	// Pos is the record's position in its partition (set by the writer of
