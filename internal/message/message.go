@@ -103,6 +103,29 @@ func InvalidIDErr(param, v string) error {
 	return st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: %s can only include alphanumeric and punctuation characters. 1 to 128 in length.", v, param, param)
 }
 
+// CheckReceive checks a receive's parameters as SQS does and returns how
+// many messages it asks for at most (MaxNumberOfMessages, 1 when not
+// given).
+func CheckReceive(in *st.ReceiveInput) (int, error) {
+	max := in.MaxMessages
+	if max == 0 {
+		max = 1
+	}
+	if max < 1 || max > 10 {
+		return 0, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", max)
+	}
+	if in.WaitTimeSeconds != nil && (*in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > 20) {
+		return 0, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
+	}
+	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
+		return 0, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
+	}
+	if in.AttemptID != "" && !ValidID(in.AttemptID) {
+		return 0, InvalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
+	}
+	return max, nil
+}
+
 // MaxBatchBytes is the most a batch's messages may hold together.
 const MaxBatchBytes = 1 << 20
 

@@ -169,3 +169,25 @@ func TestNewID(t *testing.T) {
 		t.Errorf("NewID = %s", got)
 	}
 }
+
+// CheckReceive refuses what SQS refuses, naming the parameter, and
+// defaults MaxNumberOfMessages to 1.
+func TestCheckReceive(t *testing.T) {
+	n := func(v int) *int { return &v }
+	if max, err := CheckReceive(&st.ReceiveInput{}); err != nil || max != 1 {
+		t.Fatalf("empty receive: %d %v", max, err)
+	}
+	if max, err := CheckReceive(&st.ReceiveInput{MaxMessages: 10, WaitTimeSeconds: n(20), VisibilityTimeout: n(43200), AttemptID: "a-1"}); err != nil || max != 10 {
+		t.Fatalf("largest receive: %d %v", max, err)
+	}
+	for name, in := range map[string]st.ReceiveInput{
+		"MaxNumberOfMessages":     {MaxMessages: 11},
+		"WaitTimeSeconds":         {WaitTimeSeconds: n(21)},
+		"VisibilityTimeout":       {VisibilityTimeout: n(-1)},
+		"ReceiveRequestAttemptId": {AttemptID: "no spaces"},
+	} {
+		if _, err := CheckReceive(&in); err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s out of range: %v", name, err)
+		}
+	}
+}

@@ -66,7 +66,7 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 	if err != nil {
 		// Its body cannot be read back intact: it cannot be moved, and is
 		// never served. Dropped, as a receive would.
-		src.h.Log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.meta.Name, "seq", h.Msg.Seq, "err", err)
+		src.h.Log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.Meta().Name, "seq", h.Msg.Seq, "err", err)
 		src.lock()
 		_ = src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByLoss)})
 		src.unlock()
@@ -82,6 +82,7 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 		return NoQueue()
 	}
 	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
+	dstName := dst.meta.Name // (src's lock is taken next: never dst's under it)
 	dst.unlock()
 	if werr != nil {
 		src.putBack(h)
@@ -92,7 +93,7 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 		// The copy is durable, its delete here is not: the message stays
 		// in both (at least once), rather than in neither.
 		src.q.Revert(src.h.Clock.Now(), h.Prev)
-		src.h.Log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dst.meta.Name, "err", derr)
+		src.h.Log.Error("a moved message could not be deleted from its source; it is in both queues", "queue", src.meta.Name, "to", dstName, "err", derr)
 	}
 	src.unlock()
 	return nil

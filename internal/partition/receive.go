@@ -21,21 +21,9 @@ import (
 // time for the first one. It returns early, empty, when ctx is done or the
 // broker closes.
 func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, error) {
-	max := in.MaxMessages
-	if max == 0 {
-		max = 1
-	}
-	if max < 1 || max > 10 {
-		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", max)
-	}
-	if in.WaitTimeSeconds != nil && (*in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > 20) {
-		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
-	}
-	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > 43200) {
-		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
-	}
-	if in.AttemptID != "" && !message.ValidID(in.AttemptID) {
-		return nil, message.InvalidIDErr("ReceiveRequestAttemptId", in.AttemptID)
+	max, err := message.CheckReceive(&in)
+	if err != nil {
+		return nil, err
 	}
 	clk := o.h.Clock
 	o.mu.Lock()
@@ -44,18 +32,18 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 	if in.WaitTimeSeconds != nil {
 		waitFor = time.Duration(*in.WaitTimeSeconds) * time.Second
 	}
-	part := -1
+	a := ask{max: max, vis: in.VisibilityTimeout, attemptID: in.AttemptID, part: -1}
 	if in.Partition != nil {
-		part = *in.Partition
-		if fifo || part < -1 || part >= parts {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", part, parts)
+		a.part = *in.Partition
+		if fifo || a.part < -1 || a.part >= parts {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", a.part, parts)
 		}
 	}
 	deadline := clk.Now().Add(waitFor)
 	var p *waitlist.Waiter // on the queue's waiting list, or woken from it
 	for {
 		now := clk.Now()
-		msgs, parked, next, err := o.receiveOnce(ctx, max, in.VisibilityTimeout, in.AttemptID, part, p, now.Before(deadline))
+		msgs, parked, next, err := o.receiveOnce(ctx, a, p, now.Before(deadline))
 		if p = parked; err != nil || len(msgs) > 0 {
 			return msgs, err
 		}
@@ -89,6 +77,14 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 	}
 }
 
+// ask is a receive's request, checked.
+type ask struct {
+	max       int
+	vis       *int // the VisibilityTimeout asked for, if any
+	attemptID string
+	part      int // the partition it is bound to, or -1
+}
+
 // receiveOnce delivers what is ready now. p, if not nil, is the caller's
 // place on the waiting list from its last attempt: it is taken off.
 // canWait says the caller is a long poll with time left: only such a
@@ -98,7 +94,7 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 // returned with the queue's next timer. The deliveries are made at once,
 // so that no other receive takes the same messages, and undone if their
 // records cannot be written.
-func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, attemptID string, part int, p *waitlist.Waiter, canWait bool) ([]st.Message, *waitlist.Waiter, time.Time, error) {
+func (o *Owner) receiveOnce(ctx context.Context, a ask, p *waitlist.Waiter, canWait bool) ([]st.Message, *waitlist.Waiter, time.Time, error) {
 	o.lock()
 	if p != nil {
 		o.waiting.Unpark(p)
@@ -109,14 +105,14 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 	}
 	now := o.h.Clock.Now()
 	vis := o.cfg.Queue.VisibilityTimeout
-	if visOverride != nil {
-		vis = time.Duration(*visOverride) * time.Second
+	if a.vis != nil {
+		vis = time.Duration(*a.vis) * time.Second
 	}
 	if !o.cfg.Queue.FIFO {
-		attemptID = "" // standard queues ignore it, as SQS does
+		a.attemptID = "" // standard queues ignore it, as SQS does
 	}
-	if attemptID != "" {
-		if msgs, ok, err := o.retryAttemptLocked(attemptID, now, vis); ok {
+	if a.attemptID != "" {
+		if msgs, ok, err := o.retryAttemptLocked(a.attemptID, now, vis); ok {
 			o.unlock()
 			return msgs, nil, time.Time{}, err
 		}
@@ -125,14 +121,14 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 	if canWait {
 		spare = o.waiting.Len()
 	}
-	ds := o.q.Receive(now, max, vis, part, spare)
+	ds := o.q.Receive(now, a.max, vis, a.part, spare)
 	if len(ds) == 0 && !o.cfg.Queue.FIFO && o.q.InFlight() >= queue.MaxInFlight {
 		o.unlock()
 		return nil, nil, time.Time{}, st.Errorf(st.CodeOverLimit, "The maximum of %d messages in flight has been reached for this queue.", queue.MaxInFlight)
 	}
 	var parked *waitlist.Waiter
 	if len(ds) == 0 && canWait {
-		parked = o.waiting.Park(part)
+		parked = o.waiting.Park(a.part)
 	}
 	next := o.q.NextWake()
 	var w *write
@@ -162,12 +158,19 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 		o.unlock()
 		return nil, nil, next, err
 	}
+	return o.serve(ctx, ds, a.attemptID, now), nil, next, nil
+}
+
+// serve turns durable deliveries into messages: their bodies are read
+// from the store, outside the queue's lock (one that cannot be read back
+// intact is dropped, never served), and a FIFO receive attempt is
+// remembered with them.
+func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string, now time.Time) []st.Message {
 	for i := range ds {
 		if m := &ds[i].Msg; m.RecvCount() == 1 {
 			o.ctr.ObserveFirstAttempt(time.Duration(m.Delivered()-m.Sent) * time.Millisecond)
 		}
 	}
-	// Bodies come from the store, outside the queue's lock.
 	out := make([]st.Message, 0, len(ds))
 	var lost []uint64
 	for i := range ds {
@@ -175,7 +178,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 		pl, err := o.readPayload(m)
 		if err != nil {
 			// Never serve what cannot be read back intact.
-			o.h.Log.Error("message record unreadable; dropping the message", "queue", o.meta.Name, "seq", m.Seq, "request_id", st.RequestID(ctx), "err", err)
+			o.h.Log.Error("message record unreadable; dropping the message", "queue", o.Meta().Name, "seq", m.Seq, "request_id", st.RequestID(ctx), "err", err)
 			lost = append(lost, m.Seq)
 			continue
 		}
@@ -196,7 +199,7 @@ func (o *Owner) receiveOnce(ctx context.Context, max int, visOverride *int, atte
 		rememberAttemptLocked(o, attemptID, now, out, ds)
 		o.mu.Unlock()
 	}
-	return out, nil, next, nil
+	return out
 }
 
 // readPayload reads a message's payload back from its Send record. When
