@@ -212,6 +212,8 @@ func encodePayload(e *enc, p *Payload) {
 type dec struct {
 	b   []byte
 	err error
+	// skip: strings are read past, not copied (str returns "").
+	skip bool
 }
 
 func (d *dec) u() uint64 {
@@ -262,7 +264,12 @@ func (d *dec) raw() []byte {
 	return v
 }
 
-func (d *dec) str() string { return string(d.raw()) }
+func (d *dec) str() string {
+	if b := d.raw(); !d.skip {
+		return string(b)
+	}
+	return ""
+}
 
 func (d *dec) byte1() uint8 {
 	if d.err != nil {
@@ -357,7 +364,13 @@ func Decode(b []byte, body bool) (*Record, error) {
 }
 
 func decodeMsg(d *dec) *Msg {
-	m := &Msg{Seq: d.u(), Sent: d.i(), VisibleAt: d.i(), Group: d.str(), Tenant: d.str(), DLQSource: d.str()}
+	m := &Msg{}
+	decodeMsgInto(d, m)
+	return m
+}
+
+func decodeMsgInto(d *dec, m *Msg) {
+	*m = Msg{Seq: d.u(), Sent: d.i(), VisibleAt: d.i(), Group: d.str(), Tenant: d.str(), DLQSource: d.str()}
 	c := d.u()
 	if c > math.MaxInt32 {
 		d.err = ErrShort
@@ -375,7 +388,6 @@ func decodeMsg(d *dec) *Msg {
 		m.Fail.Failures = int32(f)
 	}
 	m.Hint = store.Hint{A: d.u32(), B: d.u32(), C: d.u32(), D: d.u32()}
-	return m
 }
 
 func decodePayload(d *dec, body bool) *Payload {
@@ -425,12 +437,25 @@ func ReadPayload(s store.Store, p store.PartitionID, pos uint64, h store.Hint) (
 	if err != nil {
 		return nil, err
 	}
-	r, err := Decode(raw, true)
-	if err != nil {
-		return nil, err
-	}
-	if r.Type != Send || r.Payload == nil {
+	if len(raw) < 2 || raw[0] != Version || Type(raw[1]) != Send {
+		r, err := Decode(raw, false) // says what is wrong with it
+		if err != nil {
+			return nil, err
+		}
 		return nil, fmt.Errorf("record: the record at %d:%d is a %s, not a message's send", p, pos, r.Type)
 	}
-	return r.Payload, nil
+	// Only the payload: the index entry before it is read past, not kept
+	// (a receive reads one per message).
+	d := dec{b: raw[2:], skip: true}
+	var m Msg
+	decodeMsgInto(&d, &m)
+	d.skip = false
+	pl := decodePayload(&d, true)
+	if d.err != nil {
+		return nil, fmt.Errorf("record: %s: %w", Send, d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, fmt.Errorf("record: %s: trailing bytes", Send)
+	}
+	return pl, nil
 }

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
@@ -99,4 +100,23 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("re-encoding a decoded record: %v", err)
 		}
 	})
+}
+
+// ReadPayload reads a Send's payload back as Decode does (reading past
+// its index entry, failures and all) and refuses any other record.
+func TestReadPayload(t *testing.T) {
+	s := store.NewMemory()
+	recs := []store.Rec{{Data: Encode(samples()[1]), Keep: true}, {Data: Encode(samples()[3])}}
+	f := s.Append(1, 0, recs)
+	if err := f.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := f.Hints()
+	got, err := ReadPayload(s, 1, 1, h[0])
+	if err != nil || !reflect.DeepEqual(got, samples()[1].Payload) {
+		t.Fatalf("ReadPayload = %+v, %v\nwant %+v", got, err, samples()[1].Payload)
+	}
+	if _, err := ReadPayload(s, 1, 2, h[1]); err == nil || !strings.Contains(err.Error(), "receive") {
+		t.Fatalf("ReadPayload of a receive: %v", err)
+	}
 }

@@ -180,6 +180,7 @@ type Log struct {
 	lastSync time.Time
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64
+	frame    []format.Record // scratch: the records of the frame being encoded
 
 	reader *segread.Reader    // reads bodies back
 	prep   *prealloc.Preparer // prepares the next segment, if Preallocate
@@ -416,7 +417,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			// Bodies are usually read soon after they are written: keep
 			// the frames of recent ones in memory for a while. (After the
 			// answers: the writer's callers need not wait for it.)
-			l.reader.Written(segread.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records())
+			l.reader.Written(segread.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records(make([]format.Record, 0, len(o.recs)+len(o.moves))))
 		}
 	}
 	l.noteDisk(int64(len(buf)), false)
@@ -424,27 +425,20 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 }
 
 // keeps reports whether an append holds a record to keep (a body).
-func (o *op) keeps() bool {
-	for _, r := range o.recs {
-		if r.Keep {
-			return true
-		}
-	}
-	return false
-}
+func (o *op) keeps() bool { return slices.ContainsFunc(o.recs, func(r store.Rec) bool { return r.Keep }) }
 
-// records are the records of an append or move as its frame holds them.
-func (o *op) records() []format.Record {
+// records appends to out the records of an append or move as its frame
+// holds them.
+func (o *op) records(out []format.Record) []format.Record {
 	if o.kind == opMove {
-		return o.moves
+		return append(out, o.moves...)
 	}
-	out := make([]format.Record, len(o.recs))
 	for i, r := range o.recs {
 		k := format.KindRec
 		if r.Keep {
 			k = format.KindKeep
 		}
-		out[i] = format.Record{Kind: k, P: o.p, Pos: o.prev + 1 + uint64(i), Data: r.Data}
+		out = append(out, format.Record{Kind: k, P: o.p, Pos: o.prev + 1 + uint64(i), Data: r.Data})
 	}
 	return out
 }
@@ -454,7 +448,10 @@ func (o *op) records() []format.Record {
 func (l *Log) appendOp(buf []byte, o *op, dropped []store.PartitionID) []byte {
 	switch o.kind {
 	case opAppend, opMove:
-		return format.AppendFrame(buf, o.records())
+		l.frame = o.records(l.frame[:0])
+		buf = format.AppendFrame(buf, l.frame)
+		clear(l.frame) // holds no record past its frame
+		return buf
 	case opSnapshot:
 		fr := make([]format.Record, len(o.recs))
 		for i, r := range o.recs {
