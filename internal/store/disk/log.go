@@ -425,7 +425,9 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 }
 
 // keeps reports whether an append holds a record to keep (a body).
-func (o *op) keeps() bool { return slices.ContainsFunc(o.recs, func(r store.Rec) bool { return r.Keep }) }
+func (o *op) keeps() bool {
+	return slices.ContainsFunc(o.recs, func(r store.Rec) bool { return r.Keep })
+}
 
 // records appends to out the records of an append or move as its frame
 // holds them.
