@@ -236,7 +236,7 @@ func (q *Queue) Retry(now time.Time, seq uint64, delay time.Duration, reason str
 		u := *m
 		u.Failed(ms(now), "Retry", reason)
 		u.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
-		rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: toRecord(&u)}
+		rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: ToRecord(&u)}
 		q.applyUpdate(now, m, rec.Msg)
 		return rec, prev, true
 	}
@@ -266,7 +266,7 @@ func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) (rec *reco
 	}
 	u.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
 	q.stats.Deferred++
-	rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: toRecord(&u)}
+	rec = &record.Record{Type: record.Update, Pos: q.take(), Seq: seq, Msg: ToRecord(&u)}
 	q.applyUpdate(now, m, rec.Msg)
 	return rec, prev, true
 }
@@ -307,9 +307,6 @@ func (q *Queue) Enter(m *record.Msg, p *record.Payload) *record.Record {
 	m.Seq = r.Pos
 	return r
 }
-
-// ToRecord is a message's index as records carry it.
-func ToRecord(m *Msg) *record.Msg { return toRecord(m) }
 
 // DeleteRecord is the record that deletes a message (applied once durable).
 func (q *Queue) DeleteRecord(seq uint64, reason uint8) *record.Record {

@@ -556,7 +556,7 @@ func (q *Queue) climb(now time.Time, m *Msg, prev Msg, at int64, reason, text st
 	u := *m
 	u.Level++
 	u.VisibleAt = at + delay.Milliseconds()
-	r := &record.Record{Type: record.Update, Pos: q.take(), Seq: m.Seq, Msg: toRecord(&u)}
+	r := &record.Record{Type: record.Update, Pos: q.take(), Seq: m.Seq, Msg: ToRecord(&u)}
 	q.eff.Records = append(q.eff.Records, r)
 	q.applyUpdate(now, m, r.Msg)
 }
@@ -590,13 +590,13 @@ func (h *timerHeap) Pop() any {
 	return m
 }
 
-// toRecord is a message's index as records carry it.
-func toRecord(m *Msg) *record.Msg {
+// ToRecord is a message's index as records carry it.
+func ToRecord(m *Msg) *record.Msg {
 	r := indexOf(m)
 	return &r
 }
 
-// indexOf is toRecord by value.
+// indexOf is ToRecord by value.
 func indexOf(m *Msg) record.Msg {
 	r := record.Msg{Seq: m.Seq, Sent: m.Sent, VisibleAt: m.VisibleAt, Group: m.Group(), DLQSource: m.DLQSource(),
 		Count: m.RecvCount(), First: m.FirstRecv(), Last: m.Delivered(), Fence: m.Fence(), State: uint8(m.State), Level: m.Level}
