@@ -2,7 +2,6 @@ package partition
 
 import (
 	"context"
-	"crypto/rand"
 	"io"
 	"log/slog"
 	"slices"
@@ -22,11 +21,7 @@ import (
 // recovery does), or creates it when s holds nothing.
 func ownerOn(t *testing.T, s store.Store, clk clock.Clock) *Owner {
 	t.Helper()
-	closing := make(chan struct{})
-	t.Cleanup(func() { close(closing) })
-	h := &Host{Store: s, Clock: clk, Region: "us-east-1", AccountID: "000000000000", Rand: rand.Reader,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Closing: closing}
-	h.Resolve = func(string) *Owner { return nil }
+	h := testHost(t, s, clk)
 	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q"})
 	last := uint64(0)
 	err := s.Replay(func(e store.Entry) error {

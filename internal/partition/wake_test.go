@@ -20,16 +20,23 @@ import (
 // that stands still (long polls end only when woken).
 func openWithQueue(t *testing.T, attrs map[string]string) *Owner {
 	t.Helper()
-	closing := make(chan struct{})
-	t.Cleanup(func() { close(closing) })
-	h := &Host{Store: store.NewMemory(), Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Region: "us-east-1",
-		AccountID: "000000000000", Rand: rand.Reader, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Closing: closing}
-	h.Resolve = func(string) *Owner { return nil }
+	h := testHost(t, store.NewMemory(), clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
 	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: attrs})
 	if err := o.Create(); err != nil {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// testHost is a host over s and clk with no other queue, closed when the
+// test ends.
+func testHost(t *testing.T, s store.Store, clk clock.Clock) *Host {
+	closing := make(chan struct{})
+	t.Cleanup(func() { close(closing) })
+	h := &Host{Store: s, Clock: clk, Region: "us-east-1", AccountID: "000000000000", Rand: rand.Reader,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Closing: closing}
+	h.Resolve = func(string) *Owner { return nil }
+	return h
 }
 
 // The long polls waiting on the queue, as the owner holds them.
