@@ -18,7 +18,9 @@
 //     the partition as it was, so the appends of the partition submitted
 //     after it fail with ErrFenced too, until the owner appends after the
 //     last position that did succeed. Appends of one partition are durable
-//     in submission order.
+//     in submission order. An append is atomic: after a crash all of its
+//     records are there or none (a message and the mark of where it came
+//     from are one append; JetStream: an atomic batch).
 //   - Snapshot(p, prev, recs) is an append whose records are p's state as
 //     of prev: replay of p starts with its newest snapshot, and the records
 //     before it are no longer replayed (JetStream: a rollup). It is atomic:
