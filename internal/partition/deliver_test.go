@@ -70,7 +70,7 @@ func TestDeliverOncePerOriginPosition(t *testing.T) {
 			in[i] = st.SendInput{Body: "m" + string(rune('0'+p))}
 			from[i] = queue.Origin{Partition: 9, Pos: p}
 		}
-		res, errs, err := o.Deliver(ctx, in, from)
+		res, errs, err := o.Send(ctx, in, from, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,5 +118,44 @@ func TestDeliverOncePerOriginPosition(t *testing.T) {
 	}
 	if s := o.Stats(func(string) string { return "" }); s.Sent != 2 {
 		t.Fatalf("Sent since the rebuild = %d, want 2 (m4, m5: marks are not messages)", s.Sent)
+	}
+}
+
+// A refused delivery takes no position, and the later messages of its
+// origin in the same call are refused with it (taking them would move the
+// mark past it); other origins go on.
+func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
+	ctx := context.Background()
+	o := openWithQueue(t, nil)
+	in := []st.SendInput{{Body: "9:1"}, {Body: ""}, {Body: "9:3"}, {Body: "8:1"}}
+	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2}, {Partition: 9, Pos: 3}, {Partition: 8, Pos: 1}}
+	res, errs, err := o.Send(ctx, in, from, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs[0] != nil || res[0].MessageID == "" || errs[3] != nil || res[3].MessageID == "" {
+		t.Fatalf("9:1 and 8:1 should be taken: %v %v", errs[0], errs[3])
+	}
+	if errs[1] == nil || st.CodeOf(errs[2]) != st.CodeServiceUnavailable {
+		t.Fatalf("9:2 (empty) and 9:3 after it should be refused: %v; %v", errs[1], errs[2])
+	}
+	// The origin delivers 2 again (now valid), then 3: both are taken.
+	for _, pos := range []uint64{2, 3} {
+		res, errs, err := o.Send(ctx, []st.SendInput{{Body: "9:" + string(rune('0'+pos))}}, []queue.Origin{{Partition: 9, Pos: pos}}, true)
+		if err != nil || errs[0] != nil || res[0].MessageID == "" {
+			t.Fatalf("9:%d delivered again: %v %v", pos, err, errs[0])
+		}
+	}
+	msgs, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range msgs {
+		bodies = append(bodies, m.Body)
+	}
+	slices.Sort(bodies)
+	if !slices.Equal(bodies, []string{"8:1", "9:1", "9:2", "9:3"}) {
+		t.Fatalf("the queue holds %v", bodies)
 	}
 }

@@ -64,10 +64,7 @@ func (o *Owner) UpdateMeta(f func(m *record.QueueMeta) error) error {
 		o.mu.Unlock()
 		return NoQueue()
 	}
-	meta := o.meta.Clone()
-	if meta.Attrs == nil {
-		meta.Attrs = map[string]string{}
-	}
+	meta := o.meta.Clone() // Attrs never nil (New, applyMetaLocked)
 	if err := f(&meta); err != nil {
 		o.mu.Unlock()
 		return err
@@ -106,15 +103,10 @@ func (o *Owner) Attributes(names []string) (map[string]string, error) {
 // Maintain applies retention, MaxMessageAge and the retry ladder (for a
 // queue nobody receives from) and forgets idle tenants.
 func (o *Owner) Maintain() {
-	o.lock()
-	if o.deleted {
-		o.mu.Unlock()
-		return
+	if now, err := o.locked(); err == nil {
+		o.q.Sched().Sweep(now.UnixMilli(), 250_000)
+		o.unlock()
 	}
-	now := o.h.Clock.Now()
-	o.q.Advance(now)
-	o.q.Sched().Sweep(now.UnixMilli(), 250_000)
-	o.unlock()
 }
 
 // Snapshot writes the queue's state as its partition's snapshot. New

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
@@ -16,22 +17,18 @@ import (
 // succeeded (batch says it is a batch: some errors differ). (The number
 // of entries is the wire's concern: SQS allows 1 to 10, which the SQS
 // front checks; their total size is checked here.)
-func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
-	return o.send(in, nil, batch)
-}
-
-// Deliver sends messages that come from records of other partitions (a
-// topic's publishes), each at most once: from[i] is where in[i] comes
-// from, and deliveries from one origin partition come in position order.
-// A message from a position the queue has taken already is answered as
-// sent, with no message id, and not sent again: a cursor that delivers
-// again after a crash makes no duplicate. The queue's mark of how far it
-// took each origin is written in the same append as the message.
-func (o *Owner) Deliver(ctx context.Context, in []st.SendInput, from []queue.Origin) ([]st.SendResult, []error, error) {
-	return o.send(in, from, true)
-}
-
-func (o *Owner) send(in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
+//
+// from, when not nil, delivers messages that come from records of other
+// partitions (a topic's publishes), each at most once: from[i] is where
+// in[i] comes from, and deliveries from one origin partition come in
+// position order. A message from a position the queue has taken already
+// is answered as sent, with no message id, and not sent again: a cursor
+// that delivers again after a crash makes no duplicate. The queue's mark
+// of how far it took each origin is written in the same append as the
+// message. A message refused (errs[i]) takes no position, and the later
+// messages of its origin in the call are refused with it: deliver them
+// again after it.
+func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
 	if batch {
 		if err := message.CheckBatch(in); err != nil {
 			return nil, nil, err
@@ -77,7 +74,17 @@ func (o *Owner) send(in []st.SendInput, from []queue.Origin, batch bool) ([]st.S
 	now := h.Clock.Now()
 	var recs []*record.Record
 	var sent []int
+	var held []uint64 // Deliver: the origins with a message refused in this call
 	for i, spec := range specs {
+		if from != nil && (errs[i] != nil || slices.Contains(held, from[i].Partition)) {
+			// Nothing after a refused message of an origin is taken: the
+			// mark would pass over it.
+			held = append(held, from[i].Partition)
+			if errs[i] == nil {
+				errs[i] = st.Errorf(st.CodeServiceUnavailable, "Not delivered: an earlier message from partition %d was not; deliver this one again after it.", from[i].Partition)
+			}
+			continue
+		}
 		if spec == nil {
 			continue
 		}
@@ -87,6 +94,9 @@ func (o *Owner) send(in []st.SendInput, from []queue.Origin, batch bool) ([]st.S
 			o.ctr.Throttled.Add(1)
 			errs[i] = &st.Error{Code: st.CodeRequestThrottled, RetryAfter: r.RetryAfter,
 				Message: fmt.Sprintf("Request is throttled: tenant %q is over its send limit; retry after %s.", spec.Tenant, r.RetryAfter)}
+			if from != nil {
+				held = append(held, from[i].Partition)
+			}
 		case r.Dup:
 			res[i].MessageID, res[i].SequenceNumber = r.DupID, r.SeqNum
 		default:
