@@ -74,7 +74,7 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	now := h.Clock.Now()
 	var recs []*record.Record
 	var sent []int
-	var held []uint64 // Deliver: the origins with a message refused in this call
+	var held []uint64 // with from: the origins with a message refused in this call
 	for i, spec := range specs {
 		if from != nil && (errs[i] != nil || slices.Contains(held, from[i].Partition)) {
 			// Nothing after a refused message of an origin is taken: the

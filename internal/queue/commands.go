@@ -21,7 +21,7 @@ type SendSpec struct {
 	Payload *record.Payload
 	Raw     record.RawPayload
 	// Origin, when set, is the record of another partition this message
-	// delivers (Deliver): it is sent at most once.
+	// delivers (a topic's publish): it is sent at most once.
 	Origin *Origin
 }
 
