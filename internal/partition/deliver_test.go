@@ -45,6 +45,21 @@ func ownerOn(t *testing.T, s store.Store, clk clock.Clock) *Owner {
 	return o
 }
 
+// receiveBodies receives up to 10 messages and returns their bodies, sorted.
+func receiveBodies(t *testing.T, o *Owner) []string {
+	t.Helper()
+	msgs, err := o.Receive(context.Background(), st.ReceiveInput{MaxMessages: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range msgs {
+		bodies = append(bodies, m.Body)
+	}
+	slices.Sort(bodies)
+	return bodies
+}
+
 // Deliveries from another partition (a topic's publishes) are taken once
 // per origin position, also by a queue rebuilt from its log after a power
 // loss: a cursor that delivers again after a crash makes no duplicate.
@@ -104,15 +119,7 @@ func TestDeliverOncePerOriginPosition(t *testing.T) {
 	if got := deliver(o, 4, 5); !slices.Equal(got, []bool{false, true}) {
 		t.Fatalf("after a snapshot, 4 again and 5: taken %v", got)
 	}
-	msgs, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bodies []string
-	for _, m := range msgs {
-		bodies = append(bodies, m.Body)
-	}
-	slices.Sort(bodies)
+	bodies := receiveBodies(t, o)
 	if !slices.Equal(bodies, []string{"m1", "m2", "m3", "m4", "m5"}) {
 		t.Fatalf("the queue holds %v, want each of m1..m5 once", bodies)
 	}
@@ -146,15 +153,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 			t.Fatalf("9:%d delivered again: %v %v", pos, err, errs[0])
 		}
 	}
-	msgs, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bodies []string
-	for _, m := range msgs {
-		bodies = append(bodies, m.Body)
-	}
-	slices.Sort(bodies)
+	bodies := receiveBodies(t, o)
 	if !slices.Equal(bodies, []string{"8:1", "9:1", "9:2", "9:3"}) {
 		t.Fatalf("the queue holds %v", bodies)
 	}
