@@ -125,6 +125,12 @@ type Config struct {
 	// back. The reserve in effect is at least twice the newest snapshots
 	// plus one segment. Default 256 MiB; negative: only that minimum.
 	DiskReserve int64
+	// CheckReleases makes the store track every live message's body, not
+	// only a count per segment, so that any release of a body it does not
+	// hold is caught (StoreStats.BadReleases) instead of only one that
+	// would take a count below zero. About 14 bytes per live message: for
+	// tests and diagnosis.
+	CheckReleases bool
 }
 
 // WithDefaults returns the configuration with every zero field set to its
@@ -206,7 +212,7 @@ func Open(cfg Config) (*Broker, error) {
 		}
 		l, err := disk.Open(fs, filepath.Clean(cfg.Dir), disk.Options{Sync: mode, SyncInterval: cfg.SyncInterval,
 			SegmentBytes: cfg.SegmentBytes, SnapshotBytes: cfg.CheckpointBytes, Reserve: max(cfg.DiskReserve, 0), Logger: cfg.Logger,
-			Preallocate: cfg.FS == nil && !cfg.NoPreallocate}) // real disks only
+			Preallocate: cfg.FS == nil && !cfg.NoPreallocate, CheckReleases: cfg.CheckReleases}) // preallocate on real disks only
 		if err != nil {
 			return nil, err
 		}

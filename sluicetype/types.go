@@ -115,6 +115,10 @@ type QueueStats struct {
 	// (and visibility timeouts that climbed the retry ladder).
 	Redriven                    int64
 	Retried, Deferred, Rejected uint64
+	// Unreadable counts messages dropped because their body could not be
+	// read back from the store (found at start or at a read): data lost
+	// under the queue, never silently.
+	Unreadable int64
 	// Dropped counts by reason: retention, max_age, watermark, and
 	// exhausted / rejected (off the retry ladder with no dead-letter queue).
 	Dropped map[string]uint64
@@ -166,4 +170,10 @@ type StoreStats struct {
 	// is below it (new messages are refused then).
 	DiskFree, DiskReserve int64
 	DiskAlarm             bool
+	// SegmentsRemoved counts the segment files freed since the broker
+	// opened. BadReleases counts releases of a body the store did not
+	// hold for the broker (a bug; nothing is freed for them), Unreadable
+	// the messages of every queue dropped because their body could not
+	// be read back. Both are 0 in a healthy broker.
+	SegmentsRemoved, BadReleases, Unreadable int64
 }

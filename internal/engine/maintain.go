@@ -82,9 +82,15 @@ func (e *Engine) snapshotCatalog() error {
 }
 
 // compact copies live message bodies out of mostly dead files, at most
-// 16 MiB a round.
+// 16 MiB a round. Never while a snapshot is taken: a snapshot made after a
+// move is durable but before its owner learns of it would hold the old
+// location, and replay (which starts at the snapshot) would never see the
+// move; one made before the round is durable before the moves, and one
+// after it holds the new locations.
 func (e *Engine) compact() {
 	if c, ok := e.st.(store.Compactor); ok {
+		e.snapshotMu.Lock()
+		defer e.snapshotMu.Unlock()
 		e.relocated.Add(c.Compact(16<<20, compactOwner{e}))
 	}
 }

@@ -65,29 +65,38 @@ func (e *Engine) recover() error {
 		ids = append(ids, p)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// Every live queue keeps its bodies first; only then do the orphans go
+	// (a drop moves the replay floor) and may the store free anything.
 	var live []*partition.Owner
+	var orphans []store.PartitionID
+	missing := 0
 	for _, p := range ids {
 		o := parts[p]
 		name, ok := names[p]
 		if !ok || o.Meta().Name != name {
 			// Not (or no longer) in the catalog: its creation never
 			// completed, or its deletion was cut short.
-			if err := e.st.Drop(p).Wait(context.Background()); err != nil {
-				e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
-			}
+			orphans = append(orphans, p)
 			continue
 		}
-		o.Recovered(now, last[p])
+		missing += o.Recovered(now, last[p])
 		e.queues[name], e.byPart[p] = o, o
 		live = append(live, o)
 	}
-	// Messages the replay found leaving (past their age, off the ladder)
-	// go now that every queue is there.
+	for _, p := range orphans {
+		if err := e.st.Drop(p).Wait(context.Background()); err != nil {
+			e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
+		}
+	}
+	e.st.Recovered()
+	// Messages without a body are deleted, and the ones the replay found
+	// leaving (past their age, off the ladder) go, now that every queue is
+	// there.
 	for _, o := range live {
 		o.Start()
 	}
 	if len(e.queues) > 0 {
-		e.log.Info("recovered", "queues", len(e.queues))
+		e.log.Info("recovered", "queues", len(e.queues), "messages_without_body", missing)
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ func (e *Engine) StoreStats() st.StoreStats {
 		SnapshotBytes: s.SnapshotBytes, Snapshots: s.Snapshots, Fsyncs: s.Fsyncs, FsyncBuckets: s.FsyncBuckets,
 		FsyncSeconds: s.FsyncSeconds, BytesWritten: s.BytesWritten, FailedWrites: s.FailedWrites, DeadRecords: s.DeadRecords,
 		Relocated: s.Relocated, DiskBytes: s.DiskBytes, LiveBytes: s.LiveBytes, DeadBytes: s.DeadBytes,
-		DiskFree: d.Free, DiskReserve: d.Reserve, DiskAlarm: d.Alarm}
+		DiskFree: d.Free, DiskReserve: d.Reserve, DiskAlarm: d.Alarm,
+		SegmentsRemoved: s.SegmentsRemoved, BadReleases: s.BadReleases, Unreadable: e.host.Unreadable.Load()}
 	out.FsyncBounds = append([]time.Duration(nil), store.FsyncBounds[:]...)
 	return out
 }

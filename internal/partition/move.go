@@ -67,6 +67,7 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 		// Its body cannot be read back intact: it cannot be moved, and is
 		// never served. Dropped, as a receive would.
 		src.h.Log.Error("message record unreadable; dropping the message instead of moving it", "queue", src.Meta().Name, "seq", h.Msg.Seq, "err", err)
+		src.unreadable(1)
 		src.lock()
 		_ = src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByLoss)})
 		src.unlock()

@@ -21,6 +21,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
@@ -50,6 +51,9 @@ type Host struct {
 	Resolve func(arn string) *Owner
 	// Closing is closed when the broker closes.
 	Closing <-chan struct{}
+	// Unreadable counts the messages of every queue dropped because their
+	// body could not be read back.
+	Unreadable atomic.Int64
 
 	randMu sync.Mutex
 }
@@ -112,6 +116,8 @@ type Owner struct {
 	// snapshotting holds new writes back while a snapshot waits for the
 	// writes in flight to finish.
 	snapshotting bool
+	// lost are the messages recovery found without a body, for Start.
+	lost []uint64
 }
 
 // write is an append in flight.
@@ -232,6 +238,10 @@ func (o *Owner) drainLocked() {
 				if err := o.q.Apply(now, r, loc); err != nil {
 					o.h.Log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
 				}
+				if r.Type == record.Send && !o.q.Hold(r.Msg.Seq, loc) {
+					// Written with Keep, held by no message: let it go.
+					o.q.Requeue(queue.Effects{Gone: []queue.Gone{{Seq: r.Pos, Loc: loc}}})
+				}
 			}
 		}
 	}
@@ -276,6 +286,12 @@ func (o *Owner) unlock() {
 	for _, h := range eff.Handoffs {
 		o.deadLetter(h)
 	}
+}
+
+// unreadable counts n messages dropped for a body that cannot be read.
+func (o *Owner) unreadable(n int) {
+	o.ctr.Unreadable.Add(int64(n))
+	o.h.Unreadable.Add(int64(n))
 }
 
 // release lets the store go of the bodies of messages that left.

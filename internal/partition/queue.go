@@ -48,8 +48,7 @@ func (o *Owner) Deleted() {
 	o.mu.Lock()
 	o.deleted = true
 	o.waiting.WakeAll()
-	var gone []queue.Gone
-	o.q.Messages(func(m *queue.Msg) { gone = append(gone, queue.Gone{Seq: m.Seq, Loc: m.Loc}) })
+	gone := o.q.LetGoAll()
 	o.mu.Unlock()
 	o.release(gone)
 }
@@ -180,44 +179,61 @@ func (o *Owner) Replayed(now time.Time, e store.Entry) error {
 	return o.q.Apply(now, r, locOf(e.Hint))
 }
 
-// Recovered ends recovery: the partition's last position, the store told
-// to keep every live message's body, what time dropped during the replay
-// released; messages found leaving (past their age, off the ladder) wait
-// for Start.
-func (o *Owner) Recovered(now time.Time, last uint64) {
+// Recovered ends the replay: the partition's last position, and the store
+// told to keep every live message's body (the queue holds them from now
+// on; what left during the replay was never kept since the store opened,
+// so nothing is released for it). Messages whose body the store no longer
+// has are counted, and deleted by Start; messages found leaving (past
+// their age, off the ladder) wait for Start too. It returns how many
+// bodies were missing.
+func (o *Owner) Recovered(now time.Time, last uint64) int {
 	o.q.SetLast(last)
 	o.q.Advance(now)
-	o.q.Messages(func(m *queue.Msg) { o.h.Store.Keep(o.p, m.Seq, hintOf(m.Loc)) })
+	o.lost = o.q.HoldAll(func(m *queue.Msg) error { return o.h.Store.Keep(o.p, m.Seq, hintOf(m.Loc)) })
 	eff := o.q.TakeEffects()
-	o.release(eff.Gone)
 	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
+	if n := len(o.lost); n > 0 {
+		o.unreadable(n)
+		o.h.Log.Error("messages whose body the store no longer has; they are deleted", "queue", o.meta.Name, "messages", n)
+	}
+	return len(o.lost)
 }
 
-// Start moves away what recovery found leaving, once every queue is there.
+// Start deletes, durably, the messages recovery found without a body,
+// and moves away what recovery found leaving, once every queue is there.
 func (o *Owner) Start() {
-	o.mu.Lock()
+	o.lock()
+	if len(o.lost) > 0 {
+		recs := make([]*record.Record, len(o.lost))
+		for i, seq := range o.lost {
+			recs[i] = o.q.DeleteRecord(seq, record.ByLoss)
+		}
+		o.lost = nil
+		if err := o.persistLocked(recs); err != nil {
+			o.h.Log.Warn("deleting the messages without a body failed; the next start will", "queue", o.meta.Name, "err", err)
+		}
+	}
 	o.unlock()
 }
 
 // ---- compaction ----
 
-// BodyAt reports whether message pos's body is at h.
+// BodyAt reports whether the queue holds message pos's body at h.
 func (o *Owner) BodyAt(pos uint64, h store.Hint) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m, ok := o.q.Find(pos)
-	return ok && m.Loc == locOf(h)
+	return o.q.Held(pos, locOf(h))
 }
 
 // BodyMoved notes that message pos's body moved from old to new; false
-// when the message no longer has its body at old.
+// when the queue no longer holds it at old.
 func (o *Owner) BodyMoved(pos uint64, old, new store.Hint) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	m, ok := o.q.Find(pos)
-	if !ok || m.Loc != locOf(old) {
+	if !o.q.Held(pos, locOf(old)) {
 		return false
 	}
+	m, _ := o.q.Find(pos)
 	m.Loc = locOf(new)
 	return true
 }

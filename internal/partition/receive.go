@@ -185,6 +185,7 @@ func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string
 		out = append(out, o.toMessage(m, pl))
 	}
 	if len(lost) > 0 {
+		o.unreadable(len(lost))
 		o.lock()
 		recs := make([]*record.Record, len(lost))
 		for i, s := range lost {

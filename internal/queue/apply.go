@@ -181,9 +181,7 @@ func (q *Queue) allBelow(upTo uint64) bool {
 // included: a tenant may burst again after a purge).
 func (q *Queue) purgeAll() {
 	q.t.Each(func(m *Msg) bool {
-		if m.Loc.Seg != 0 {
-			q.eff.Gone = append(q.eff.Gone, Gone{Seq: m.Seq, Loc: m.Loc})
-		}
+		q.letGo(m)
 		return true
 	})
 	s := q.s
@@ -198,20 +196,81 @@ func (q *Queue) purgeAll() {
 }
 
 // Revert puts a message back exactly as prev (a copy taken before a
-// change) says: delivery, visibility, level, failures and state, whether
-// it is still in the queue or left it. It undoes a change whose record
-// could not be persisted, or a move that could not be made.
-func (q *Queue) Revert(now time.Time, prev Msg) {
-	if m, ok := q.t.Get(prev.Seq); ok {
-		m.set(fKeep, true)
-		q.remove(m)
+// change) says: delivery, visibility, level, failures and state. It undoes
+// a change whose record could not be persisted, or a move that could not
+// be made. The body stays where it is now (compaction may have moved it
+// since the copy) and as held as it is. A message no longer in the queue
+// left for good (deleted, purged: its body went with it) and is not put
+// back; Revert reports false then.
+func (q *Queue) Revert(now time.Time, prev Msg) bool {
+	m, ok := q.t.Get(prev.Seq)
+	if !ok {
+		return false
 	}
+	prev.Loc = m.Loc
+	held := m.is(fHeld)
+	m.set(fKeep, true)
+	q.remove(m)
 	state := prev.State
 	if state == Leaving || state == Pending || state > Leaving {
 		state = Ready
 	}
-	q.place(now, q.insert(&prev), state)
+	n := q.insert(&prev)
+	n.set(fHeld, held)
+	q.place(now, n, state)
 	q.eff.WakeAll = true
+	return true
+}
+
+// Hold notes that the store keeps message seq's body at loc for the
+// queue (its Send was written; or, after recovery, Keep named it): it is
+// released when the message leaves. It reports false when no message of
+// the queue has its body there (the Send was a duplicate): then nothing
+// holds that record.
+func (q *Queue) Hold(seq uint64, loc Loc) bool {
+	m, ok := q.t.Get(seq)
+	if !ok || m.Loc != loc || m.is(fHeld) {
+		return false
+	}
+	m.set(fHeld, true)
+	return true
+}
+
+// Held reports whether the queue holds message seq's body at loc (for
+// compaction: only a held body may move).
+func (q *Queue) Held(seq uint64, loc Loc) bool {
+	m, ok := q.t.Get(seq)
+	return ok && m.Loc == loc && m.is(fHeld)
+}
+
+// HoldAll asks keep to keep every message's body (after recovery) and
+// marks those it kept as held; it returns the sequences of the messages
+// whose body the store no longer has.
+func (q *Queue) HoldAll(keep func(m *Msg) error) (lost []uint64) {
+	q.t.Each(func(m *Msg) bool {
+		if m.is(fHeld) {
+			return true
+		}
+		if keep(m) != nil {
+			lost = append(lost, m.Seq)
+		} else {
+			m.set(fHeld, true)
+		}
+		return true
+	})
+	return lost
+}
+
+// LetGoAll reports every held body as no longer needed (the queue was
+// deleted) and returns them.
+func (q *Queue) LetGoAll() []Gone {
+	q.t.Each(func(m *Msg) bool {
+		q.letGo(m)
+		return true
+	})
+	g := q.eff.Gone
+	q.eff.Gone = nil
+	return g
 }
 
 // SnapshotEach hands emit, one at a time, the records that rebuild the

@@ -111,14 +111,17 @@ func (m *Msg) SetDelivery(count int32, first, last int64, fence uint32) {
 
 // msgFlags: fExpired: retention passed while in flight, dropped when it
 // returns (fAged: to the dead-letter queue); fKeep: leaving without its
-// storage being released (it is reinserted); fGone: left the queue (see
-// seqtab).
+// storage being released (it is reinserted); fHeld: the store keeps its
+// body for this queue since the store was opened (written by the live
+// path, or named by Keep after recovery), so it is released once, when
+// the message leaves; fGone: left the queue (see seqtab).
 type msgFlags uint8
 
 const (
 	fExpired msgFlags = 1 << iota
 	fAged
 	fKeep
+	fHeld
 	fGone msgFlags = 1 << 7
 )
 
@@ -239,7 +242,7 @@ func (m *Msg) Failed(now int64, reason, lastError string) {
 }
 
 // Loc is where the message's Send record is stored (the store's hint);
-// opaque to the queue.
+// opaque to the queue: every value, zero included, may be a location.
 type Loc struct {
 	Seg, Off, FLen, Idx uint32
 }

@@ -399,7 +399,16 @@ func (q *Queue) remove(m *Msg) {
 		}
 	}
 	m.State = 255
-	if m.Loc.Seg != 0 && !m.is(fKeep) {
+	if !m.is(fKeep) {
+		q.letGo(m)
+	}
+}
+
+// letGo reports a message's body as no longer needed, if the queue holds
+// it: each body kept is released once.
+func (q *Queue) letGo(m *Msg) {
+	if m.is(fHeld) {
+		m.set(fHeld, false)
 		q.eff.Gone = append(q.eff.Gone, Gone{Seq: m.Seq, Loc: m.Loc})
 	}
 }

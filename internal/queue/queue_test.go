@@ -336,8 +336,12 @@ func send(t testing.TB, q *Queue, now time.Time, group string, delay time.Durati
 	if res.Record == nil {
 		t.Fatalf("send: %+v", res)
 	}
-	if err := q.Apply(now, res.Record, Loc{Seg: 1, Off: uint32(res.Record.Pos)}); err != nil {
+	loc := Loc{Seg: 1, Off: uint32(res.Record.Pos)}
+	if err := q.Apply(now, res.Record, loc); err != nil {
 		t.Fatal(err)
+	}
+	if !q.Hold(res.Record.Msg.Seq, loc) {
+		t.Fatal("the message sent does not hold its body")
 	}
 	return res.Record.Pos
 }

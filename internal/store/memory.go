@@ -28,7 +28,9 @@ type memPart struct {
 	last   uint64
 	recs   []memRec // the newest snapshot (if any) and every record after it
 	snapAt uint64   // position of the newest snapshot's first record, 0: none
-	kept   map[uint64][]byte
+	// kept are the bodies kept since open; held the ones kept before a
+	// Reopen, readable until Recovered but not kept until Keep names them.
+	kept, held map[uint64][]byte
 }
 
 type memRec struct {
@@ -51,9 +53,12 @@ func (m *Memory) Reopen() *Memory {
 	n := NewMemory()
 	n.wantRecords = m.wantRecords
 	for id, p := range m.parts {
-		c := &memPart{last: p.last, snapAt: p.snapAt, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{}}
-		for pos, d := range p.kept {
-			c.kept[pos] = d
+		c := &memPart{last: p.last, snapAt: p.snapAt, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{},
+			held: map[uint64][]byte{}}
+		for _, src := range []map[uint64][]byte{p.held, p.kept} {
+			for pos, d := range src {
+				c.held[pos] = d
+			}
 		}
 		n.parts[id] = c
 	}
@@ -179,29 +184,52 @@ func (m *Memory) Read(p PartitionID, pos uint64, _ Hint) ([]byte, error) {
 	if mp == nil {
 		return nil, fmt.Errorf("%w: partition %d", ErrNotFound, p)
 	}
-	if d, ok := mp.kept[pos]; ok {
+	if d, ok := mp.body(pos); ok {
 		return d, nil
-	}
-	i := sort.Search(len(mp.recs), func(i int) bool { return mp.recs[i].pos >= pos })
-	if i < len(mp.recs) && mp.recs[i].pos == pos {
-		return mp.recs[i].data, nil
 	}
 	return nil, fmt.Errorf("%w: partition %d position %d", ErrNotFound, p, pos)
 }
 
-func (m *Memory) Keep(p PartitionID, pos uint64, _ Hint) {
+// body finds the record at pos: kept, held, or in the log.
+func (mp *memPart) body(pos uint64) ([]byte, bool) {
+	if d, ok := mp.kept[pos]; ok {
+		return d, true
+	}
+	if d, ok := mp.held[pos]; ok {
+		return d, true
+	}
+	i := sort.Search(len(mp.recs), func(i int) bool { return mp.recs[i].pos >= pos })
+	if i < len(mp.recs) && mp.recs[i].pos == pos {
+		return mp.recs[i].data, true
+	}
+	return nil, false
+}
+
+func (m *Memory) Keep(p PartitionID, pos uint64, _ Hint) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	mp := m.parts[p]
 	if mp == nil {
-		return
+		return fmt.Errorf("%w: partition %d", ErrNotFound, p)
 	}
 	if _, ok := mp.kept[pos]; ok {
-		return
+		return nil
 	}
-	i := sort.Search(len(mp.recs), func(i int) bool { return mp.recs[i].pos >= pos })
-	if i < len(mp.recs) && mp.recs[i].pos == pos {
-		mp.kept[pos] = mp.recs[i].data
+	d, ok := mp.body(pos)
+	if !ok {
+		return fmt.Errorf("%w: partition %d position %d", ErrNotFound, p, pos)
+	}
+	mp.kept[pos] = d
+	delete(mp.held, pos)
+	return nil
+}
+
+// Recovered drops the bodies held from before Reopen that nobody kept.
+func (m *Memory) Recovered() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, mp := range m.parts {
+		mp.held = nil
 	}
 }
 
@@ -209,8 +237,12 @@ func (m *Memory) Release(p PartitionID, pos uint64, _ Hint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if mp := m.parts[p]; mp != nil {
-		delete(mp.kept, pos)
+		if _, ok := mp.kept[pos]; ok {
+			delete(mp.kept, pos)
+			return
+		}
 	}
+	m.stats.BadReleases++
 }
 
 // Wanted lists the partitions with more than a few thousand records

@@ -34,7 +34,19 @@
 //     bodies): they stay readable with Read until Release, whatever
 //     snapshots follow; other records may go once a snapshot covers them.
 //     After a restart the owner calls Keep again for each record it still
-//     needs (the store does not know which were released).
+//     needs (the store does not know which were released); Keep reports
+//     ErrNotFound when the store no longer holds the record. Until the
+//     owner calls Recovered, once it has called Keep for everything it
+//     needs, the store frees nothing: no file is removed, nothing is
+//     compacted. (So a partition dropped at recovery cannot take the
+//     records of another partition that has not called Keep yet.)
+//   - The owner releases only what it holds since open: a record appended
+//     with Keep, or named by Keep after Replay, at most once, at the
+//     location compaction last moved it to. A release the store can tell
+//     is wrong (of a record not kept, a second one, or of a location the
+//     store no longer has) is an owner's bug: the store counts it in
+//     Stats.BadReleases, logs it, and frees nothing for it, ever, in this
+//     process: storage is freed only when nothing live needs it.
 //   - Replay hands over, once, before any append, each partition's newest
 //     snapshot and the records after it, in position order within a
 //     partition; partitions may interleave. A snapshot entry with Reset set
@@ -172,6 +184,11 @@ type Stats struct {
 	LiveBytes       int64 // the part of them estimated to hold kept records
 	DeadBytes       int64
 	PartitionsAlive int
+	// SegmentsRemoved counts the files freed (unlinked) since open.
+	SegmentsRemoved int64
+	// BadReleases counts releases the store refused (see Release): each
+	// is an owner's bug, and what it named stays.
+	BadReleases int64
 }
 
 // Store is the seam. All methods are safe for concurrent use, except that
@@ -185,7 +202,10 @@ type Store interface {
 	Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
 	Drop(p PartitionID) Future
 	Read(p PartitionID, pos uint64, h Hint) ([]byte, error)
-	Keep(p PartitionID, pos uint64, h Hint)
+	Keep(p PartitionID, pos uint64, h Hint) error
+	// Recovered says that the owner has called Keep for every record it
+	// still needs: from now on the store may free what nobody kept.
+	Recovered()
 	Release(p PartitionID, pos uint64, h Hint)
 	// Wanted lists the partitions whose snapshots the store asks the owner
 	// to renew: they hold old log that replay would otherwise read.

@@ -23,6 +23,9 @@ import (
 type Counters struct {
 	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered atomic.Int64
 	Redriven, DroppedExhausted, DroppedRejected                     atomic.Int64
+	// Unreadable counts messages dropped because their body could not be
+	// read back (found at recovery, or at a read).
+	Unreadable atomic.Int64
 
 	firstAttempt       [18]atomic.Int64 // by st.FirstAttemptBounds, then above
 	firstAttemptMillis atomic.Int64
@@ -58,7 +61,7 @@ func Queue(s State, c *Counters) st.QueueStats {
 	now, qst := s.Now, s.Queue
 	out := st.QueueStats{Name: s.Name, FIFO: s.FIFO, Visible: s.Counts.Visible, InFlight: s.Counts.InFlight, Delayed: s.Counts.Delayed,
 		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: s.Waiting, Lanes: map[string]int{},
-		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: c.Redriven.Load(),
+		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: c.Redriven.Load(), Unreadable: c.Unreadable.Load(),
 		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
 			"exhausted": uint64(c.DroppedExhausted.Load()), "rejected": uint64(c.DroppedRejected.Load())}}
 	if s.Counts.OldestSent > 0 {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"os"
 	"slices"
@@ -12,47 +13,66 @@ import (
 	"github.com/sluicemq/sluice/internal/store/disk/format"
 )
 
-// Keep counts a kept record again (after a restart).
-func (l *Log) Keep(p store.PartitionID, pos uint64, h store.Hint) {
+// Keep counts a kept record again (after a restart). It fails when the
+// record's segment is gone or too short to hold its frame.
+func (l *Log) Keep(p store.PartitionID, pos uint64, h store.Hint) error {
 	l.mu.Lock()
-	if s := l.segs[h.A]; s != nil && h.A != 0 {
-		s.kept++
-		l.stats.KeptRecords++
+	defer l.mu.Unlock()
+	s := l.segs[h.A]
+	if s == nil || h.A == 0 || int64(h.B)+int64(h.C) > s.size {
+		return fmt.Errorf("%w: partition %d position %d: segment %d does not hold it", store.ErrNotFound, p, pos, h.A)
 	}
+	l.keepLocked(s, h)
+	return nil
+}
+
+// Recovered lets the log free what nobody kept: until now it unlinked and
+// compacted nothing.
+func (l *Log) Recovered() {
+	l.mu.Lock()
+	l.recovering = false
 	l.mu.Unlock()
+	l.sweep()
 }
 
 // Release says a kept record is no longer needed; a segment below the
 // floor left with none is unlinked at once.
 func (l *Log) Release(p store.PartitionID, pos uint64, h store.Hint) {
-	l.releaseHint(h)
+	l.releaseHint(p, pos, h)
 }
 
-func (l *Log) releaseHint(h store.Hint) {
+func (l *Log) releaseHint(p store.PartitionID, pos uint64, h store.Hint) {
 	l.mu.Lock()
 	s := l.segs[h.A]
-	if s == nil || h.A == 0 {
+	if s == nil || h.A == 0 || !l.unkeepLocked(s, h) {
+		// More releases than keeps: some live record's count would go.
+		// The segment (if it is still there) is never freed now.
+		l.stats.BadReleases++
+		if s != nil {
+			s.pinned = true
+		}
 		l.mu.Unlock()
+		l.log.Error("store: release of a record that is not kept; nothing is freed for it", "partition", p, "position", pos, "segment", h.A)
 		return
 	}
-	s.kept--
-	l.stats.KeptRecords--
-	dead := s.kept <= 0 && uint64(h.A) < l.man.Floor && h.A != l.active
+	dead := s.kept == 0 && uint64(h.A) < l.man.Floor && h.A != l.active
 	l.mu.Unlock()
 	if dead {
 		l.unlink(h.A)
 	}
 }
 
-// unlink removes a segment nothing needs.
+// unlink removes a segment nothing needs: below the floor, not active,
+// nothing kept in it, no bad release seen in it, and recovery over.
 func (l *Log) unlink(seg uint32) {
 	l.mu.Lock()
 	s := l.segs[seg]
-	if s == nil || s.kept > 0 || uint64(seg) >= l.man.Floor || seg == l.active {
+	if s == nil || !l.freeableLocked(seg, s) {
 		l.mu.Unlock()
 		return
 	}
 	delete(l.segs, seg)
+	l.stats.SegmentsRemoved++
 	l.mu.Unlock()
 	l.reader.Forget(seg)
 	if err := l.fs.Remove(l.path(format.SegName(uint64(seg)))); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -60,13 +80,17 @@ func (l *Log) unlink(seg uint32) {
 	}
 }
 
+// freeableLocked reports whether segment n may be unlinked.
+func (l *Log) freeableLocked(n uint32, s *segment) bool {
+	return !l.recovering && s.kept == 0 && !s.pinned && uint64(n) < l.man.Floor && n != l.active
+}
+
 // sweep unlinks the segments below the floor that hold no kept record.
 func (l *Log) sweep() {
 	l.mu.Lock()
-	floor := l.man.Floor
 	var dead []uint32
 	for n, s := range l.segs {
-		if uint64(n) < floor && s.kept <= 0 && n != l.active {
+		if l.freeableLocked(n, s) {
 			dead = append(dead, n)
 		}
 	}
@@ -181,7 +205,10 @@ func (l *Log) Wanted() []store.PartitionID {
 // budget bytes, and returns the bytes copied. A segment left with nothing
 // kept is unlinked. Not under the disk alarm: copies need space first.
 func (l *Log) Compact(budget int64, o store.Owner) int64 {
-	if l.inAlarm() {
+	l.mu.Lock()
+	recovering := l.recovering
+	l.mu.Unlock()
+	if recovering || l.inAlarm() {
 		return 0
 	}
 	type cand struct {
@@ -192,7 +219,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 	l.mu.Lock()
 	floor := uint32(l.man.Floor)
 	for n, s := range l.segs {
-		if n < floor && n != l.active && s.written > 0 {
+		if n < floor && n != l.active && s.written > 0 && !s.pinned {
 			if r := float64(s.kept) / float64(s.written); r < 0.5 {
 				cands = append(cands, cand{n, r})
 			}
@@ -264,9 +291,9 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		for i, nh := range c.f.Hints() {
 			r := c.moves[i]
 			if o.Moved(r.P, r.Pos, c.olds[i], nh) {
-				l.releaseHint(c.olds[i])
+				l.releaseHint(r.P, r.Pos, c.olds[i])
 			} else {
-				l.releaseHint(nh)
+				l.releaseHint(r.P, r.Pos, nh)
 			}
 			copied += int64(len(r.Data))
 		}

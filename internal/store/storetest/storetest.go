@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -45,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) *Harness) {
 	t.Run("SpaceFollowsLiveData", func(t *testing.T) { spaceFollowsLive(t, open(t)) })
 	t.Run("CrashKeepsAcknowledged", func(t *testing.T) { crash(t, open(t)) })
 	t.Run("AppendIsWholeAfterCrash", func(t *testing.T) { crashWhole(t, open(t)) })
+	t.Run("ReleaseOnlyWhatIsKept", func(t *testing.T) { releaseOnlyKept(t, open(t)) })
 }
 
 func recs(keep bool, data ...string) []store.Rec {
@@ -85,6 +87,7 @@ func replayAll(t *testing.T, s store.Store) replayed {
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
+	s.Recovered() // this owner keeps nothing
 	return out
 }
 
@@ -288,10 +291,15 @@ func keptOutlive(t *testing.T, h *Harness) {
 	}
 	s.Release(1, 2, hints[1])
 	s = h.Reopen()
-	replayAll(t, s)
-	for _, i := range []int{0, 2} {
-		s.Keep(1, uint64(i+1), hints[i])
+	if err := s.Replay(func(store.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
 	}
+	for _, i := range []int{0, 2} {
+		if err := s.Keep(1, uint64(i+1), hints[i]); err != nil {
+			t.Fatalf("keep after a reopen: %v", err)
+		}
+	}
+	s.Recovered()
 	for _, i := range []int{0, 2} {
 		if got, err := s.Read(1, uint64(i+1), hints[i]); err != nil || string(got) != fmt.Sprint("body", i+1) {
 			t.Fatalf("read of a kept record after a reopen: %q %v", got, err)
@@ -508,6 +516,89 @@ func crashWhole(t *testing.T, h *Harness) {
 			if want := fmt.Sprint(i, "/", part); got[3*i+j] != want {
 				t.Fatalf("record %d after a power loss is %q, want %q: an append was cut or reordered", 3*i+j, got[3*i+j], want)
 			}
+		}
+	}
+}
+
+// releaseOnlyKept: the contract of Keep, Recovered and Release, with the
+// bodies of two partitions spread over many files. After a reopen the
+// store frees nothing until Recovered, not even when a partition is
+// dropped (which moves the replay floor); a release of a record not kept
+// since open, or a second release, is counted and frees nothing; every
+// record kept stays readable.
+func releaseOnlyKept(t *testing.T, h *Harness) {
+	s := h.Store
+	body := string(bytes.Repeat([]byte("k"), 2000))
+	type rec struct {
+		pos  uint64
+		hint store.Hint
+	}
+	var ones, twos []rec
+	var last1, last2 uint64
+	for i := 0; i < 200; i++ { // 800 KB: many segments of a disk log
+		h1 := mustAppend(t, s, 1, last1, fmt.Sprint(body, "/1/", i))
+		last1++
+		ones = append(ones, rec{last1, h1[0]})
+		h2 := mustAppend(t, s, 2, last2, fmt.Sprint(body, "/2/", i))
+		last2++
+		twos = append(twos, rec{last2, h2[0]})
+	}
+	for p, last := range map[store.PartitionID]*uint64{1: &last1, 2: &last2} {
+		if err := s.Snapshot(p, *last, slices.Values(recs(false, "state"))).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		*last++
+	}
+	// Partition 1 lets go of its first half (kept since open: fine).
+	for _, r := range ones[:100] {
+		s.Release(1, r.pos, r.hint)
+	}
+	if b := s.Stats().BadReleases; b != 0 {
+		t.Fatalf("%d bad releases of records appended with Keep", b)
+	}
+	ones = ones[100:]
+
+	s = h.Reopen()
+	defer func() { s.Close() }()
+	if err := s.Replay(func(store.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 2 is dropped before partition 1 said what it keeps.
+	if err := s.Drop(2).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A release of what was not kept since open (a replayed delete, say).
+	s.Release(1, ones[0].pos, ones[0].hint)
+	if b := s.Stats().BadReleases; b != 1 {
+		t.Fatalf("a release of a record not kept since open: %d bad releases counted, want 1", b)
+	}
+	for _, r := range ones {
+		if err := s.Keep(1, r.pos, r.hint); err != nil {
+			t.Fatalf("keep of live record %d after a reopen and a drop: %v", r.pos, err)
+		}
+	}
+	s.Recovered()
+	read := func(r rec) error {
+		got, err := s.Read(1, r.pos, r.hint)
+		if err == nil && !strings.HasPrefix(string(got), body+"/1/") {
+			err = fmt.Errorf("read %.20q", got)
+		}
+		return err
+	}
+	for _, r := range ones {
+		if err := read(r); err != nil {
+			t.Fatalf("live record %d after Recovered: %v", r.pos, err)
+		}
+	}
+	// Released twice: the second is counted, and frees nothing.
+	s.Release(1, ones[1].pos, ones[1].hint)
+	s.Release(1, ones[1].pos, ones[1].hint)
+	if b := s.Stats().BadReleases; b != 2 {
+		t.Fatalf("a second release: %d bad releases counted, want 2", b)
+	}
+	for _, r := range ones[2:] {
+		if err := read(r); err != nil {
+			t.Fatalf("live record %d after a bad release: %v", r.pos, err)
 		}
 	}
 }
