@@ -2,6 +2,8 @@ package sluice_test
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -137,5 +139,55 @@ func TestRestartDrainRestart(t *testing.T) {
 			}
 			r.expect("q", without(all, gone))
 		})
+	}
+}
+
+// TestUnreadableBodiesAreCounted: a data directory that lost a segment
+// holding live bodies (a disk fault, a careless operator). Verify finds
+// every message it cannot read back; a start counts them per queue and in
+// the store's figures, deletes them durably, and serves the rest.
+func TestUnreadableBodiesAreCounted(t *testing.T) {
+	r := newRestartRig(t)
+	if _, err := r.b.CreateQueue(ctx, "q", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	all := r.sendBodies("q", 0, 300)
+	if err := r.b.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	r.b.Close()
+	rep, err := sluice.Verify(r.cfg)
+	if err != nil || !rep.Healthy() || len(rep.Queues) != 1 || rep.Queues[0].Messages != 300 {
+		t.Fatalf("verify of a healthy directory: %+v %v", rep, err)
+	}
+	var segs []string
+	es, _ := os.ReadDir(r.cfg.Dir)
+	for _, e := range es {
+		if strings.HasSuffix(e.Name(), ".seg") {
+			segs = append(segs, e.Name())
+		}
+	}
+	sort.Strings(segs)
+	if err := os.Remove(filepath.Join(r.cfg.Dir, segs[1])); err != nil { // the second: all bodies
+		t.Fatal(err)
+	}
+	rep, err = sluice.Verify(r.cfg)
+	lost := rep.Unreadable()
+	if err != nil || rep.Healthy() || lost == 0 || lost == 300 {
+		t.Fatalf("verify after a segment went: %+v %v", rep, err)
+	}
+	r.open()
+	if s := r.b.StoreStats(); s.Unreadable != int64(lost) {
+		t.Fatalf("a start counted %d unreadable messages, verify %d", s.Unreadable, lost)
+	}
+	if qs := r.b.Stats(); len(qs) != 1 || qs[0].Unreadable != int64(lost) {
+		t.Fatalf("queue figures: %+v", qs)
+	}
+	if got := len(bodiesOf(t, r.b, "q")); got != len(all)-lost {
+		t.Fatalf("received %d, want the %d readable", got, len(all)-lost)
+	}
+	r.restart()
+	if s := r.b.StoreStats(); s.Unreadable != 0 {
+		t.Fatalf("the unreadable messages were not deleted: %d again at the next start", s.Unreadable)
 	}
 }

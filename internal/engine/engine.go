@@ -71,14 +71,7 @@ type Engine struct {
 
 // Open recovers the queues the store holds and starts serving.
 func Open(cfg Config) (*Engine, error) {
-	if cfg.Rand == nil {
-		cfg.Rand = rand.Reader
-	}
-	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
-		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, deletedAt: map[string]time.Time{},
-		nextPart: 1, closing: make(chan struct{})}
-	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
-		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing}
+	e := newEngine(cfg)
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
@@ -87,6 +80,18 @@ func Open(cfg Config) (*Engine, error) {
 		e.every(&e.compactTimer, cfg.CompactInterval, e.compact)
 	}
 	return e, nil
+}
+
+func newEngine(cfg Config) *Engine {
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Reader
+	}
+	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
+		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, deletedAt: map[string]time.Time{},
+		nextPart: 1, closing: make(chan struct{})}
+	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing}
+	return e
 }
 
 // Close stops background work, wakes long polls (they return empty), and

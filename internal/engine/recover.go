@@ -4,23 +4,45 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 )
 
-// recover rebuilds the catalog and every queue from the store: each
+// rebuilt is what a replay rebuilt: the catalog's queues by partition,
+// an owner for each partition that has records, and each one's last
+// position.
+type rebuilt struct {
+	names map[store.PartitionID]string
+	parts map[store.PartitionID]*partition.Owner
+	last  map[store.PartitionID]uint64
+}
+
+// ids lists the partitions rebuilt, in order.
+func (r rebuilt) ids() []store.PartitionID {
+	ids := make([]store.PartitionID, 0, len(r.parts))
+	for p := range r.parts {
+		ids = append(ids, p)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
+}
+
+// live reports the queue name of partition p, if the catalog names it.
+func (r rebuilt) live(p store.PartitionID) (string, bool) {
+	name, ok := r.names[p]
+	return name, ok && r.parts[p].Meta().Name == name
+}
+
+// replay rebuilds the catalog and every partition from the store: each
 // partition's newest snapshot and the records after it, applied through
-// the same Apply the live path uses. Partitions the catalog does not name
-// (a queue whose creation or deletion was cut short) are dropped; every
-// message still live tells the store to keep its body; messages that the
-// replay found past their time leave as they would have.
-func (e *Engine) recover() error {
+// the same Apply the live path uses.
+func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	names := map[store.PartitionID]string{} // the catalog
 	parts := map[store.PartitionID]*partition.Owner{}
 	last := map[store.PartitionID]uint64{}
-	now := e.clock.Now()
 	err := e.st.Replay(func(en store.Entry) error {
 		if en.P == store.Catalog {
 			r, err := record.Decode(en.Data, false)
@@ -57,29 +79,35 @@ func (e *Engine) recover() error {
 		}
 		return nil
 	})
+	return rebuilt{names, parts, last}, err
+}
+
+// recover rebuilds the catalog and every queue from the store (replay).
+// Partitions the catalog does not name (a queue whose creation or
+// deletion was cut short) are dropped; every message still live tells the
+// store to keep its body; messages that the replay found past their time
+// leave as they would have.
+func (e *Engine) recover() error {
+	now := e.clock.Now()
+	r, err := e.replay(now)
 	if err != nil {
 		return err
 	}
-	ids := make([]store.PartitionID, 0, len(parts))
-	for p := range parts {
-		ids = append(ids, p)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	// Every live queue keeps its bodies first; only then do the orphans go
 	// (a drop moves the replay floor) and may the store free anything.
 	var live []*partition.Owner
 	var orphans []store.PartitionID
 	missing := 0
-	for _, p := range ids {
-		o := parts[p]
-		name, ok := names[p]
-		if !ok || o.Meta().Name != name {
+	for _, p := range r.ids() {
+		o := r.parts[p]
+		name, ok := r.live(p)
+		if !ok {
 			// Not (or no longer) in the catalog: its creation never
 			// completed, or its deletion was cut short.
 			orphans = append(orphans, p)
 			continue
 		}
-		missing += o.Recovered(now, last[p])
+		missing += o.Recovered(now, r.last[p])
 		e.queues[name], e.byPart[p] = o, o
 		live = append(live, o)
 	}

@@ -216,6 +216,23 @@ func (o *Owner) Start() {
 	o.unlock()
 }
 
+// Verify reads back the body of every message of a replayed queue (no
+// broker serving it): how many messages it has, how many bodies cannot be
+// read back intact, and why the first of them could not.
+func (o *Owner) Verify() (messages, unreadable int, first string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.q.Messages(func(m *queue.Msg) {
+		messages++
+		if _, err := o.readAt(m.Seq, m.Loc); err != nil {
+			if unreadable++; first == "" {
+				first = err.Error()
+			}
+		}
+	})
+	return messages, unreadable, first
+}
+
 // ---- compaction ----
 
 // BodyAt reports whether the queue holds message pos's body at h.
