@@ -193,6 +193,7 @@ type queueJSON struct {
 	Deleted       int64               `json:"deleted"`
 	DeadLettered  int64               `json:"dead_lettered"`
 	Sidelined     uint64              `json:"sidelined"`
+	Unreadable    int64               `json:"unreadable"`
 	Dropped       map[string]uint64   `json:"dropped"`
 	Lanes         map[string]int      `json:"lanes"`
 	Tenants       []sluice.TenantInfo `json:"tenants,omitempty"`
@@ -204,7 +205,7 @@ func toJSON(q sluice.QueueStats) queueJSON {
 		Retried: q.Retried, Redriven: q.Redriven,
 		Sent: q.Sent, Throttled: q.Throttled, Received: q.Received, EmptyReceives: q.EmptyReceives, Deleted: q.Deleted,
 		Waiting: q.WaitingReceives, HeldBack: q.HeldBack,
-		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Dropped: q.Dropped, Lanes: q.Lanes}
+		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Unreadable: q.Unreadable, Dropped: q.Dropped, Lanes: q.Lanes}
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
@@ -321,14 +322,16 @@ func (s *Server) dropBefore(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int{"dropped": n})
 }
 
-// store answers the storage engine's figures, with the disk alarm the
-// dashboard shows as a banner.
+// store answers the storage engine's figures, with what the dashboard
+// shows as banners: the disk alarm, and messages that could not be read
+// back (unreadable) or bodies released wrongly (bad_releases).
 func (s *Server) store(w http.ResponseWriter, r *http.Request) {
 	st := s.b.StoreStats()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"live_messages": st.LiveMessages, "segments": st.Segments, "disk_bytes": st.DiskBytes,
 		"live_bytes": st.LiveBytes, "dead_bytes": st.DeadBytes, "snapshot_bytes": st.SnapshotBytes,
 		"disk_free_bytes": st.DiskFree, "disk_reserve_bytes": st.DiskReserve, "disk_alarm": st.DiskAlarm,
+		"segments_removed": st.SegmentsRemoved, "bad_releases": st.BadReleases, "unreadable": st.Unreadable,
 	})
 }
 

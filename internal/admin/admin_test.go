@@ -145,7 +145,9 @@ func TestMetricsGolden(t *testing.T) {
 		t.Errorf("metrics changed (run with -update if deliberate):\n%s", got)
 	}
 	for _, must := range []string{`sluice_queue_messages{queue="orders",state="visible"} 2`, `sluice_tenant_messages{queue="orders",state="ready",tenant="acme"} 2`,
-		`sluice_queue_first_attempt_age_seconds_count{queue="orders"} 1`, `sluice_queue_deleted_total{queue="orders"} 1`} {
+		`sluice_queue_first_attempt_age_seconds_count{queue="orders"} 1`, `sluice_queue_deleted_total{queue="orders"} 1`,
+		`sluice_queue_unreadable_total{queue="orders"} 0`, `sluice_messages_unreadable_total 0`, `sluice_store_bad_releases_total 0`,
+		`sluice_store_segments_removed_total 0`} {
 		if !strings.Contains(string(raw), must) {
 			t.Errorf("metrics lack %s", must)
 		}

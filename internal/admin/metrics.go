@@ -22,6 +22,7 @@ type collector struct {
 	tenantMessages, tenantOldest                                  *prometheus.Desc
 	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
 	diskFree, diskReserve, diskAlarm, queueSeries                 *prometheus.Desc
+	unreadable, segsRemoved, badReleases, allUnreadable           *prometheus.Desc
 
 	// maxQueues bounds the queues with series of their own (see boundQueues).
 	maxQueues int
@@ -74,6 +75,7 @@ func boundQueues(stats []sluice.QueueStats, max int) ([]sluice.QueueStats, *slui
 		o.Deferred += q.Deferred
 		o.Rejected += q.Rejected
 		o.NoisyTenants += q.NoisyTenants
+		o.Unreadable += q.Unreadable
 		for k, v := range q.Dropped {
 			o.Dropped[k] += v
 		}
@@ -113,6 +115,7 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		retried:        d("queue_retried_total", "Failures that climbed the retry ladder (visibility timeouts and RetryMessage).", q...),
 		deferred:       d("queue_deferred_total", "Messages put off with DeferMessage.", q...),
 		rejected:       d("queue_rejected_total", "Messages failed for good with RejectMessage.", q...),
+		unreadable:     d("queue_unreadable_total", "Messages dropped because their body could not be read back from disk (found at start or at a read).", q...),
 		dead:           d("store_dead_records", "Records in the log that no longer hold a live message (reclaimed by compaction and segment deletion)."),
 		relocated:      d("store_compaction_relocated_total", "Messages compaction copied out of mostly dead segments."),
 		diskBytes:      d("store_disk_bytes", "Size of the log segments on disk."),
@@ -146,6 +149,9 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		diskReserve:    d("store_disk_reserve_bytes", "Free space below which new messages are refused (the disk alarm)."),
 		diskAlarm:      d("store_disk_alarm", "1 while free space is below the reserve: sends are refused, receives, deletes and purges go on."),
 		queueSeries:    d("queues_without_series", "Queues summed under queue=\"_others\" because more than the bound have series of their own."),
+		segsRemoved:    d("store_segments_removed_total", "Log segment files removed once no live message was in them."),
+		badReleases:    d("store_bad_releases_total", "Releases of a body the store did not hold for the broker (a bug; nothing is freed for them). 0 in a healthy broker."),
+		allUnreadable:  d("messages_unreadable_total", "Messages of every queue dropped because their body could not be read back from disk. 0 in a healthy broker."),
 		maxQueues:      maxQueues,
 	}
 }
@@ -177,6 +183,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.retried, float64(s.Retried), q)
 		ctr(c.deferred, float64(s.Deferred), q)
 		ctr(c.rejected, float64(s.Rejected), q)
+		ctr(c.unreadable, float64(s.Unreadable), q)
 		g(c.noisy, float64(s.NoisyTenants), q)
 		for _, l := range []string{"live", "backlog"} {
 			g(c.lane, float64(s.Lanes[l]), q, l)
@@ -226,6 +233,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctr(c.ckps, float64(st.Snapshots))
 	ctr(c.written, float64(st.BytesWritten))
 	ctr(c.failed, float64(st.FailedWrites))
+	ctr(c.segsRemoved, float64(st.SegmentsRemoved))
+	ctr(c.badReleases, float64(st.BadReleases))
+	ctr(c.allUnreadable, float64(st.Unreadable))
 	bounds := make([]float64, len(st.FsyncBounds))
 	for i, b := range st.FsyncBounds {
 		bounds[i] = b.Seconds()

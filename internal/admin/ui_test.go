@@ -35,6 +35,56 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
+// browser starts headless Chromium for the test; it ends with the test.
+func browser(t *testing.T, exe string) context.Context {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
+		chromedp.Flag("headless", true), chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	bctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	t.Cleanup(func() { cancel(); cancelBrowser(); cancelAlloc() })
+	return bctx
+}
+
+// TestDashboardShowsUnreadable: when messages were dropped because their
+// bodies could not be read back, the dashboard says so in a banner on
+// every page and shows which queues lost them.
+func TestDashboardShowsUnreadable(t *testing.T) {
+	exe := chromium(t)
+	_, srv, lost := setupDamaged(t)
+	bctx := browser(t, exe)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(`#queues tr[data-queue="big"]`),
+		chromedp.WaitVisible(`#unreadable`)); err != nil {
+		t.Fatalf("queues page: %v", err)
+	}
+	banner, err := chromedp.Run(bctx, chromedp.Text(`#unreadable`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("%d messages could not be read back from disk and were dropped.", lost); !strings.HasPrefix(banner, want) ||
+		!strings.Contains(banner, "sluice verify") {
+		t.Fatalf("banner %q, want it to start %q and name sluice verify", banner, want)
+	}
+	for q, want := range map[string]int{"big": lost, "small": 0} {
+		got, err := chromedp.Run(bctx, chromedp.Text(`#queues tr[data-queue="`+q+`"] td.unreadable`))
+		if err != nil || got != fmt.Sprint(want) {
+			t.Errorf("%s shows %q unreadable (%v), want %d", q, got, err, want)
+		}
+	}
+	// The queue's page: the banner, and the queue's count on a card.
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/?q=big#/queue/big"), chromedp.WaitVisible(`#tenants`)); err != nil {
+		t.Fatalf("queue page: %v", err)
+	}
+	card, err := chromedp.Run(bctx, chromedp.Evaluate[string](`[...document.querySelectorAll('.card')].
+		filter(c => c.querySelector('.k').textContent === 'unreadable').map(c => c.querySelector('.v').textContent).join()`))
+	if err != nil || card != fmt.Sprint(lost) {
+		t.Errorf("big's unreadable card %q (%v), want %d", card, err, lost)
+	}
+	if hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('unreadable').hidden`)); err != nil || hidden {
+		t.Errorf("no banner on the queue's page (hidden %v, %v)", hidden, err)
+	}
+}
+
 // TestDashboardInChromium drives the dashboard in headless Chromium: the
 // page loads, a queue appears after a send, and a dead-letter message is
 // redriven to its source with a click.
@@ -51,17 +101,16 @@ func TestDashboardInChromium(t *testing.T) {
 	if a, _ := b.GetQueueAttributes("orders-dlq", []string{"ApproximateNumberOfMessages"}); a["ApproximateNumberOfMessages"] != "4" {
 		t.Fatalf("setup: dead-letter queue %v", a)
 	}
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
-		chromedp.Flag("headless", true), chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
-	actx, cancel := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancel()
-	bctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	bctx, cancel = context.WithTimeout(bctx, 60*time.Second)
-	defer cancel()
-
+	bctx := browser(t, exe)
 	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/"), chromedp.WaitVisible(`#queues tr[data-queue="orders"]`)); err != nil {
 		t.Fatalf("queues page: %v", err)
+	}
+	// A healthy store: no banner, and no queue lost a message.
+	if hidden, err := chromedp.Run(bctx, chromedp.Evaluate[bool](`document.getElementById('unreadable').hidden`)); err != nil || !hidden {
+		t.Fatalf("the unreadable banner shows on a healthy store (hidden %v, %v)", hidden, err)
+	}
+	if lost, err := chromedp.Run(bctx, chromedp.Text(`#queues tr[data-queue="orders"] td.unreadable`)); err != nil || lost != "0" {
+		t.Fatalf("orders shows %q unreadable (%v), want 0", lost, err)
 	}
 	rows, err := chromedp.Run(bctx, chromedp.Text(`#queues tbody`))
 	if err != nil {

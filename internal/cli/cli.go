@@ -1,5 +1,6 @@
-// Package cli is the sluice command: `sluice serve` runs the server, the
-// other commands talk to a running server over the SQS API. Commands write
+// Package cli is the sluice command: `sluice serve` runs the server,
+// `sluice verify` checks a stopped server's data directory, the other
+// commands talk to a running server over the SQS API. Commands write
 // to injected writers so they can be tested.
 package cli
 
@@ -24,6 +25,8 @@ const usage = `sluice: a durable, SQS-compatible message queue.
 
 Usage:
   sluice serve [flags]                 run the server (embedded store)
+  sluice verify [--data-dir DIR]       check a stopped server's data directory: every
+                                       message's body reads back (see sluice verify -h)
   sluice queues list [--prefix P]      list queues with depth and age
   sluice queues create NAME [--attr K=V]... [--fifo]
   sluice queues delete NAME
@@ -83,6 +86,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = loadgen.Scenario(ctx, args[1:], env)
 	case "copy":
 		err = copyQueues(ctx, args[1:], env)
+	case "verify":
+		err = verify(ctx, args[1:], env)
 	default:
 		err = fmt.Errorf("unknown command %q (see sluice --help)", args[0])
 	}

@@ -17,15 +17,34 @@ function post(path, body) {
   return api(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body || {})});
 }
 
-// diskBanner shows the disk alarm while it is raised.
-async function diskBanner() {
-  const el = document.getElementById('alarm');
+// banners show what the store reports that an operator must act on: the
+// disk alarm while it is raised, and messages lost under the queues since
+// the server started (bodies that could not be read back, and releases
+// the store could tell were wrong), which are never dropped silently.
+async function banners() {
   const st = await api('/api/store');
+  const el = document.getElementById('alarm');
   const mib = b => (b / (1 << 20)).toFixed(0) + ' MiB';
   el.hidden = !st.disk_alarm;
   el.textContent = st.disk_alarm ? 'Disk alarm: new messages are refused (' + mib(st.disk_free_bytes) + ' free, reserve ' +
     mib(st.disk_reserve_bytes) + '); receives, deletes and purges go on.' : '';
+  const lost = [];
+  if (st.unreadable > 0) {
+    lost.push(st.unreadable === 1 ? '1 message could not be read back from disk and was dropped.'
+      : st.unreadable + ' messages could not be read back from disk and were dropped.');
+  }
+  if (st.bad_releases > 0) {
+    lost.push(st.bad_releases + ' message ' + (st.bad_releases === 1 ? 'body was' : 'bodies were') +
+      ' released that the store did not hold (a bug: please report it; nothing was freed for them).');
+  }
+  const un = document.getElementById('unreadable');
+  un.hidden = !lost.length;
+  un.textContent = lost.length ? lost.join(' ') + ' Check the disk, then stop the server and run sluice verify --data-dir <dir> ' +
+    'to check the messages left (docs/operations.md: messages that cannot be read back).' : '';
 }
+
+// unreadableClass marks a queue that lost messages.
+function unreadableClass(n) { return n > 0 ? 'bad' : ''; }
 
 function esc(s) {
   return String(s).replace(/[&<>"']/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'}[c]));
@@ -162,11 +181,13 @@ async function queuesPage() {
       '<td class="num ' + ageClass(q.oldest_age_seconds) + '">' + age(q.oldest_age_seconds) + '</td>' +
       '<td>' + spark(h.map(p => p.oldest_age_seconds), 120, 28, '#b35c00') + '</td>' +
       '<td class="num">' + q.noisy_tenants + '</td><td class="num">' + q.throttled + '</td>' +
-      '<td class="num">' + Object.values(q.dropped || {}).reduce((a, b) => a + b, 0) + '</td></tr>';
+      '<td class="num">' + Object.values(q.dropped || {}).reduce((a, b) => a + b, 0) + '</td>' +
+      '<td class="num unreadable ' + unreadableClass(q.unreadable) + '">' + q.unreadable + '</td></tr>';
   });
   app.innerHTML = '<h2>Queues</h2><table id="queues"><thead><tr><th>Queue</th><th>Visible</th><th>In flight</th><th>Delayed</th>' +
-    '<th>Depth (1h)</th><th>Oldest</th><th>Oldest age (1h)</th><th>Noisy tenants</th><th>Throttled</th><th>Dropped</th></tr></thead><tbody>' +
-    (rows || '<tr><td colspan="10" class="note">No queues yet.</td></tr>') + '</tbody></table>';
+    '<th>Depth (1h)</th><th>Oldest</th><th>Oldest age (1h)</th><th>Noisy tenants</th><th>Throttled</th><th>Dropped</th>' +
+    '<th>Unreadable</th></tr></thead><tbody>' +
+    (rows || '<tr><td colspan="11" class="note">No queues yet.</td></tr>') + '</tbody></table>';
 }
 
 async function queuePage(name) {
@@ -181,7 +202,7 @@ async function queuePage(name) {
     card('oldest among noisy tenants', age(q.noisy_oldest_age_seconds), ageClass(q.noisy_oldest_age_seconds)) +
     card('noisy tenants', q.noisy_tenants) + card('throttled', q.throttled) + card('sidelined', q.sidelined) +
     card('retried', q.retried) + card('dead-lettered', q.dead_lettered) + card('redriven', q.redriven) + card('dropped', Object.values(q.dropped || {}).reduce((a, b) => a + b, 0)) +
-    '</div>';
+    card('unreadable', q.unreadable, unreadableClass(q.unreadable)) + '</div>';
   html += '<div class="charts"><div class="chart"><h3>Depth, last hour</h3>' + plot(h, p => p.visible + p.in_flight + p.delayed, {unit: 'messages'}) +
     '</div><div class="chart"><h3>Age of oldest, last hour</h3>' + plot(h, p => p.oldest_age_seconds, {unit: 'seconds', color: '#b35c00'}) + '</div></div>';
   const lanes = Object.entries(q.lanes || {});
@@ -229,7 +250,7 @@ async function queuePage(name) {
 async function render() {
   const m = location.hash.match(/^#\/queue\/(.+)$/);
   try {
-    await diskBanner();
+    await banners();
     if (m) await queuePage(decodeURIComponent(m[1]));
     else await queuesPage();
     statusEl.textContent = 'updated ' + new Date().toLocaleTimeString();
