@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -23,7 +24,7 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-var crashKills = flag.Int("crash.kills", 5, "SIGKILLs in TestCrashRecovery (the full run uses 50)")
+var crashKills = flag.Int("crash.kills", 5, "SIGKILLs in TestCrashRecovery (the full run uses 60)")
 
 func TestMain(m *testing.M) {
 	if dir := os.Getenv("SLUICE_CRASH_CHILD"); dir != "" {
@@ -34,11 +35,36 @@ func TestMain(m *testing.M) {
 
 }
 
+// crashConfig is the broker of the children and of the check: 64 KiB
+// segments, so that a child's second rolls dozens; compaction every 10ms;
+// and every body tracked, so that a wrong release is counted.
+func crashConfig(dir string) sluice.Config {
+	return sluice.Config{Dir: dir, CheckpointBytes: 256 << 10, SegmentBytes: 64 << 10,
+		CompactInterval: 10 * time.Millisecond, CheckReleases: true}
+}
+
+const (
+	// crashSnapshotEvery is how often a child renews its snapshots. The
+	// maintenance timer asks the store once a second, longer than a child
+	// lives: without this the replay floor never moved, and nothing below
+	// it was compacted or unlinked.
+	crashSnapshotEvery = 25 * time.Millisecond
+	// crashReportEvery is how often a child prints its store's figures.
+	crashReportEvery = 10 * time.Millisecond
+	// crashBacklog is the backlog two producers of a child fill the queue
+	// to before they join the mixed load: whole segments of messages that
+	// the consumers drain (and the store frees) while the child lives.
+	crashBacklog = 1000
+)
+
 // crashChild runs a broker under concurrent load and prints one line per
-// acknowledged operation: "S body", "R body count", "D body". It runs until
-// it is killed.
+// acknowledged operation, naming a message by its id (the text of its
+// body before the first space; the rest is padding): "S id", "R id count",
+// "X id" (a delete is tried), "D id". Every crashReportEvery it prints
+// "T" and the store's figures since it opened (crashFigures). It runs
+// until it is killed.
 func crashChild(dir string) {
-	b, err := sluice.Open(sluice.Config{Dir: dir, CheckpointBytes: 256 << 10, SegmentBytes: 64 << 10, CompactInterval: 10 * time.Millisecond})
+	b, err := sluice.Open(crashConfig(dir))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open:", err)
 		os.Exit(2)
@@ -50,35 +76,118 @@ func crashChild(dir string) {
 	}
 	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	emit := func(format string, args ...any) {
+	emit := func(lines ...string) {
 		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
+		for _, l := range lines {
+			out.WriteString(l)
+			out.WriteByte('\n')
+		}
 		out.Flush()
 		mu.Unlock()
 	}
+	report := func() {
+		s := b.StoreStats()
+		emit(fmt.Sprintf("T snapshots=%d segmentsRemoved=%d relocated=%d badReleases=%d unreadable=%d",
+			s.Snapshots, s.SegmentsRemoved, s.Relocated, s.BadReleases, s.Unreadable))
+	}
+	report() // recovery's figures (Unreadable), before any kill can come
+	go func() {
+		for range time.Tick(crashReportEvery) {
+			report()
+		}
+	}()
+	go func() {
+		for range time.Tick(crashSnapshotEvery) {
+			if err := b.Snapshot(); err != nil {
+				fmt.Fprintln(os.Stderr, "snapshot:", err)
+				os.Exit(2)
+			}
+		}
+	}()
+	backlog := func() int {
+		a, err := b.GetQueueAttributes("crash", []string{"ApproximateNumberOfMessages"})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "attributes:", err)
+			os.Exit(2)
+		}
+		n, _ := strconv.Atoi(a["ApproximateNumberOfMessages"])
+		return n
+	}
 	run := os.Getenv("SLUICE_CRASH_RUN")
+	pad := strings.Repeat("x", 1500)
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			for i := 0; ; i++ {
-				body := fmt.Sprintf("%s-%d-%d", run, g, i)
-				if _, err := b.Send(ctx, "crash", st.SendInput{Body: body}); err == nil {
-					emit("S %s", body)
+			rng := rand.New(rand.NewSource(time.Now().UnixNano() + int64(g)))
+			next := 0
+			send := func(n int) {
+				ids := make([]string, n)
+				in := make([]st.SendInput, n)
+				for k := range in {
+					ids[k] = fmt.Sprintf("%s-%d-%d", run, g, next)
+					next++
+					in[k] = st.SendInput{Body: ids[k] + " " + pad[:100+rng.Intn(len(pad)-100)]}
 				}
+				var errs []error
+				if n == 1 {
+					_, err := b.Send(ctx, "crash", in[0])
+					errs = []error{err}
+				} else {
+					var err error
+					if _, errs, err = b.SendBatch(ctx, "crash", in); err != nil {
+						return
+					}
+				}
+				var acked []string
+				for k, err := range errs {
+					if err == nil {
+						acked = append(acked, "S "+ids[k])
+					}
+				}
+				emit(acked...)
+			}
+			for g < 2 && backlog() < crashBacklog {
+				send(10)
+			}
+			for {
+				send(1 + rng.Intn(5))
 				ms, err := b.Receive(ctx, "crash", st.ReceiveInput{MaxMessages: 10})
 				if err != nil {
 					continue
 				}
-				for j, m := range ms {
-					emit("R %s %d", m.Body, m.ReceiveCount)
-					if j%2 == 0 {
-						// Announce the attempt: a delete may be durable even
-						// when the kill comes before its answer.
-						emit("X %s", m.Body)
-						if err := b.Delete(ctx, "crash", m.ReceiptHandle); err == nil {
-							emit("D %s", m.Body)
+				// Three in four are deleted; the rest come back after the
+				// visibility timeout, so segments stay partly live for a
+				// while (what compaction copies out of).
+				var received, tries, ids, handles []string
+				for _, m := range ms {
+					id, _, _ := strings.Cut(m.Body, " ")
+					received = append(received, fmt.Sprintf("R %s %d", id, m.ReceiveCount))
+					if rng.Intn(4) != 0 {
+						tries = append(tries, "X "+id)
+						ids = append(ids, id)
+						handles = append(handles, m.ReceiptHandle)
+					}
+				}
+				emit(received...)
+				// Announce the attempts: a delete may be durable even when
+				// the kill comes before its answer.
+				emit(tries...)
+				if g%2 == 0 {
+					for k, h := range handles {
+						if err := b.Delete(ctx, "crash", h); err == nil {
+							emit("D " + ids[k])
+						}
+					}
+				} else if len(handles) > 0 {
+					errs, err := b.DeleteBatch(ctx, "crash", handles)
+					if err != nil {
+						continue
+					}
+					for k, err := range errs {
+						if err == nil {
+							emit("D " + ids[k])
 						}
 					}
 				}
@@ -88,22 +197,83 @@ func crashChild(dir string) {
 	wg.Wait()
 }
 
+// crashFigures is what a child's store did since it opened (a "T" line).
+type crashFigures struct {
+	snapshots, segmentsRemoved, relocated, badReleases, unreadable int64
+}
+
+func parseCrashFigures(l string) (crashFigures, bool) {
+	var f crashFigures
+	fields := map[string]*int64{"snapshots": &f.snapshots, "segmentsRemoved": &f.segmentsRemoved,
+		"relocated": &f.relocated, "badReleases": &f.badReleases, "unreadable": &f.unreadable}
+	words := strings.Fields(l)
+	if len(words) != len(fields)+1 {
+		return f, false
+	}
+	for _, w := range words[1:] {
+		k, v, _ := strings.Cut(w, "=")
+		p, ok := fields[k]
+		if !ok {
+			return f, false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return f, false
+		}
+		*p = n
+	}
+	return f, true
+}
+
+// crashHistory is what the children acknowledged, by message id.
+type crashHistory struct {
+	sent      map[string]bool // send acknowledged
+	attempted map[string]bool // delete tried
+	deleted   map[string]bool // delete acknowledged
+	maxCount  map[string]int  // highest acknowledged receive count
+}
+
+func (h *crashHistory) record(l string) {
+	f := strings.Fields(l)
+	if len(f) < 2 {
+		return
+	}
+	switch f[0] {
+	case "S":
+		h.sent[f[1]] = true
+	case "D":
+		h.deleted[f[1]] = true
+	case "X":
+		h.attempted[f[1]] = true
+	case "R":
+		if len(f) == 3 {
+			n, _ := strconv.Atoi(f[2])
+			if n > h.maxCount[f[1]] {
+				h.maxCount[f[1]] = n
+			}
+		}
+	}
+}
+
 // TestCrashRecovery kills a broker under load with SIGKILL at random
 // moments and checks the invariants after every restart: each acknowledged
-// send is present unless its delete was acknowledged, no acknowledged
-// delete comes back, and receive counts never go back below an
-// acknowledged receive.
+// send is present unless its delete was tried, no acknowledged delete
+// comes back, receive counts never go back below an acknowledged receive,
+// no message is there twice, and the store keeps the bodies of the
+// messages there and no others. Each child lives long enough for its store
+// to do everything it does in production (segments rolled, snapshots that
+// move the replay floor, compaction, segments unlinked, releases checked);
+// the test fails if over the run any of that never happened, or if a
+// child's store saw a wrong release or an unreadable body.
 func TestCrashRecovery(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test skipped in -short mode")
 	}
 	dir := t.TempDir()
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
-	sent := map[string]bool{}
-	deleted := map[string]bool{}
-	attempted := map[string]bool{}
-	maxCount := map[string]int{}
-	checks := 0
+	h := &crashHistory{sent: map[string]bool{}, attempted: map[string]bool{}, deleted: map[string]bool{}, maxCount: map[string]int{}}
+	var total crashFigures
+	checks, left := 0, 0
 	for kill := 0; kill < *crashKills; kill++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), "SLUICE_CRASH_CHILD="+dir, fmt.Sprintf("SLUICE_CRASH_RUN=k%d", kill))
@@ -111,7 +281,10 @@ func TestCrashRecovery(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Stderr = os.Stderr
+		// The child's log goes on to ours; under -race its reports fail
+		// the test (a killed child cannot fail it by its exit status).
+		var stderr bytes.Buffer
+		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -123,35 +296,28 @@ func TestCrashRecovery(t *testing.T) {
 			}
 			close(lines)
 		}()
-		// Wait for the child to get going, then kill it at a random moment.
-		first, ok := <-lines
-		if !ok {
+		// On a failure while it runs, the child goes too.
+		t.Cleanup(func() {
+			cmd.Process.Kill()
+			for range lines {
+			}
 			cmd.Wait()
-			t.Fatalf("child %d produced nothing", kill)
+		})
+		// The kill comes at a random moment once the child has
+		// acknowledged a delete and its store has taken a snapshot,
+		// unlinked a segment and relocated a message: every life holds all
+		// the store's work, however slow the machine. stuck only bounds a
+		// child that never gets there.
+		var (
+			deleted bool
+			last    crashFigures
+			timer   <-chan time.Time
+			stuck   = time.After(time.Minute)
+			killed  bool
+		)
+		ready := func() bool {
+			return deleted && last.snapshots > 0 && last.segmentsRemoved > 0 && last.relocated > 0
 		}
-		timer := time.After(time.Duration(50+rng.Intn(400)) * time.Millisecond)
-		record := func(l string) {
-			f := strings.Fields(l)
-			if len(f) < 2 {
-				return
-			}
-			switch f[0] {
-			case "S":
-				sent[f[1]] = true
-			case "D":
-				deleted[f[1]] = true
-			case "X":
-				attempted[f[1]] = true
-			case "R":
-				if len(f) == 3 {
-					n, _ := strconv.Atoi(f[2])
-					if n > maxCount[f[1]] {
-						maxCount[f[1]] = n
-					}
-				}
-			}
-		}
-		record(first)
 	read:
 		for {
 			select {
@@ -159,41 +325,73 @@ func TestCrashRecovery(t *testing.T) {
 				if !ok {
 					break read
 				}
-				record(l)
+				if strings.HasPrefix(l, "T ") {
+					f, ok := parseCrashFigures(l)
+					if !ok {
+						t.Fatalf("child %d: bad figures line %q", kill, l)
+					}
+					last = f
+				} else {
+					h.record(l)
+					deleted = deleted || strings.HasPrefix(l, "D ")
+				}
+				if !killed && timer == nil && ready() {
+					timer = time.After(time.Duration(250+rng.Intn(700)) * time.Millisecond)
+				}
 			case <-timer:
 				cmd.Process.Kill()
-				timer = nil
+				killed, timer = true, nil
+			case <-stuck:
+				t.Fatalf("child %d: in a minute, %v acknowledged delete, %d snapshots, %d segments removed, %d relocated; want each",
+					kill, deleted, last.snapshots, last.segmentsRemoved, last.relocated)
 			}
 		}
-		cmd.Wait()
-		checks += verifyCrashDir(t, dir, sent, deleted, attempted, maxCount)
+		if err := cmd.Wait(); !killed {
+			t.Fatalf("child %d ended by itself before its kill: %v", kill, err)
+		}
+		if bytes.Contains(stderr.Bytes(), []byte("WARNING: DATA RACE")) {
+			t.Fatalf("child %d: data race (see its report above)", kill)
+		}
+		if last.badReleases != 0 || last.unreadable != 0 {
+			t.Fatalf("child %d: %d bad releases, %d unreadable messages (see its log above)", kill, last.badReleases, last.unreadable)
+		}
+		total.snapshots += last.snapshots
+		total.segmentsRemoved += last.segmentsRemoved
+		total.relocated += last.relocated
+		n, there := verifyCrashDir(t, dir, h)
+		checks, left = checks+n, there
 	}
-	t.Logf("crash test: %d kills, %d acknowledged sends, %d acknowledged deletes, %d messages with acknowledged receives, %d checks",
-		*crashKills, len(sent), len(deleted), len(maxCount), checks)
-	fmt.Printf("crash test: %d kills, %d acknowledged sends, %d acknowledged deletes, %d messages with acknowledged receives, %d checks\n",
-		*crashKills, len(sent), len(deleted), len(maxCount), checks)
+	msg := fmt.Sprintf("crash test: %d kills, %d acknowledged sends, %d acknowledged deletes, %d messages with acknowledged receives, %d checks, %d messages left; in the children: %d snapshots, %d segments removed, %d messages relocated by compaction",
+		*crashKills, len(h.sent), len(h.deleted), len(h.maxCount), checks, left, total.snapshots, total.segmentsRemoved, total.relocated)
+	t.Log(msg)
+	fmt.Println(msg)
+	// A crash test whose children never move the floor, compact or unlink
+	// cannot catch a body freed too early (it once ran like that for months).
+	if total.snapshots == 0 || total.segmentsRemoved == 0 || total.relocated == 0 {
+		t.Fatalf("the children's stores did not do all their work: %d snapshots, %d segments removed, %d relocated; want each above 0",
+			total.snapshots, total.segmentsRemoved, total.relocated)
+	}
 }
 
 // verifyCrashDir opens a copy of the data directory (so the check does not
-// change the state the next child sees) and checks the invariants.
-func verifyCrashDir(t *testing.T, dir string, sent, deleted, attempted map[string]bool, maxCount map[string]int) int {
+// change the state the next child sees), checks the invariants, and
+// returns the checks made and the messages there.
+func verifyCrashDir(t *testing.T, dir string, h *crashHistory) (checks, there int) {
 	t.Helper()
 	cp := t.TempDir()
-	names, _ := os.ReadDir(dir)
-	for _, n := range names {
-		src, _ := os.Open(filepath.Join(dir, n.Name()))
-		dst, _ := os.Create(filepath.Join(cp, n.Name()))
-		io.Copy(dst, src)
-		src.Close()
-		dst.Close()
-	}
+	copyCrashDir(t, dir, cp)
 	// A clock far ahead makes every in-flight message visible again.
-	clk := clock.NewFake(time.Now().Add(time.Hour))
-	b, err := sluice.Open(sluice.Config{Dir: cp, Clock: clk})
+	cfg := crashConfig(cp)
+	cfg.Clock = clock.NewFake(time.Now().Add(time.Hour))
+	b, err := sluice.Open(cfg)
 	if err != nil {
 		t.Fatalf("reopen after kill: %v", err)
 	}
 	defer b.Close()
+	opened := b.StoreStats()
+	if opened.Unreadable != 0 || opened.BadReleases != 0 {
+		t.Fatalf("reopen after kill: %d unreadable messages, %d bad releases", opened.Unreadable, opened.BadReleases)
+	}
 	present := map[string]int{}
 	for {
 		ms, err := b.Receive(context.Background(), "crash", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: ptr(3600)})
@@ -204,31 +402,74 @@ func verifyCrashDir(t *testing.T, dir string, sent, deleted, attempted map[strin
 			break
 		}
 		for _, m := range ms {
-			present[m.Body] = m.ReceiveCount - 1 // this receive added one
+			id, _, _ := strings.Cut(m.Body, " ")
+			if _, dup := present[id]; dup {
+				t.Fatalf("message %q is there twice", id)
+			}
+			present[id] = m.ReceiveCount - 1 // this receive added one
 		}
 	}
-	checks := 0
-	for body := range sent {
+	checks = 1
+	if s := b.StoreStats(); opened.LiveMessages != int64(len(present)) || s.LiveMessages != opened.LiveMessages {
+		t.Fatalf("the store keeps %d bodies after reopening (%d after receiving them all), the queue holds %d messages",
+			opened.LiveMessages, s.LiveMessages, len(present))
+	}
+	for id := range h.sent {
 		checks++
-		if !attempted[body] {
-			if _, ok := present[body]; !ok {
-				t.Fatalf("acknowledged send %q lost", body)
+		if !h.attempted[id] {
+			if _, ok := present[id]; !ok {
+				t.Fatalf("acknowledged send %q lost", id)
 			}
 		}
 	}
-	for body := range deleted {
+	for id := range h.deleted {
 		checks++
-		if _, ok := present[body]; ok {
-			t.Fatalf("acknowledged delete of %q came back", body)
+		if _, ok := present[id]; ok {
+			t.Fatalf("acknowledged delete of %q came back", id)
 		}
 	}
-	for body, n := range maxCount {
-		if c, ok := present[body]; ok {
+	for id, n := range h.maxCount {
+		if c, ok := present[id]; ok {
 			checks++
 			if c < n {
-				t.Fatalf("receive count of %q went back from %d to %d", body, n, c)
+				t.Fatalf("receive count of %q went back from %d to %d", id, n, c)
 			}
 		}
 	}
-	return checks
+	return checks, len(present)
+}
+
+// copyCrashDir copies the data directory's files (it has no
+// subdirectories) from src to dst.
+func copyCrashDir(t *testing.T, src, dst string) {
+	t.Helper()
+	names, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if !n.Type().IsRegular() {
+			t.Fatalf("data directory holds %s, not a regular file", n.Name())
+		}
+		if err := copyFile(filepath.Join(src, n.Name()), filepath.Join(dst, n.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }

@@ -109,7 +109,7 @@ func TestUnreadableFigures(t *testing.T) {
 	for series, want := range map[string]float64{
 		`sluice_queue_unreadable_total{queue="big"}`:         float64(lost),
 		`sluice_queue_unreadable_total{queue="small"}`:       0,
-		`sluice_messages_unreadable_total`:                      float64(lost),
+		`sluice_messages_unreadable_total`:                   float64(lost),
 		`sluice_store_bad_releases_total`:                    0,
 		`sluice_queue_messages{queue="big",state="visible"}`: float64(300 - lost),
 	} {

@@ -260,6 +260,12 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		return nil
 	})
 	if err != nil && !errors.Is(err, errStopScan) {
+		l.mu.Lock()
+		_, there := l.segs[seg]
+		l.mu.Unlock()
+		if !there {
+			return 0 // emptied and unlinked since it was chosen
+		}
 		l.log.Warn("store: compaction could not read a segment", "segment", format.SegName(uint64(seg)), "err", err)
 		return 0
 	}
