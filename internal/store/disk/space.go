@@ -216,16 +216,35 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 		ratio float64
 	}
 	var cands []cand
+	var uncounted []uint32
 	l.mu.Lock()
 	floor := uint32(l.man.Floor)
 	for n, s := range l.segs {
-		if n < floor && n != l.active && s.written > 0 && !s.pinned {
-			if r := float64(s.kept) / float64(s.written); r < 0.5 {
-				cands = append(cands, cand{n, r})
-			}
+		if n >= floor || n == l.active || s.pinned {
+			continue
+		}
+		if s.written == 0 && s.kept > 0 {
+			uncounted = append(uncounted, n)
+		} else if r := float64(s.kept) / float64(max(s.written, 1)); s.written > 0 && r < 0.5 {
+			cands = append(cands, cand{n, r})
 		}
 	}
 	l.mu.Unlock()
+	// A segment below the floor that recovery found was not replayed: how
+	// many kept records were written in it is unknown until it is read
+	// once. A round reads at most budget bytes of them.
+	slices.Sort(uncounted)
+	var scanned int64
+	for _, n := range uncounted {
+		if scanned >= budget {
+			break
+		}
+		size, r, ok := l.countWritten(n)
+		scanned += size
+		if ok && r < 0.5 {
+			cands = append(cands, cand{n, r})
+		}
+	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.ratio, b.ratio), cmp.Compare(a.seg, b.seg)) })
 	var copied int64
 	for _, c := range cands {
@@ -235,6 +254,31 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 		copied += l.compactSegment(c.seg, budget-copied, o)
 	}
 	return copied
+}
+
+// countWritten reads segment n to count the kept records ever written in
+// it, and returns its size and the share of them still kept.
+func (l *Log) countWritten(n uint32) (size int64, ratio float64, ok bool) {
+	var written int64
+	size, err := l.scanSegment(uint64(n), false, func(_ int64, _ int, recs []format.Record) error {
+		for _, r := range recs {
+			if r.Kind == format.KindKeep || r.Kind == format.KindMoved {
+				written++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return size, 0, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s := l.segs[n]
+	if s == nil || written == 0 {
+		return size, 0, false
+	}
+	s.written = max(written, s.kept)
+	return size, float64(s.kept) / float64(s.written), true
 }
 
 func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
