@@ -159,8 +159,9 @@ func (o *Owner) Snapshot() error {
 
 // ---- recovery ----
 
-// Replayed applies a record recovery read (through the same Apply as the
-// live path), or notes where compaction moved a body.
+// Replayed applies a record recovery read (through the same apply as the
+// live path, without moving time on: Recovered does), or notes where
+// compaction moved a body.
 func (o *Owner) Replayed(now time.Time, e store.Entry) error {
 	if e.Moved {
 		if m, ok := o.q.Find(e.Pos); ok {
@@ -176,7 +177,7 @@ func (o *Owner) Replayed(now time.Time, e store.Entry) error {
 	if r.Type == record.Meta {
 		o.applyMetaLocked(r.Meta)
 	}
-	return o.q.Apply(now, r, locOf(e.Hint))
+	return o.q.Replay(now, r, locOf(e.Hint))
 }
 
 // Recovered ends the replay: the partition's last position, and the store

@@ -19,6 +19,24 @@ import (
 // one that a snapshot already holds, changes nothing. A Meta record is the
 // owner's (SetConfig): Apply ignores it.
 func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
+	if err := q.apply(now, r, loc); err != nil {
+		return err
+	}
+	q.Advance(now)
+	return nil
+}
+
+// Replay applies a record as recovery reads it: as Apply does, but without
+// moving time on after it. The records of a log happened over time, and
+// recovery applies them all at one later moment: advanced after each, a
+// delivery would time out before a later record of the same log (a
+// visibility change, a retry) extended it. Recovery advances once, at the
+// end (Advance).
+func (q *Queue) Replay(now time.Time, r *record.Record, loc Loc) error {
+	return q.apply(now, r, loc)
+}
+
+func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 	q.last = max(q.last, r.Pos)
 	q.now = max(q.now, ms(now))
 	switch r.Type {
@@ -77,7 +95,6 @@ func (q *Queue) Apply(now time.Time, r *record.Record, loc Loc) error {
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}
-	q.Advance(now)
 	return nil
 }
 

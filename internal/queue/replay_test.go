@@ -241,3 +241,42 @@ func describe(recs []*record.Record) []string {
 	}
 	return out
 }
+
+// TestReplayKeepsExtendedVisibility: a delivery whose visibility a later
+// record extended is still in flight when recovery applies both records
+// after the first visibility ran out (advanced after each record, the
+// receive timed out before the change was applied, and the message was
+// delivered again 15 minutes early).
+func TestReplayKeepsExtendedVisibility(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	live := New(Config{VisibilityTimeout: 30 * time.Second})
+	var log []*record.Record
+	keep := func(r *record.Record) {
+		log = append(log, r)
+		if err := live.Apply(t0, r, Loc{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keep(live.Send(t0, &SendSpec{Payload: &record.Payload{ID: "id", Body: "b"}}).Record)
+	ds := live.ReceiveAll(t0, 1, 30*time.Second)
+	if len(ds) != 1 {
+		t.Fatalf("received %d", len(ds))
+	}
+	log = append(log, ds[0].Record)
+	keep(live.VisibilityRecord(ds[0].Msg.Seq, t0.Add(920*time.Second).UnixMilli()))
+
+	later := t0.Add(35 * time.Second) // past the receive's 30 s, well within the change's 900
+	rebuilt := New(Config{VisibilityTimeout: 30 * time.Second})
+	for _, r := range log {
+		if err := rebuilt.Replay(later, r, Loc{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebuilt.Advance(later)
+	if got := rebuilt.ReceiveAll(later, 1, 30*time.Second); len(got) != 0 {
+		t.Fatal("a message whose visibility was extended to 15 minutes was delivered again after 35 s")
+	}
+	if c := rebuilt.Counts(later); c.InFlight != 1 {
+		t.Fatalf("counts after replay: %+v", c)
+	}
+}
