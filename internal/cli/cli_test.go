@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -125,6 +126,53 @@ func TestServeRefusesPublicAdminWithoutToken(t *testing.T) {
 	code = Run(context.Background(), []string{"serve", "--disk-reserve", "lots", "--data-dir", t.TempDir()}, Env{Stderr: &errb, Getenv: func(string) string { return "" }})
 	if code == 0 || !strings.Contains(errb.String(), "--disk-reserve") {
 		t.Fatalf("a bad --disk-reserve: code %d: %s", code, errb.String())
+	}
+}
+
+// TestServeStoreFlags: the store's sizes, from flags or the environment
+// (the flag wins), reach the broker's Config; a bad or zero size is refused
+// naming its flag, before anything opens.
+func TestServeStoreFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		args                []string
+		env                 map[string]string
+		segment, checkpoint int64
+		reserve             int64
+	}{
+		{"defaults", nil, nil, 64 << 20, 64 << 20, 256 << 20},
+		{"flags", []string{"--segment-bytes", "1MiB", "--checkpoint-bytes", "512KiB", "--disk-reserve", "2GiB"}, nil, 1 << 20, 512 << 10, 2 << 30},
+		{"plain bytes", []string{"--segment-bytes", "65536", "--checkpoint-bytes=131072"}, nil, 64 << 10, 128 << 10, 256 << 20},
+		{"environment", nil, map[string]string{"SLUICE_SEGMENT_BYTES": "8MiB", "SLUICE_CHECKPOINT_BYTES": "16MiB"}, 8 << 20, 16 << 20, 256 << 20},
+		{"flag wins", []string{"--segment-bytes", "2MiB"}, map[string]string{"SLUICE_SEGMENT_BYTES": "8MiB"}, 2 << 20, 64 << 20, 256 << 20},
+		{"reserve 0", []string{"--disk-reserve", "0"}, nil, 64 << 20, 64 << 20, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }})
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := c.brokerConfig(nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SegmentBytes != tc.segment || cfg.CheckpointBytes != tc.checkpoint || cfg.DiskReserve != tc.reserve {
+				t.Fatalf("SegmentBytes %d, CheckpointBytes %d, DiskReserve %d; want %d, %d, %d",
+					cfg.SegmentBytes, cfg.CheckpointBytes, cfg.DiskReserve, tc.segment, tc.checkpoint, tc.reserve)
+			}
+		})
+	}
+	for _, args := range [][]string{
+		{"--segment-bytes", "lots"},
+		{"--segment-bytes", "0"},
+		{"--checkpoint-bytes", "-1MiB"},
+		{"--checkpoint-bytes", "0B"},
+	} {
+		var errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, args...), Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+		if code == 0 || !strings.Contains(errb.String(), args[0]) {
+			t.Errorf("serve %v: code %d: %s", args, code, errb.String())
+		}
 	}
 }
 

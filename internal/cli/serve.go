@@ -27,21 +27,23 @@ import (
 // flag and a SLUICE_* environment variable (flag wins); docs/configuration.md
 // documents them.
 type ServeConfig struct {
-	SQSAddr        string // --sqs-addr, SLUICE_SQS_ADDR, default 127.0.0.1:9324
-	AdminAddr      string // --admin-addr, SLUICE_ADMIN_ADDR, default 127.0.0.1:9325
-	DataDir        string // --data-dir, SLUICE_DATA_DIR, default ./sluice-data
-	Sync           string // --sync, SLUICE_SYNC: always|batch|none, default always
-	Credentials    string // --credentials, SLUICE_CREDENTIALS: credentials JSON file
-	Region         string // --region, SLUICE_REGION, default us-east-1
-	AccountID      string // --account-id, SLUICE_ACCOUNT_ID, default 000000000000
-	LogLevel       string // --log-level, SLUICE_LOG_LEVEL: debug|info|warn|error, default info
-	Insecure       bool   // --insecure, SLUICE_INSECURE: allow a non-loopback address without credentials
-	BaseURL        string // --base-url, SLUICE_BASE_URL: queue URL base instead of the request's Host
-	Preallocate    bool   // --preallocate, SLUICE_PREALLOCATE: prepare log segments full of zeros, default true
-	DiskReserve    string // --disk-reserve, SLUICE_DISK_RESERVE: free space below which sends are refused, default 256MiB
-	AdminToken     string // --admin-token, SLUICE_ADMIN_TOKEN: required on the admin address (Bearer, or Basic password)
-	AdminTokenFile string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
-	AdminHosts     string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
+	SQSAddr         string // --sqs-addr, SLUICE_SQS_ADDR, default 127.0.0.1:9324
+	AdminAddr       string // --admin-addr, SLUICE_ADMIN_ADDR, default 127.0.0.1:9325
+	DataDir         string // --data-dir, SLUICE_DATA_DIR, default ./sluice-data
+	Sync            string // --sync, SLUICE_SYNC: always|batch|none, default always
+	Credentials     string // --credentials, SLUICE_CREDENTIALS: credentials JSON file
+	Region          string // --region, SLUICE_REGION, default us-east-1
+	AccountID       string // --account-id, SLUICE_ACCOUNT_ID, default 000000000000
+	LogLevel        string // --log-level, SLUICE_LOG_LEVEL: debug|info|warn|error, default info
+	Insecure        bool   // --insecure, SLUICE_INSECURE: allow a non-loopback address without credentials
+	BaseURL         string // --base-url, SLUICE_BASE_URL: queue URL base instead of the request's Host
+	Preallocate     bool   // --preallocate, SLUICE_PREALLOCATE: prepare log segments full of zeros, default true
+	DiskReserve     string // --disk-reserve, SLUICE_DISK_RESERVE: free space below which sends are refused, default 256MiB
+	SegmentBytes    string // --segment-bytes, SLUICE_SEGMENT_BYTES: size of a log segment, default 64MiB
+	CheckpointBytes string // --checkpoint-bytes, SLUICE_CHECKPOINT_BYTES: log after the oldest snapshot that renews snapshots, default 64MiB
+	AdminToken      string // --admin-token, SLUICE_ADMIN_TOKEN: required on the admin address (Bearer, or Basic password)
+	AdminTokenFile  string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
+	AdminHosts      string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -67,6 +69,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	pre := def("SLUICE_PREALLOCATE", "true")
 	fs.BoolVar(&c.Preallocate, "preallocate", pre != "false" && pre != "0", "prepare each next log segment full of zeros (faster fsync on ext4/XFS; turn off on btrfs/ZFS)")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", def("SLUICE_DISK_RESERVE", "256MiB"), "free disk space below which new messages are refused (bytes, or 512MiB, 2GiB)")
+	fs.StringVar(&c.SegmentBytes, "segment-bytes", def("SLUICE_SEGMENT_BYTES", "64MiB"), "size of a log segment (bytes, or 512MiB, 2GiB; at most 1GiB)")
+	fs.StringVar(&c.CheckpointBytes, "checkpoint-bytes", def("SLUICE_CHECKPOINT_BYTES", "64MiB"), "log written after the oldest snapshot that makes the server renew the snapshots pinning it (bytes, or 512MiB, 2GiB)")
 	fs.StringVar(&c.AdminToken, "admin-token", def("SLUICE_ADMIN_TOKEN", ""), "token required on the admin address (Authorization: Bearer, or Basic with it as password)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", def("SLUICE_ADMIN_TOKEN_FILE", ""), "file holding the admin token (instead of --admin-token)")
 	fs.StringVar(&c.AdminHosts, "admin-allowed-hosts", def("SLUICE_ADMIN_ALLOWED_HOSTS", ""), "comma-separated Host names the admin address answers to besides loopback ones (behind a proxy)")
@@ -93,6 +97,45 @@ func parseSize(v string) (int64, error) {
 		return 0, fmt.Errorf("not a size: %q (bytes, or with a unit: 512MiB, 2GiB)", v)
 	}
 	return int64(n * float64(mult)), nil
+}
+
+// brokerConfig maps the flags onto the broker's Config.
+func (c *ServeConfig) brokerConfig(log *slog.Logger) (sluice.Config, error) {
+	reserve, err := parseSize(c.DiskReserve)
+	if err != nil {
+		return sluice.Config{}, fmt.Errorf("--disk-reserve: %w", err)
+	}
+	if reserve == 0 {
+		reserve = -1 // only the minimum the state needs (Config's 0 is the default)
+	}
+	segment, err := positiveSize("--segment-bytes", c.SegmentBytes)
+	if err != nil {
+		return sluice.Config{}, err
+	}
+	checkpoint, err := positiveSize("--checkpoint-bytes", c.CheckpointBytes)
+	if err != nil {
+		return sluice.Config{}, err
+	}
+	switch c.Sync {
+	case "always", "batch", "none":
+	default:
+		return sluice.Config{}, fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
+	}
+	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
+		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint}, nil
+}
+
+// positiveSize reads flag's size, which must not be 0: Config takes 0 as
+// its default, and a flag that said 0 would silently mean 64 MiB.
+func positiveSize(flag, v string) (int64, error) {
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", flag, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%s: must be more than 0", flag)
+	}
+	return n, nil
 }
 
 // adminHTTPServer is the admin address's server, with timeouts like the
@@ -147,20 +190,11 @@ func serve(ctx context.Context, args []string, env Env) error {
 	if token == "" && !c.Insecure && !isLoopback(c.AdminAddr) {
 		return fmt.Errorf("refusing to serve the admin API on a non-loopback address (%s) without --admin-token: anyone could read message bodies and purge queues; pass --insecure to do it anyway", c.AdminAddr)
 	}
-	reserve, err := parseSize(c.DiskReserve)
+	cfg, err := c.brokerConfig(log)
 	if err != nil {
-		return fmt.Errorf("--disk-reserve: %w", err)
+		return err
 	}
-	if reserve == 0 {
-		reserve = -1 // only the minimum the state needs (Config's 0 is the default)
-	}
-	switch c.Sync {
-	case "always", "batch", "none":
-	default:
-		return fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
-	}
-	b, err := sluice.Open(sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
-		NoPreallocate: !c.Preallocate, DiskReserve: reserve})
+	b, err := sluice.Open(cfg)
 	if err != nil {
 		return err
 	}
