@@ -158,8 +158,13 @@ type held struct {
 // message was received (or the queue stays empty, or ctx ends). It makes
 // those not picked visible again, and returns the picked ones it holds,
 // the failed requests, and how many it could not make visible.
+//
+// With stream set (a drain larger than the messages a queue may have in
+// flight), picked messages are deleted as they come and the others made
+// visible again a batch at a time, so that no more than a few thousand
+// are ever in flight.
 func receivePicked(ctx context.Context, c *sqs.Client, url string, l *ledger, pick []bool, picked, consumers int,
-	vis time.Duration) (hold map[int]held, failed *failures, notBack int) {
+	vis time.Duration, stream bool) (hold map[int]held, failed *failures, notBack int) {
 	var mu sync.Mutex
 	left := picked
 	taken := make([]bool, len(pick))
@@ -168,11 +173,12 @@ func receivePicked(ctx context.Context, c *sqs.Client, url string, l *ledger, pi
 	keep := func(id int) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		if id < len(pick) && pick[id] && !taken[id] {
+		mine := id < len(pick) && pick[id]
+		if mine && !taken[id] {
 			taken[id] = true
 			left--
 		}
-		return false
+		return stream && mine
 	}
 	put := func(id int, handle string, received time.Time) {
 		mu.Lock()
@@ -188,6 +194,27 @@ func receivePicked(ctx context.Context, c *sqs.Client, url string, l *ledger, pi
 		return left == 0
 	}
 	failed = &failures{}
+	release := func(ids []int) {
+		for from := 0; from < len(ids); from += batchSize {
+			var entries []types.ChangeMessageVisibilityBatchRequestEntry
+			mu.Lock()
+			for _, id := range ids[from:min(from+batchSize, len(ids))] {
+				entries = append(entries, types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(strconv.Itoa(id)),
+					ReceiptHandle: aws.String(hold[id].handle), VisibilityTimeout: 0})
+				delete(hold, id)
+			}
+			mu.Unlock()
+			out, err := c.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(url), Entries: entries})
+			mu.Lock()
+			if err != nil {
+				failed.add(err)
+				notBack += len(entries)
+			} else {
+				notBack += len(out.Failed)
+			}
+			mu.Unlock()
+		}
+	}
 	var wg sync.WaitGroup
 	for range consumers {
 		wg.Go(func() {
@@ -202,6 +229,15 @@ func receivePicked(ctx context.Context, c *sqs.Client, url string, l *ledger, pi
 					empty++
 				} else {
 					empty = 0
+				}
+				if stream {
+					mu.Lock()
+					var back []int
+					if len(others) >= 1000 {
+						back, others = others, nil
+					}
+					mu.Unlock()
+					release(back)
 				}
 			}
 		})
