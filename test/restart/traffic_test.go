@@ -310,18 +310,15 @@ func drainAll(ctx context.Context, c *sqs.Client, url string, l *ledger, quietAf
 	for range receivers {
 		wg.Go(func() {
 			for empty := 0; ctx.Err() == nil; {
-				sent := time.Now()
-				out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: batchSize,
-					VisibilityTimeout: int32(finalVisibility / time.Second), WaitTimeSeconds: 1})
+				// Each message is deleted once seen: a queue may have at most
+				// 120,000 in flight, and the final drain may see millions.
+				n, err := consume(ctx, c, url, l, finalVisibility, nil, nil)
 				if err != nil {
 					failed.add(err)
 					backoff(ctx)
 					continue
 				}
-				for _, m := range out.Messages {
-					l.receivedMsg(aws.ToString(m.MessageId), aws.ToString(m.Body), sent)
-				}
-				if len(out.Messages) > 0 {
+				if n > 0 {
 					empty = 0
 					continue
 				}
