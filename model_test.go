@@ -297,7 +297,7 @@ func newSim(t *testing.T, seed uint64) *sim {
 	s.power = &powerFS{FS: s.fault, mem: s.mem, left: -1}
 	var seedBytes [32]byte // message ids and receipt handles
 	binary.LittleEndian.PutUint64(seedBytes[:], seed)
-	s.cfg = sluice.Config{Dir: "/data", FS: s.power, Clock: s.clk, Rand: rand.NewChaCha8(seedBytes),
+	s.cfg = sluice.Config{Dir: "/data", CheckReleases: true, FS: s.power, Clock: s.clk, Rand: rand.NewChaCha8(seedBytes),
 		SegmentBytes: modelSegment, CheckpointBytes: modelCheckpoint, CompactInterval: modelCompact,
 		Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: noTime}))}
 	var fill strings.Builder

@@ -26,7 +26,7 @@ type restartRig struct {
 
 func newRestartRig(t *testing.T) *restartRig {
 	r := &restartRig{t: t, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	r.cfg = sluice.Config{Dir: t.TempDir(), Clock: r.clk, SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10}
+	r.cfg = sluice.Config{Dir: t.TempDir(), Clock: r.clk, SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, CheckReleases: true}
 	r.open()
 	t.Cleanup(func() { r.b.Close() })
 	return r

@@ -32,7 +32,7 @@ type rig struct {
 
 func (r *rig) open(wrap func(*disk.Log) store.Store) {
 	r.t.Helper()
-	l, err := disk.Open(vfs.OS{}, r.dir, disk.Options{SegmentBytes: 64 << 10, SnapshotBytes: 128 << 10, Logger: slog.New(slog.DiscardHandler)})
+	l, err := disk.Open(vfs.OS{}, r.dir, disk.Options{SegmentBytes: 64 << 10, SnapshotBytes: 128 << 10, CheckReleases: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		r.t.Fatal(err)
 	}
