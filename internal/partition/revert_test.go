@@ -52,7 +52,9 @@ func (g *gate) fail() {
 // compactOwner answers compaction for one owner.
 type compactOwner struct{ o *Owner }
 
-func (c compactOwner) Live(_ store.PartitionID, pos uint64, h store.Hint) bool { return c.o.BodyAt(pos, h) }
+func (c compactOwner) Live(_ store.PartitionID, pos uint64, h store.Hint) bool {
+	return c.o.BodyAt(pos, h)
+}
 func (c compactOwner) Moved(_ store.PartitionID, pos uint64, old, new store.Hint) bool {
 	return c.o.BodyMoved(pos, old, new)
 }
