@@ -218,11 +218,11 @@ func (q *Queue) purgeAll() {
 // be made. The body stays where it is now (compaction may have moved it
 // since the copy) and as held as it is. A message no longer in the queue
 // left for good (deleted, purged: its body went with it) and is not put
-// back; Revert reports false then.
-func (q *Queue) Revert(now time.Time, prev Msg) bool {
+// back.
+func (q *Queue) Revert(now time.Time, prev Msg) {
 	m, ok := q.t.Get(prev.Seq)
 	if !ok {
-		return false
+		return
 	}
 	prev.Loc = m.Loc
 	held := m.is(fHeld)
@@ -236,7 +236,6 @@ func (q *Queue) Revert(now time.Time, prev Msg) bool {
 	n.set(fHeld, held)
 	q.place(now, n, state)
 	q.eff.WakeAll = true
-	return true
 }
 
 // Hold notes that the store keeps message seq's body at loc for the

@@ -153,13 +153,13 @@ type segment struct {
 // recKey names a record within its segment: its frame and its place in it.
 type recKey struct{ off, idx uint32 }
 
-// keepLocked counts one more kept record at h in s. It reports false when
-// the log tracks records and h is kept already.
-func (l *Log) keepLocked(s *segment, h store.Hint) bool {
+// keepLocked counts one more kept record at h in s (once, when the log
+// tracks records).
+func (l *Log) keepLocked(s *segment, h store.Hint) {
 	if l.opts.CheckReleases {
 		k := recKey{h.B, h.D}
 		if _, dup := s.keys[k]; dup {
-			return false
+			return
 		}
 		if s.keys == nil {
 			s.keys = map[recKey]struct{}{}
@@ -168,7 +168,6 @@ func (l *Log) keepLocked(s *segment, h store.Hint) bool {
 	}
 	s.kept++
 	l.stats.KeptRecords++
-	return true
 }
 
 // unkeepLocked counts one kept record at h in s less. It reports false

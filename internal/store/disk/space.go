@@ -205,10 +205,7 @@ func (l *Log) Wanted() []store.PartitionID {
 // budget bytes, and returns the bytes copied. A segment left with nothing
 // kept is unlinked. Not under the disk alarm: copies need space first.
 func (l *Log) Compact(budget int64, o store.Owner) int64 {
-	l.mu.Lock()
-	recovering := l.recovering
-	l.mu.Unlock()
-	if recovering || l.inAlarm() {
+	if l.inAlarm() {
 		return 0
 	}
 	type cand struct {
@@ -218,15 +215,18 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 	var cands []cand
 	var uncounted []uint32
 	l.mu.Lock()
+	if l.recovering {
+		l.mu.Unlock()
+		return 0
+	}
 	floor := uint32(l.man.Floor)
 	for n, s := range l.segs {
-		if n >= floor || n == l.active || s.pinned {
-			continue
-		}
-		if s.written == 0 && s.kept > 0 {
+		switch {
+		case n >= floor || n == l.active || s.pinned:
+		case s.written == 0 && s.kept > 0:
 			uncounted = append(uncounted, n)
-		} else if r := float64(s.kept) / float64(max(s.written, 1)); s.written > 0 && r < 0.5 {
-			cands = append(cands, cand{n, r})
+		case s.written > 0 && float64(s.kept)/float64(s.written) < 0.5:
+			cands = append(cands, cand{n, float64(s.kept) / float64(s.written)})
 		}
 	}
 	l.mu.Unlock()
