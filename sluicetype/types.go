@@ -199,7 +199,7 @@ func (r VerifyReport) Unreadable() int {
 // every queue's partition is there.
 func (r VerifyReport) Healthy() bool {
 	for _, q := range r.Queues {
-		if q.Unreadable > 0 || q.FirstError != "" {
+		if q.Unreadable > 0 || q.Missing {
 			return false
 		}
 	}
@@ -213,4 +213,7 @@ type QueueCheck struct {
 	// not be read back intact; FirstError says why the first could not.
 	Messages, Unreadable int
 	FirstError           string
+	// Missing says the catalog names the queue but its partition has no
+	// record left (its messages and settings are gone).
+	Missing bool
 }

@@ -99,8 +99,8 @@ func printVerify(env Env, dir string, rep sluice.VerifyReport) error {
 	messages, missing := 0, 0
 	for _, q := range rep.Queues {
 		messages += q.Messages
-		if q.Unreadable == 0 && q.FirstError != "" {
-			missing++ // no message to read: the partition itself is gone
+		if q.Missing {
+			missing++
 		}
 		rows = append(rows, []string{q.Name, strconv.Itoa(q.Messages), strconv.Itoa(q.Unreadable), dash(q.FirstError)})
 	}

@@ -30,7 +30,7 @@ func Verify(cfg Config) (st.VerifyReport, error) {
 	for p, name := range r.names {
 		if _, ok := r.parts[p]; !ok {
 			// In the catalog, without a record of its own: its partition is gone.
-			out.Queues = append(out.Queues, st.QueueCheck{Name: name, FirstError: "the queue's partition is missing"})
+			out.Queues = append(out.Queues, st.QueueCheck{Name: name, Missing: true, FirstError: "the queue's partition is missing"})
 		}
 	}
 	sort.Slice(out.Queues, func(i, j int) bool { return out.Queues[i].Name < out.Queues[j].Name })
