@@ -2,43 +2,23 @@ package sluice_test
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice"
-	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// restartRig is a disk broker in a temp directory with tiny segments and
-// checkpoints, so that a few hundred messages span many segments, the
-// replay floor moves and segments are unlinked.
-type restartRig struct {
-	t   *testing.T
-	clk *clock.Fake
-	cfg sluice.Config
-	b   *sluice.Broker
-}
+// restartRig is a fault rig (a disk broker on an in-memory file system)
+// with tiny segments and checkpoints, so that a few hundred messages span
+// many segments, the replay floor moves and segments are unlinked.
+type restartRig struct{ *faultRig }
 
 func newRestartRig(t *testing.T) *restartRig {
-	r := &restartRig{t: t, clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
-	r.cfg = sluice.Config{Dir: t.TempDir(), Clock: r.clk, SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, CheckReleases: true}
-	r.open()
-	t.Cleanup(func() { r.b.Close() })
-	return r
-}
-
-func (r *restartRig) open() {
-	r.t.Helper()
-	b, err := sluice.Open(r.cfg)
-	if err != nil {
-		r.t.Fatalf("open: %v", err)
-	}
-	r.b = b
+	return &restartRig{newFaultRig(t, sluice.Config{SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, CheckReleases: true})}
 }
 
 func (r *restartRig) restart() {
@@ -98,6 +78,9 @@ func (r *restartRig) expect(q string, want []string) {
 	}
 	if lost > 0 || len(got) != len(want) {
 		r.t.Fatalf("queue %s: %d of %d live messages lost, %d received (store: %+v)", q, lost, len(want), len(got), r.b.StoreStats())
+	}
+	if s := r.b.StoreStats(); s.BadReleases != 0 || s.Unreadable != 0 {
+		r.t.Fatalf("%d releases of bodies not kept (each could have lost a message), %d unreadable", s.BadReleases, s.Unreadable)
 	}
 }
 
@@ -161,14 +144,14 @@ func TestUnreadableBodiesAreCounted(t *testing.T) {
 		t.Fatalf("verify of a healthy directory: %+v %v", rep, err)
 	}
 	var segs []string
-	es, _ := os.ReadDir(r.cfg.Dir)
-	for _, e := range es {
-		if strings.HasSuffix(e.Name(), ".seg") {
-			segs = append(segs, e.Name())
+	names, _ := r.fault.ReadDir(r.cfg.Dir)
+	for _, n := range names {
+		if strings.HasSuffix(n, ".seg") {
+			segs = append(segs, n)
 		}
 	}
 	sort.Strings(segs)
-	if err := os.Remove(filepath.Join(r.cfg.Dir, segs[1])); err != nil { // the second: all bodies
+	if err := r.fault.Remove(path.Join(r.cfg.Dir, segs[1])); err != nil { // the second: all bodies
 		t.Fatal(err)
 	}
 	rep, err = sluice.Verify(r.cfg)

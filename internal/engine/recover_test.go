@@ -156,4 +156,7 @@ func TestRecoveryDropsOrphansAfterKeeping(t *testing.T) {
 	if _, err := r.e.Queue("a"); err == nil {
 		t.Fatal("queue a is back")
 	}
+	if s := r.e.StoreStats(); s.BadReleases != 0 || s.Unreadable != 0 {
+		t.Fatalf("%d bad releases, %d unreadable", s.BadReleases, s.Unreadable)
+	}
 }
