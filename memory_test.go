@@ -56,8 +56,8 @@ func TestInMemoryReleasesBodies(t *testing.T) {
 	round(*memoryMessages)
 	after := heapInUse()
 	s := b.StoreStats()
-	t.Logf("%d messages of 1 KiB sent and deleted: heap %.1f MiB before, %.1f MiB after; %d bodies kept, %d bad releases",
-		*memoryMessages, float64(before)/(1<<20), float64(after)/(1<<20), s.LiveMessages, s.BadReleases)
+	t.Logf("%d messages of 1 KiB sent and deleted: heap %.0f KiB before, %.0f KiB after; %d bodies kept, %d bad releases",
+		*memoryMessages, float64(before)/(1<<10), float64(after)/(1<<10), s.LiveMessages, s.BadReleases)
 	if s.LiveMessages != 0 || s.BadReleases != 0 {
 		t.Fatalf("after every message was deleted the store keeps %d bodies (%d bad releases)", s.LiveMessages, s.BadReleases)
 	}
