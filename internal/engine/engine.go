@@ -38,6 +38,9 @@ type Config struct {
 	Rand            io.Reader
 	Logger          *slog.Logger
 	CompactInterval time.Duration
+	// Node names this engine in the epoch records it writes when it takes
+	// a partition over ("" in a single node: "local").
+	Node string
 }
 
 // Engine owns the queues of one store.
@@ -90,7 +93,10 @@ func newEngine(cfg Config) *Engine {
 		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, deletedAt: map[string]time.Time{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
-		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing}
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced}
+	if e.cfg.Node == "" {
+		e.cfg.Node = "local"
+	}
 	return e
 }
 
@@ -137,6 +143,41 @@ func (e *Engine) every(slot *clock.Timer, d time.Duration, f func()) {
 		f()
 		e.every(slot, d, f)
 	})
+}
+
+// fenced takes over again a partition whose owner another writer fenced
+// off: the owner has stopped; a new one replays the partition (with what
+// the other writer wrote), claims it, and takes its place. (A single node
+// has no other writer of its store; in a cluster, ownership moves by
+// lease, and the node that holds it acquires.) A store that counts kept
+// records rather than tracking each one (the disk log) counts the new
+// owner's keeps on top of the old one's, so the segments of the
+// partition's live bodies are not freed before a restart: storage leaks
+// for a while, nothing is lost.
+func (e *Engine) fenced(old *partition.Owner) {
+	p := old.Partition()
+	e.mu.RLock()
+	cur := e.byPart[p]
+	e.mu.RUnlock()
+	if cur != old || e.closed.Load() {
+		return
+	}
+	o, missing, err := partition.Acquire(e.host, p, e.clock.Now(), e.cfg.Node, 0)
+	if err != nil {
+		e.log.Error("taking a fenced partition over again failed; its queue does not serve", "partition", p, "err", err)
+		return
+	}
+	e.mu.Lock()
+	if e.byPart[p] != old {
+		e.mu.Unlock()
+		o.Relinquish()
+		return
+	}
+	name := o.Meta().Name
+	e.queues[name], e.byPart[p] = o, o
+	e.mu.Unlock()
+	o.Start()
+	e.log.Warn("took a queue's partition over again after another writer fenced it", "queue", name, "partition", p, "messages_without_body", missing)
 }
 
 // ---- registry ----

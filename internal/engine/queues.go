@@ -87,8 +87,9 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 			delete(e.byPart, p)
 		}
 		e.mu.Unlock()
-		o.Deleted()
-		e.st.Drop(p) // best effort: an orphan partition is dropped at recovery anyway
+		if last, owned := o.Deleted(); owned {
+			e.st.Drop(p, last) // best effort: an orphan partition is dropped at recovery anyway
+		}
 		return st.QueueInfo{}, err
 	}
 	return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: fifo}, nil
@@ -208,11 +209,12 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 		e.deletedAt[name] = e.clock.Now()
 	}
 	e.mu.Unlock()
-	o.Deleted()
 	// The partition goes; a failure here leaves it to recovery, which
 	// drops partitions the catalog does not name.
-	if err := e.st.Drop(o.Partition()).Wait(ctx); err != nil {
-		e.log.Warn("dropping a deleted queue's partition failed; recovery will", "queue", name, "err", err)
+	if last, owned := o.Deleted(); owned {
+		if err := e.st.Drop(o.Partition(), last).Wait(ctx); err != nil {
+			e.log.Warn("dropping a deleted queue's partition failed; recovery will", "queue", name, "err", err)
+		}
 	}
 	return nil
 }

@@ -112,7 +112,7 @@ func (e *Engine) recover() error {
 		live = append(live, o)
 	}
 	for _, p := range orphans {
-		if err := e.st.Drop(p).Wait(context.Background()); err != nil {
+		if err := e.st.Drop(p, r.last[p]).Wait(context.Background()); err != nil {
 			e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
 		}
 	}

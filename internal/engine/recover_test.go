@@ -21,7 +21,7 @@ var ctx = context.Background()
 // after the catalog's drop, as a crash between the two leaves it.
 type noDrop struct{ *disk.Log }
 
-func (noDrop) Drop(store.PartitionID) store.Future { return store.Failed(store.ErrClosed) }
+func (noDrop) Drop(store.PartitionID, uint64) store.Future { return store.Failed(store.ErrClosed) }
 
 type rig struct {
 	t   *testing.T

@@ -77,10 +77,10 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 	idx.State, idx.VisibleAt, idx.Fence, idx.Level = 0, 0, 0, 0
 	change(idx)
 	dst.lock()
-	if dst.deleted {
+	if err := dst.stoppedLocked(); err != nil {
 		dst.mu.Unlock()
 		src.putBack(h)
-		return NoQueue()
+		return err
 	}
 	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
 	dstName := dst.meta.Name // (src's lock is taken next: never dst's under it)

@@ -51,6 +51,11 @@ type Host struct {
 	Resolve func(arn string) *Owner
 	// Closing is closed when the broker closes.
 	Closing <-chan struct{}
+	// Fenced, when set, is told (on a goroutine of its own) that an
+	// owner lost its partition: an append of it was fenced by a newer
+	// owner. The owner has stopped; whoever owns the registry finds the
+	// partition a new owner.
+	Fenced func(o *Owner)
 	// Unreadable counts the messages of every queue dropped because their
 	// body could not be read back.
 	Unreadable atomic.Int64
@@ -99,8 +104,8 @@ type Owner struct {
 	meta record.QueueMeta
 	cfg  attr.Config
 	q    *queue.Queue
-	// deleted: the queue's deletion is durable (or it never was created).
-	deleted   bool
+	// state: serving, or why not (deleted, relinquished).
+	state     state
 	lastPurge time.Time
 	ctr       figures.Counters
 	// waiting are the long polls waiting on the queue.
@@ -118,6 +123,32 @@ type Owner struct {
 	snapshotting bool
 	// lost are the messages recovery found without a body, for Start.
 	lost []uint64
+}
+
+// state is where an owner is in its life: it serves from acquire (or
+// create) until its queue is deleted or it relinquishes the partition.
+type state uint8
+
+const (
+	serving state = iota
+	// deleted: the queue's deletion is durable (or it never was created).
+	deleted
+	// relinquished: the owner let the partition go, or a newer owner
+	// fenced it off. It writes nothing and releases nothing: what it held
+	// is the new owner's.
+	relinquished
+)
+
+// stoppedLocked is the error for a request to an owner that no longer
+// serves (nil while it does).
+func (o *Owner) stoppedLocked() error {
+	switch o.state {
+	case deleted:
+		return NoQueue()
+	case relinquished:
+		return NotOwner()
+	}
+	return nil
 }
 
 // write is an append in flight.
@@ -166,9 +197,12 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
 	}
 	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
-	if o.h.closed() {
+	switch {
+	case o.h.closed():
 		w.f = store.Failed(Unavailable())
-	} else {
+	case o.state == relinquished:
+		w.f = store.Failed(NotOwner())
+	default:
 		w.f = o.h.Store.Append(o.p, w.prev, data)
 	}
 	if apply {
@@ -206,6 +240,15 @@ func (o *Owner) drainLocked() {
 			break
 		}
 		if err != nil {
+			if w.epoch == o.epoch && errors.Is(err, store.ErrFenced) && o.state == serving {
+				// Not a failure of this owner's own write before it (its
+				// epoch would have moved on): another owner wrote to the
+				// partition. This one must stop.
+				o.relinquishLocked()
+				if o.h.Fenced != nil {
+					go o.h.Fenced(o)
+				}
+			}
 			if w.epoch == o.epoch {
 				last, ok := store.LastPosition(err)
 				if !ok {
@@ -273,6 +316,11 @@ func (o *Owner) persistLocked(recs []*record.Record) error {
 // what needs none: releasing storage and moving messages away.
 func (o *Owner) unlock() {
 	eff := o.q.TakeEffects()
+	if o.state == relinquished {
+		// What the core asks for is the new owner's to do.
+		o.mu.Unlock()
+		return
+	}
 	if len(eff.Records) > 0 {
 		o.appendLocked(eff.Records, false, nil)
 	}
@@ -302,6 +350,16 @@ func (o *Owner) release(gone []queue.Gone) {
 }
 
 // ---- errors ----
+
+// ErrNotOwner is the cause of NotOwner.
+var ErrNotOwner = errors.New("partition: this node no longer owns the partition")
+
+// NotOwner is the error for a request to an owner that relinquished its
+// partition (another owner took it over): retryable; the request has not
+// been done.
+func NotOwner() error {
+	return &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second, Message: "The queue is moving to another owner; retry the request.", Cause: ErrNotOwner}
+}
 
 // NoQueue is the error for a queue that does not exist.
 func NoQueue() error {

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strconv"
 	"time"
@@ -43,14 +44,69 @@ func (o *Owner) Create() error {
 }
 
 // Deleted ends the queue once its deletion is durable: its waiting
-// receivers return, and its messages' bodies are released.
-func (o *Owner) Deleted() {
+// receivers return, and its messages' bodies are released. It returns the
+// partition's last position once the writes in flight are done (to fence
+// the partition's drop on), and false when the owner no longer owned the
+// partition (it releases nothing then, and must not drop it).
+func (o *Owner) Deleted() (last uint64, owned bool) {
 	o.mu.Lock()
-	o.deleted = true
+	for len(o.writes) > 0 {
+		w := o.writes[len(o.writes)-1]
+		o.mu.Unlock()
+		_ = w.f.Wait(context.Background())
+		o.mu.Lock()
+		o.drainLocked()
+	}
+	if o.state == relinquished {
+		o.mu.Unlock()
+		return 0, false
+	}
+	o.state = deleted
 	o.waiting.WakeAll()
 	gone := o.q.LetGoAll()
+	last = o.q.Last()
 	o.mu.Unlock()
 	o.release(gone)
+	return last, true
+}
+
+// Relinquish lets the partition go: the owner stops serving (its long
+// polls return, its requests fail with NotOwner) and releases nothing,
+// so that another owner can take the partition over. Writes in flight
+// finish or fail on their own; the next owner's epoch record fences off
+// any that have not landed.
+func (o *Owner) Relinquish() {
+	o.mu.Lock()
+	o.relinquishLocked()
+	o.mu.Unlock()
+}
+
+func (o *Owner) relinquishLocked() {
+	if o.state != serving {
+		return
+	}
+	o.state = relinquished
+	o.waiting.WakeAll()
+	o.h.Log.Warn("stopped owning a queue's partition", "queue", o.meta.Name, "partition", o.p)
+}
+
+// Serving reports whether the owner still serves its partition.
+func (o *Owner) Serving() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.state == serving
+}
+
+// Claim writes the owner's epoch record (node, term): once it is durable
+// every append a former owner of the partition still has in flight is
+// fenced. An owner that took a partition over claims it before serving.
+func (o *Owner) Claim(node string, term uint64) error {
+	o.lock()
+	defer o.unlock()
+	if err := o.stoppedLocked(); err != nil {
+		return err
+	}
+	return o.persistLocked([]*record.Record{o.q.EpochRecord(node, term)})
 }
 
 // UpdateMeta changes the queue's settings and persists them whole; the
@@ -59,9 +115,9 @@ func (o *Owner) UpdateMeta(f func(m *record.QueueMeta) error) error {
 	o.metaMu.Lock()
 	defer o.metaMu.Unlock()
 	o.lock()
-	if o.deleted {
+	if err := o.stoppedLocked(); err != nil {
 		o.mu.Unlock()
-		return NoQueue()
+		return err
 	}
 	meta := o.meta.Clone() // Attrs never nil (New, applyMetaLocked)
 	if err := f(&meta); err != nil {
@@ -129,7 +185,7 @@ func (o *Owner) Snapshot() error {
 		o.cond.Broadcast()
 		o.unlock()
 	}()
-	if o.deleted {
+	if o.state != serving {
 		return nil
 	}
 	now := o.h.Clock.Now()
@@ -178,6 +234,34 @@ func (o *Owner) Replayed(now time.Time, e store.Entry) error {
 		o.applyMetaLocked(r.Meta)
 	}
 	return o.q.Replay(now, r, locOf(e.Hint))
+}
+
+// Acquire takes partition p over, as a node does that becomes its owner:
+// it replays p's newest snapshot and the records after it (the store
+// makes this node p's writer), keeps every live message's body, and
+// claims p with an epoch record (node, term), which fences off whatever a
+// former owner still has in flight. The caller starts the owner (Start)
+// once the queues its messages may move to are there. It also returns how
+// many messages had lost their body (Recovered).
+func Acquire(h *Host, p store.PartitionID, now time.Time, node string, term uint64) (*Owner, int, error) {
+	o := New(h, p, record.QueueMeta{ID: uint64(p)})
+	var last uint64
+	err := h.Store.ReplayPartition(p, 0, func(e store.Entry) error {
+		if e.Reset {
+			o = New(h, p, record.QueueMeta{ID: uint64(p)})
+		}
+		last = max(last, e.Pos)
+		return o.Replayed(now, e)
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("replaying partition %d: %w", p, err)
+	}
+	missing := o.Recovered(now, last)
+	if err := o.Claim(node, term); err != nil {
+		o.Relinquish()
+		return nil, missing, fmt.Errorf("claiming partition %d: %w", p, err)
+	}
+	return o, missing, nil
 }
 
 // Recovered ends the replay: the partition's last position, and the store

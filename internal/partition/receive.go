@@ -99,9 +99,9 @@ func (o *Owner) receiveOnce(ctx context.Context, a ask, p *waitlist.Waiter, canW
 	if p != nil {
 		o.waiting.Unpark(p)
 	}
-	if o.deleted {
+	if err := o.stoppedLocked(); err != nil {
 		o.mu.Unlock()
-		return nil, nil, time.Time{}, NoQueue()
+		return nil, nil, time.Time{}, err
 	}
 	now := o.h.Clock.Now()
 	vis := o.cfg.Queue.VisibilityTimeout

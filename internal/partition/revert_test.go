@@ -46,7 +46,7 @@ func (g *gate) Append(p store.PartitionID, prev uint64, recs []store.Rec) store.
 
 // fail ends the held append as a full disk would.
 func (g *gate) fail() {
-	g.held.Resolve(nil, &store.AppendError{Err: store.ErrNoSpace, P: 1, Last: g.prev})
+	g.held.Resolve(nil, 0, &store.AppendError{Err: store.ErrNoSpace, P: 1, Last: g.prev})
 }
 
 // compactOwner answers compaction for one owner.

@@ -67,9 +67,9 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 		res[i].MD5OfBody = hex.EncodeToString(sum[:])
 	}
 	o.lock()
-	if o.deleted {
+	if err := o.stoppedLocked(); err != nil {
 		o.mu.Unlock()
-		return nil, nil, NoQueue()
+		return nil, nil, err
 	}
 	now := h.Clock.Now()
 	var recs []*record.Record

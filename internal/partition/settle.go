@@ -14,9 +14,9 @@ import (
 // caller ends with o.unlock().
 func (o *Owner) locked() (time.Time, error) {
 	o.lock()
-	if o.deleted {
+	if err := o.stoppedLocked(); err != nil {
 		o.mu.Unlock()
-		return time.Time{}, NoQueue()
+		return time.Time{}, err
 	}
 	now := o.h.Clock.Now()
 	o.q.Advance(now)

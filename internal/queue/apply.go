@@ -92,6 +92,8 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 			mk.pending = 0
 		}
 		q.origins[r.Partition] = mk
+	case record.Epoch:
+		// Only its position: it fences off a former owner's appends.
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}

@@ -325,6 +325,12 @@ func (q *Queue) PurgeRecord() *record.Record {
 	return &record.Record{Type: record.Purge, Pos: q.take()}
 }
 
+// EpochRecord is the record a new owner writes before it serves: node is
+// its name, term its lease's revision (0 without a lease).
+func (q *Queue) EpochRecord(node string, term uint64) *record.Record {
+	return &record.Record{Type: record.Epoch, Pos: q.take(), Name: node, Seq: term}
+}
+
 // MetaRecord is the record of the queue's settings (the owner applies it).
 func (q *Queue) MetaRecord(m *record.QueueMeta) *record.Record {
 	return &record.Record{Type: record.Meta, Pos: q.take(), Meta: m}

@@ -116,6 +116,9 @@ func Append(b []byte, r *Record) []byte {
 	case Delivered:
 		e.u(r.Partition)
 		e.u(r.Seq)
+	case Epoch:
+		e.str(r.Name)
+		e.u(r.Seq)
 	}
 	return e.b
 }
@@ -353,6 +356,8 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.NextPartition = d.u()
 	case Delivered:
 		r.Partition, r.Seq = d.u(), d.u()
+	case Epoch:
+		r.Name, r.Seq = d.str(), d.u()
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

@@ -35,6 +35,7 @@ func samples() []*Record {
 		{Type: Drop, Partition: 5},
 		{Type: Catalog, NextPartition: 6},
 		{Type: Delivered, Partition: 9, Seq: 1 << 40},
+		{Type: Epoch, Name: "n2", Seq: 77},
 	}
 }
 

@@ -40,10 +40,12 @@ const (
 	Catalog // snapshot: the catalog's counters
 	// Queue partitions (numbered after the others: the numbers are on disk).
 	Delivered // the queue has taken every record of an origin partition up to a position
+	// Any partition.
+	Epoch // a new owner took the partition over: its node and term
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered"}
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -70,6 +72,7 @@ const (
 //	Dedup: Key, ID, SeqNum, Until   State: NextSeqNum
 //	Create: Partition, Name    Drop: Partition    Catalog: NextPartition
 //	Delivered: Partition, Seq (the origin partition and the position there)
+//	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
 type Record struct {
 	Type Type
 	// Pos is the record's position in its partition (set by the writer of

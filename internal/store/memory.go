@@ -156,7 +156,7 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	mp.last = prev + uint64(len(recs))
 	m.stats.Batches++
 	m.stats.BytesWritten += int64(size)
-	return done{hints: make([]Hint, len(recs))}
+	return done{hints: make([]Hint, len(recs)), last: mp.last}
 }
 
 func (m *Memory) Append(p PartitionID, prev uint64, recs []Rec) Future {
@@ -167,14 +167,32 @@ func (m *Memory) Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
 	return m.add(p, prev, slices.Collect(recs), true)
 }
 
-func (m *Memory) Drop(p PartitionID) Future {
+func (m *Memory) Drop(p PartitionID, prev uint64) Future {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return Failed(ErrClosed)
 	}
+	if mp := m.parts[p]; mp != nil && mp.last != prev {
+		return Failed(&AppendError{Err: ErrFenced, P: p, Last: mp.last})
+	}
 	delete(m.parts, p)
 	return done{}
+}
+
+// Partitions lists the partitions that hold records and are not dropped.
+func (m *Memory) Partitions() ([]PartitionID, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return nil, ErrClosed
+	}
+	out := make([]PartitionID, 0, len(m.parts))
+	for p := range m.parts {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func (m *Memory) Read(p PartitionID, pos uint64, _ Hint) ([]byte, error) {

@@ -52,8 +52,30 @@
 //     partition; partitions may interleave. A snapshot entry with Reset set
 //     begins a snapshot: the owner discards what it rebuilt of that
 //     partition so far.
-//   - Drop removes a partition: once the drop is durable nothing of it is
-//     replayed or read again.
+//   - Drop(p, prev) removes a partition: once the drop is durable nothing
+//     of it is replayed or read again. It is fenced as an append is: prev
+//     must be p's last position, so a stale owner cannot drop what a new
+//     one writes.
+//   - ReplayPartition(p, 0, fn) is how an owner takes p over (acquire):
+//     it hands over p's newest snapshot and the records after it, and
+//     makes this store the writer of p from the last position replayed,
+//     so that the new owner's first append (its epoch record) fences off
+//     every append of a former owner still in flight elsewhere. An owner
+//     whose append fails with ErrFenced has lost p and must stop: it
+//     writes nothing more, and releases nothing (the new owner holds the
+//     bodies now).
+//   - Positions are the owner's: a store that writes records of its own
+//     (JetStream: chunks of a large append, moved bodies) keeps them out
+//     of the positions the owner sees. A Future reports the partition's
+//     last position once durable (Last), which the owner checks against
+//     its own count.
+//   - An append is whole or refused: a store with limits (JetStream: a
+//     message of at most max_payload bytes, 1,000 messages an atomic
+//     batch) splits the records to fit, or, when it cannot, refuses the
+//     whole append up front with ErrTooBig and leaves p as it was.
+//   - Partitions lists the partitions that hold records and are not
+//     dropped (a store that learns them by reading its log, as the disk
+//     log does, knows them once Replay has run).
 //
 // Implementations: Memory (in this package: a real log in memory, for
 // tests and experiments) and the disk log (package store/disk): partitions
@@ -113,6 +135,9 @@ type Future interface {
 	Done() (bool, error)
 	// Hints are the records' hints, in order, once durable.
 	Hints() []Hint
+	// Last is the partition's last position once durable (the position
+	// of the last record written; 0 for a drop).
+	Last() uint64
 }
 
 // Errors.
@@ -200,7 +225,9 @@ type Store interface {
 	ReplayPartition(p PartitionID, from uint64, fn func(Entry) error) error
 	Append(p PartitionID, prev uint64, recs []Rec) Future
 	Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
-	Drop(p PartitionID) Future
+	Drop(p PartitionID, prev uint64) Future
+	// Partitions lists the partitions that hold records, in order.
+	Partitions() ([]PartitionID, error)
 	Read(p PartitionID, pos uint64, h Hint) ([]byte, error)
 	Keep(p PartitionID, pos uint64, h Hint) error
 	// Recovered says that the owner has called Keep for every record it
@@ -236,11 +263,17 @@ type Compactor interface {
 type done struct {
 	err   error
 	hints []Hint
+	last  uint64
 }
 
 func (d done) Wait(context.Context) error { return d.err }
 func (d done) Done() (bool, error)        { return true, d.err }
 func (d done) Hints() []Hint              { return d.hints }
+func (d done) Last() uint64               { return d.last }
+
+// Done returns a Future that succeeded: hints for the records written, and
+// the partition's last position.
+func Done(hints []Hint, last uint64) Future { return done{hints: hints, last: last} }
 
 // Failed returns a Future that failed with err.
 func Failed(err error) Future { return done{err: err} }
@@ -250,14 +283,16 @@ type Pending struct {
 	ch    chan struct{}
 	err   error
 	hints []Hint
+	last  uint64
 }
 
 // NewPending returns an unresolved Future.
 func NewPending() *Pending { return &Pending{ch: make(chan struct{})} }
 
-// Resolve finishes it; the hints are for a success.
-func (p *Pending) Resolve(hints []Hint, err error) {
-	p.hints, p.err = hints, err
+// Resolve finishes it; the hints and the last position are for a
+// success.
+func (p *Pending) Resolve(hints []Hint, last uint64, err error) {
+	p.hints, p.last, p.err = hints, last, err
 	close(p.ch)
 }
 
@@ -285,5 +320,14 @@ func (p *Pending) Hints() []Hint {
 		return p.hints
 	default:
 		return nil
+	}
+}
+
+func (p *Pending) Last() uint64 {
+	select {
+	case <-p.ch:
+		return p.last
+	default:
+		return 0
 	}
 }

@@ -126,6 +126,7 @@ type op struct {
 	// Set by the writer.
 	frameOff, frameLen int
 	hints              []store.Hint
+	end                uint64 // the partition's last position after it
 }
 
 func (o *op) count() uint64 {
@@ -363,9 +364,10 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 	return f
 }
 
-// Drop removes p: once the future resolves nothing of it is replayed.
-func (l *Log) Drop(p store.PartitionID) store.Future {
-	return l.submit(&op{kind: opDrop, p: p}, 64)
+// Drop removes p, fenced on its last position prev: once the future
+// resolves nothing of it is replayed.
+func (l *Log) Drop(p store.PartitionID, prev uint64) store.Future {
+	return l.submit(&op{kind: opDrop, p: p, prev: prev}, 64)
 }
 
 // ---- the writer ----
@@ -418,14 +420,19 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		case opAppend, opSnapshot, opSnapFile:
 			last := l.last[o.p]
 			if o.prev != last {
-				o.fut.Resolve(nil, &store.AppendError{Err: store.ErrFenced, P: o.p, Last: last})
+				o.fut.Resolve(nil, 0, &store.AppendError{Err: store.ErrFenced, P: o.p, Last: last})
 				continue
 			}
 			if _, seen := restore[o.p]; !seen {
 				restore[o.p] = last
 			}
 			l.last[o.p] = last + o.count()
+			o.end = l.last[o.p]
 		case opDrop:
+			if last := l.last[o.p]; o.prev != last {
+				o.fut.Resolve(nil, 0, &store.AppendError{Err: store.ErrFenced, P: o.p, Last: last})
+				continue
+			}
 			dropped = append(dropped, o.p)
 		}
 		o.frameOff = len(buf)
@@ -442,7 +449,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			l.last[p] = v
 		}
 		for _, o := range ok {
-			o.fut.Resolve(nil, &store.AppendError{Err: err, P: o.p, Last: l.last[o.p]})
+			o.fut.Resolve(nil, 0, &store.AppendError{Err: err, P: o.p, Last: l.last[o.p]})
 		}
 		return buf
 	}
@@ -463,7 +470,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		_ = l.fs.Remove(l.path(f))
 	}
 	for _, o := range ok {
-		o.fut.Resolve(o.hints, nil)
+		o.fut.Resolve(o.hints, o.end, nil)
 	}
 	for _, o := range ok {
 		if o.kind == opMove || o.kind == opAppend && o.keeps() {
@@ -791,6 +798,21 @@ func (l *Log) dropPrepared() {
 }
 
 // Stats returns the log's figures.
+// Partitions lists the partitions that hold records and are not dropped.
+func (l *Log) Partitions() ([]store.PartitionID, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, store.ErrClosed
+	}
+	out := make([]store.PartitionID, 0, len(l.parts))
+	for p := range l.parts {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
 func (l *Log) Stats() store.Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -27,6 +27,9 @@ type Harness struct {
 	Crash func() store.Store
 	// Fail, when not nil, makes every write fail (true) or work (false).
 	Fail func(on bool)
+	// Second, when not nil, opens another store on the same data while
+	// this one is open (a second node of a replicated store).
+	Second func() store.Store
 }
 
 var ctx = context.Background()
@@ -47,6 +50,117 @@ func Run(t *testing.T, open func(t *testing.T) *Harness) {
 	t.Run("CrashKeepsAcknowledged", func(t *testing.T) { crash(t, open(t)) })
 	t.Run("AppendIsWholeAfterCrash", func(t *testing.T) { crashWhole(t, open(t)) })
 	t.Run("ReleaseOnlyWhatIsKept", func(t *testing.T) { releaseOnlyKept(t, open(t)) })
+	t.Run("LastPositions", func(t *testing.T) { lastPositions(t, open(t)) })
+	t.Run("BigAppendsWholeOrRefused", func(t *testing.T) { bigAppends(t, open(t)) })
+	t.Run("AcquireFencesFormerWriter", func(t *testing.T) { acquire(t, h2(t, open)) })
+}
+
+// h2 is a harness whose Second opens another store on the same data; a
+// store that cannot have two writers on its data skips the test.
+func h2(t *testing.T, open func(t *testing.T) *Harness) *Harness {
+	h := open(t)
+	if h.Second == nil {
+		h.Store.Close()
+		t.Skip("this store has one writer per data set")
+	}
+	return h
+}
+
+// lastPositions: a future reports the partition's last position once
+// durable, for appends and snapshots alike.
+func lastPositions(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	f := s.Append(1, 0, recs(true, "a", "b", "c"))
+	if err := f.Wait(ctx); err != nil || f.Last() != 3 {
+		t.Fatalf("an append of 3 at 0: last %d, err %v; want 3", f.Last(), err)
+	}
+	f = s.Snapshot(1, 3, slices.Values(recs(false, "s1", "s2")))
+	if err := f.Wait(ctx); err != nil || f.Last() != 5 {
+		t.Fatalf("a snapshot of 2 at 3: last %d, err %v; want 5", f.Last(), err)
+	}
+	f = s.Append(1, 5, recs(false, "d"))
+	if err := f.Wait(ctx); err != nil || f.Last() != 6 {
+		t.Fatalf("an append of 1 at 5: last %d, err %v; want 6", f.Last(), err)
+	}
+}
+
+// bigAppends: an append of many records, or of one record larger than a
+// store's message limit, is written whole or refused whole (ErrTooBig),
+// never half; the partition goes on after a refusal.
+func bigAppends(t *testing.T, h *Harness) {
+	s := h.Store
+	defer func() { s.Close() }()
+	many := make([]string, 2500)
+	for i := range many {
+		many[i] = fmt.Sprint("m", i)
+	}
+	big := string(bytes.Repeat([]byte("B"), 2<<20+17))
+	last := uint64(0)
+	for _, batch := range [][]string{many, {"x", big, "y"}} {
+		f := s.Append(1, last, recs(true, batch...))
+		err := f.Wait(ctx)
+		switch {
+		case err == nil:
+			last += uint64(len(batch))
+			if f.Last() != last {
+				t.Fatalf("an append of %d records ends at %d, want %d", len(batch), f.Last(), last)
+			}
+			hs := f.Hints()
+			for i := range batch {
+				got, err := s.Read(1, last-uint64(len(batch))+1+uint64(i), hs[i])
+				if err != nil || string(got) != batch[i] {
+					t.Fatalf("record %d of an append of %d: %d bytes, %v", i, len(batch), len(got), err)
+				}
+			}
+		case errors.Is(err, store.ErrTooBig):
+			t.Logf("an append of %d records was refused: %v", len(batch), err)
+		default:
+			t.Fatalf("an append of %d records: %v", len(batch), err)
+		}
+	}
+	mustAppend(t, s, 1, last, "after")
+	s = h.Reopen()
+	defer func() { s.Close() }()
+	if n := len(replayAll(t, s).data(1)); uint64(n) != last+1 {
+		t.Fatalf("replayed %d records after big appends, want %d", n, last+1)
+	}
+}
+
+// acquire: a second store on the same data takes a partition over with
+// ReplayPartition and appends; the first one's next append is fenced, and
+// the log holds exactly the second's records after the takeover.
+func acquire(t *testing.T, h *Harness) {
+	a := h.Store
+	defer func() { a.Close() }()
+	mustAppend(t, a, 1, 0, "a1", "a2")
+	b := h.Second()
+	defer func() { b.Close() }()
+	var got []string
+	last := uint64(0)
+	if err := b.ReplayPartition(1, 0, func(e store.Entry) error {
+		got = append(got, string(e.Data))
+		last = e.Pos
+		return nil
+	}); err != nil || !equal(got, []string{"a1", "a2"}) {
+		t.Fatalf("the new writer replayed %q, %v", got, err)
+	}
+	mustAppend(t, b, 1, last, "epoch-b")
+	// The former writer still thinks the partition ends at 2.
+	if err := a.Append(1, 2, recs(false, "stale")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("the former writer's append after a takeover: %v, want ErrFenced", err)
+	}
+	mustAppend(t, b, 1, 3, "b1")
+	if err := a.Drop(1, 2).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("the former writer's drop after a takeover: %v, want ErrFenced", err)
+	}
+	got = nil
+	if err := b.ReplayPartition(1, 0, func(e store.Entry) error {
+		got = append(got, string(e.Data))
+		return nil
+	}); err != nil || !equal(got, []string{"a1", "a2", "epoch-b", "b1"}) {
+		t.Fatalf("after the takeover the partition holds %q, %v", got, err)
+	}
 }
 
 func recs(keep bool, data ...string) []store.Rec {
@@ -329,11 +443,24 @@ func drop(t *testing.T, h *Harness) {
 	defer func() { s.Close() }()
 	hs := mustAppend(t, s, 4, 0, "a", "b")
 	mustAppend(t, s, 5, 0, "keep")
-	if err := s.Drop(4).Wait(ctx); err != nil {
+	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{4, 5}) {
+		t.Fatalf("partitions before the drop: %v %v, want [4 5]", ps, err)
+	}
+	// A drop is fenced like an append: a stale owner's drop fails.
+	if err := s.Drop(4, 1).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a drop at position 1 of a partition ending at 2: %v, want ErrFenced", err)
+	}
+	if err := s.Drop(4, 2).Wait(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{5}) {
+		t.Fatalf("partitions after the drop: %v %v, want [5]", ps, err)
 	}
 	s = h.Reopen()
 	r := replayAll(t, s)
+	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{5}) {
+		t.Fatalf("partitions after the drop and a reopen: %v %v, want [5]", ps, err)
+	}
 	if len(r.data(4)) != 0 {
 		t.Fatalf("a dropped partition replayed %q", r.data(4))
 	}
@@ -564,7 +691,7 @@ func releaseOnlyKept(t *testing.T, h *Harness) {
 		t.Fatal(err)
 	}
 	// Partition 2 is dropped before partition 1 said what it keeps.
-	if err := s.Drop(2).Wait(ctx); err != nil {
+	if err := s.Drop(2, last2).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// A release of what was not kept since open (a replayed delete, say).

@@ -1,0 +1,210 @@
+package partition
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// takeOver plays a second node that acquires partition p of s: it
+// replays p, writes its epoch record at the end, and returns the
+// partition's new last position.
+func takeOver(t *testing.T, s store.Store, p store.PartitionID, node string) uint64 {
+	t.Helper()
+	var last uint64
+	if err := s.ReplayPartition(p, 0, func(e store.Entry) error {
+		last = max(last, e.Pos)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := &record.Record{Type: record.Epoch, Name: node, Seq: 2}
+	f := s.Append(p, last, []store.Rec{{Data: record.Encode(r)}})
+	if err := f.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return f.Last()
+}
+
+// A fenced owner stops: once another writer has taken its partition over,
+// its next append fails, it serves nothing more (its long polls return,
+// its requests get NotOwner), it writes nothing after the new owner's
+// records, it releases nothing, and it tells its host.
+func TestFencedOwnerStops(t *testing.T) {
+	ctx := context.Background()
+	s := store.NewMemory()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	h := testHost(t, s, clk)
+	told := make(chan *Owner, 1)
+	h.Fenced = func(o *Owner) { told <- o }
+	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{}})
+	if err := o.Create(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		if _, _, err := o.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every message in flight, whose bodies the old owner must not
+	// release; then a long poll waits on the empty queue.
+	vis := 30
+	got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: &vis})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	polled := make(chan error, 1)
+	go func() {
+		wait := 20
+		_, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10, WaitTimeSeconds: &wait, VisibilityTimeout: &vis})
+		polled <- err
+	}()
+	waitPollers(t, o, 1)
+	newLast := takeOver(t, s, 1, "n2")
+	keptBefore := s.Stats().KeptRecords
+
+	// The old owner's next write is fenced: the request fails and it stops.
+	_, _, err = o.Send(ctx, []st.SendInput{{Body: "late"}}, nil, false)
+	if err == nil {
+		t.Fatal("a send of an owner fenced off by a new one succeeded")
+	}
+	select {
+	case f := <-told:
+		if f != o {
+			t.Fatal("the host was told of another owner")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the host was not told that its owner was fenced")
+	}
+	if o.Serving() {
+		t.Fatal("a fenced owner still serves")
+	}
+	select {
+	case err := <-polled:
+		if !errors.Is(err, ErrNotOwner) {
+			t.Fatalf("a long poll of a fenced owner ended with %v, want NotOwner", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a long poll of a fenced owner did not return")
+	}
+	// Every request now fails with NotOwner, and nothing is written.
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "later"}}, nil, false); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("a send after the fence: %v, want NotOwner", err)
+	}
+	if errs, err := o.Delete(ctx, []string{got[0].ReceiptHandle}); err == nil && (len(errs) == 0 || errs[0] == nil) {
+		t.Fatal("a delete of a fenced owner succeeded")
+	}
+	if err := o.Purge(ctx); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("a purge after the fence: %v, want NotOwner", err)
+	}
+	if err := o.Snapshot(); err != nil {
+		t.Fatalf("a snapshot of a fenced owner: %v (it writes nothing, and is no error)", err)
+	}
+	// Its visibility timeout passes: the message it delivered must not be
+	// released by the old owner either.
+	clk.Advance(time.Minute)
+	o.Maintain()
+	if last, owned := o.Deleted(); owned {
+		t.Fatalf("a fenced owner's delete said it owned the partition (last %d)", last)
+	}
+	var tail uint64
+	if err := s.ReplayPartition(1, 0, func(e store.Entry) error {
+		tail = max(tail, e.Pos)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if tail != newLast {
+		t.Fatalf("the partition ends at %d after the fence, want %d (the new owner's epoch): the old owner wrote after it", tail, newLast)
+	}
+	if k := s.Stats().KeptRecords; k != keptBefore {
+		t.Fatalf("the fenced owner released bodies: %d kept, %d before", k, keptBefore)
+	}
+	if b := s.Stats().BadReleases; b != 0 {
+		t.Fatalf("%d bad releases", b)
+	}
+}
+
+// Acquire rebuilds a partition from its records alone, claims it with an
+// epoch record, and serves; the owner it took over from is fenced.
+func TestAcquireTakesOver(t *testing.T) {
+	ctx := context.Background()
+	s := store.NewMemory()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	h := testHost(t, s, clk)
+	a := New(h, 3, record.QueueMeta{ID: 3, Name: "orders", Attrs: map[string]string{"VisibilityTimeout": "40"}})
+	if err := a.Create(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, _, err := a.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 5})
+	if err != nil || len(got) != 5 {
+		t.Fatalf("receive: %v %d", err, len(got))
+	}
+	if errs, err := a.Delete(ctx, []string{got[0].ReceiptHandle}); err != nil || errs[0] != nil {
+		t.Fatalf("delete: %v %v", err, errs)
+	}
+
+	b, missing, err := Acquire(h, 3, clk.Now(), "n2", 7)
+	if err != nil || missing != 0 {
+		t.Fatalf("acquire: %v (%d missing)", err, missing)
+	}
+	b.Start()
+	if name := b.Meta().Name; name != "orders" || b.Config().Queue.VisibilityTimeout != 40*time.Second {
+		t.Fatalf("the new owner rebuilt queue %q with %v", name, b.Config().Queue.VisibilityTimeout)
+	}
+	// The old owner is fenced on its next write.
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "stale"}}, nil, false); err == nil {
+		t.Fatal("the former owner's send succeeded after a takeover")
+	}
+	// The new one holds 19 messages: 15 ready, 4 in flight (their
+	// handles work with the new owner).
+	if errs, err := b.Delete(ctx, []string{got[1].ReceiptHandle}); err != nil || errs[0] != nil {
+		t.Fatalf("a delete of a handle the former owner gave: %v %v", err, errs)
+	}
+	seen := 0
+	for {
+		ms, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		seen += len(ms)
+	}
+	if seen != 15 {
+		t.Fatalf("the new owner delivered %d ready messages, want 15", seen)
+	}
+	// Past the visibility timeout every message not deleted comes back:
+	// 3 the former owner delivered and 15 the new one did.
+	clk.Advance(41 * time.Second)
+	back := 0
+	for {
+		ms, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		back += len(ms)
+	}
+	if back != 18 {
+		t.Fatalf("after the visibility timeout %d messages came back, want 18", back)
+	}
+}
