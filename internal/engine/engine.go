@@ -220,13 +220,17 @@ func (e *Engine) Queue(name string) (*partition.Owner, error) {
 	return o, nil
 }
 
-// lookupARN is Queue by ARN (nil when none).
-func (e *Engine) lookupARN(arn string) *partition.Owner {
+// lookupARN finds the queue an ARN names, as a destination of moves
+// (nil when none).
+func (e *Engine) lookupARN(arn string) partition.Destination {
 	name, err := e.QueueNameFromARN(arn)
 	if err != nil {
 		return nil
 	}
-	o, _ := e.Queue(name)
+	o, err := e.Queue(name)
+	if err != nil {
+		return nil
+	}
 	return o
 }
 

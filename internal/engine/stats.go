@@ -64,18 +64,20 @@ func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string
 	if err != nil {
 		return false, err
 	}
-	resolve := func(arn string) (*partition.Owner, error) {
+	resolve := func(arn string) (partition.Destination, error) {
 		name, err := e.QueueNameFromARN(arn)
 		if err != nil {
 			return nil, err
 		}
 		return e.QueueFor(ctx, name)
 	}
-	var dst *partition.Owner
+	var dst partition.Destination
 	if to != "" {
-		if dst, err = e.QueueFor(ctx, to); err != nil {
+		o, err := e.QueueFor(ctx, to)
+		if err != nil {
 			return false, err
 		}
+		dst = o
 	}
 	return src.Redrive(ctx, seq, dst, resolve, keepFailures)
 }

@@ -2,11 +2,62 @@ package partition
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
+
+// Destination is a queue that messages leaving another queue enter (a
+// dead-letter queue, a redrive's target): an Owner on this node, or, in a
+// cluster, the owner of the queue on another node.
+type Destination interface {
+	// Enter stores, durably, a message handed over under key, the
+	// hand-over's identity (its source partition and message): a retry
+	// under the same key within the deduplication window (five minutes)
+	// enters nothing twice and succeeds.
+	Enter(ctx context.Context, key string, m *record.Msg, p *record.Payload) error
+	// Name is the queue's name (for logs).
+	Name() string
+}
+
+// Enter stores a message handed over from another queue (Destination).
+func (o *Owner) Enter(ctx context.Context, key string, m *record.Msg, p *record.Payload) error {
+	for {
+		o.lock()
+		if err := o.stoppedLocked(); err != nil {
+			o.mu.Unlock()
+			return err
+		}
+		recs, dup, pending := o.q.EnterOnce(o.h.Clock.Now(), key, m, p)
+		switch {
+		case dup:
+			o.unlock()
+			return nil
+		case pending:
+			// The same hand-over is being written (a retry overtook its
+			// first try): its outcome decides.
+			w := o.writes[len(o.writes)-1]
+			o.mu.Unlock()
+			if err := w.f.Wait(ctx); err != nil && ctx.Err() != nil {
+				return err
+			}
+			continue
+		}
+		err := o.persistLocked(recs)
+		o.unlock()
+		return err
+	}
+}
+
+// Name is the queue's name.
+func (o *Owner) Name() string { return o.Meta().Name }
+
+// handOverKey is the identity of a message's hand-over from partition p:
+// a message leaves its queue once (a redrive back enters it anew, with a
+// new position), and partitions are never reused.
+func handOverKey(p uint64, seq uint64) string { return fmt.Sprintf("%d/%d", p, seq) }
 
 // deadLetter moves a message that left its queue for failing (over
 // maxReceiveCount, off the retry ladder, rejected, past MaxMessageAge) to
@@ -21,7 +72,7 @@ func (src *Owner) deadLetter(h queue.Handoff) error {
 		return src.drop(h)
 	}
 	dst := src.h.Resolve(target)
-	if dst == nil {
+	if dst == nil || isNilOwner(dst) {
 		src.putBack(h)
 		src.h.Log.Warn("dead-letter queue missing; message kept", "queue", srcArn, "dlq", target)
 		return NoQueue()
@@ -55,13 +106,20 @@ func (o *Owner) putBack(h queue.Handoff) {
 	o.unlock()
 }
 
+// isNilOwner reports a Destination that is a nil *Owner.
+func isNilOwner(d Destination) bool {
+	o, ok := d.(*Owner)
+	return ok && o == nil
+}
+
 // move copies a leaving message, body and all, into dst as a new message
 // (its index as change makes it), then deletes it from src: two writes, the
 // copy first, so that a crash between them leaves the message in both
-// queues (delivered at least once), never in neither. Each queue's
-// partition holds all of its messages' bodies: no record points into
-// another queue's log.
-func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) error {
+// queues (delivered at least once), never in neither; a retry of the copy
+// (its answer lost, or the delete failed and the message leaves again) is
+// entered once (Destination.Enter). Each queue's partition holds all of
+// its messages' bodies: no record points into another queue's log.
+func (src *Owner) move(dst Destination, h queue.Handoff, change func(*record.Msg)) error {
 	pl, err := src.readPayload(&h.Msg)
 	if err != nil {
 		// Its body cannot be read back intact: it cannot be moved, and is
@@ -76,19 +134,12 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 	idx := queue.ToRecord(&h.Msg)
 	idx.State, idx.VisibleAt, idx.Fence, idx.Level = 0, 0, 0, 0
 	change(idx)
-	dst.lock()
-	if err := dst.stoppedLocked(); err != nil {
-		dst.mu.Unlock()
-		src.putBack(h)
-		return err
-	}
-	werr := dst.persistLocked([]*record.Record{dst.q.Enter(idx, pl)})
-	dstName := dst.meta.Name // (src's lock is taken next: never dst's under it)
-	dst.unlock()
+	werr := dst.Enter(context.Background(), handOverKey(uint64(src.p), h.Msg.Seq), idx, pl)
 	if werr != nil {
 		src.putBack(h)
 		return werr
 	}
+	dstName := dst.Name()
 	src.lock()
 	if derr := src.persistLocked([]*record.Record{src.q.DeleteRecord(h.Msg.Seq, record.ByMove)}); derr != nil {
 		// The copy is durable, its delete here is not: the message stays
@@ -106,7 +157,7 @@ func (src *Owner) move(dst *Owner, h queue.Handoff, change func(*record.Msg)) er
 // finds that queue's owner by ARN, after checking the caller may use it;
 // nil: none). It reports false when the message is not there or not
 // ready (in flight, moved meanwhile).
-func (src *Owner) Redrive(ctx context.Context, seq uint64, dst *Owner, resolve func(arn string) (*Owner, error), keepFailures bool) (bool, error) {
+func (src *Owner) Redrive(ctx context.Context, seq uint64, dst Destination, resolve func(arn string) (Destination, error), keepFailures bool) (bool, error) {
 	now, err := src.locked()
 	if err != nil {
 		return false, err

@@ -46,9 +46,9 @@ type Host struct {
 	// Rand is the source of message ids and receipt handle nonces; it is
 	// read under a lock of the Host's.
 	Rand io.Reader
-	// Resolve finds the owner of the queue an ARN names (nil: none), for
-	// dead-letter moves.
-	Resolve func(arn string) *Owner
+	// Resolve finds the queue an ARN names (nil: none), for dead-letter
+	// moves: its owner here, or its owner on another node.
+	Resolve func(arn string) Destination
 	// Closing is closed when the broker closes.
 	Closing <-chan struct{}
 	// Fenced, when set, is told (on a goroutine of its own) that an

@@ -35,7 +35,7 @@ func testHost(t *testing.T, s store.Store, clk clock.Clock) *Host {
 	t.Cleanup(func() { close(closing) })
 	h := &Host{Store: s, Clock: clk, Region: "us-east-1", AccountID: "000000000000", Rand: rand.Reader,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Closing: closing}
-	h.Resolve = func(string) *Owner { return nil }
+	h.Resolve = func(string) Destination { return nil }
 	return h
 }
 

@@ -94,6 +94,10 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		q.origins[r.Partition] = mk
 	case record.Epoch:
 		// Only its position: it fences off a former owner's appends.
+	case record.Entered:
+		if r.Until > q.now {
+			q.dedup.Confirm(enteredKey(r.Key), dedup.Entry{Until: r.Until}, r.Pos)
+		}
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}

@@ -111,6 +111,8 @@ func (q *Queue) Unwritten(r *record.Record) {
 			mk.pending = 0 // the writes behind it failed too
 			q.origins[r.Partition] = mk
 		}
+	case r.Type == record.Entered:
+		q.dedup.Failed(enteredKey(r.Key), r.Pos)
 	case r.Type == record.Send && q.cfg.FIFO && r.Payload != nil:
 		q.dedup.Failed(q.dedupKey(r.Msg.Group, r.Payload.Dedup), r.Pos)
 	}
@@ -306,6 +308,31 @@ func (q *Queue) Enter(m *record.Msg, p *record.Payload) *record.Record {
 	r := &record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
 	m.Seq = r.Pos
 	return r
+}
+
+// enteredKey is the key a hand-over is remembered by in the deduplication
+// window (apart from FIFO deduplication ids, which hold no \x01).
+func enteredKey(key string) string { return "\x01entered\x00" + key }
+
+// EnterOnce enters a message another queue hands over (a dead-letter
+// move, a redrive) under key, the hand-over's identity, unless one under
+// the same key was entered within the deduplication window: a retried
+// hand-over (its answer was lost, or its source failed to delete its
+// copy) enters nothing twice. It returns the records to persist together
+// (the Send and the Entered mark, applied once durable); or dup, when the
+// key was entered; or pending, when an entry under key is being written
+// (ask again once it is done).
+func (q *Queue) EnterOnce(now time.Time, key string, m *record.Msg, p *record.Payload) (recs []*record.Record, dup, pending bool) {
+	t := ms(now)
+	q.dedup.Expire(t)
+	k := enteredKey(key)
+	if e, ok := q.dedup.Seen(k, t); ok {
+		return nil, e.Pending == 0, e.Pending != 0
+	}
+	send := q.Enter(m, p)
+	mark := &record.Record{Type: record.Entered, Pos: q.take(), Key: key, Until: t + dedup.Window.Milliseconds()}
+	q.dedup.Hold(k, dedup.Entry{Until: mark.Until, Pending: mark.Pos})
+	return []*record.Record{send, mark}, false, false
 }
 
 // DeleteRecord is the record that deletes a message (applied once durable).

@@ -119,6 +119,9 @@ func Append(b []byte, r *Record) []byte {
 	case Epoch:
 		e.str(r.Name)
 		e.u(r.Seq)
+	case Entered:
+		e.str(r.Key)
+		e.i(r.Until)
 	}
 	return e.b
 }
@@ -358,6 +361,8 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Partition, r.Seq = d.u(), d.u()
 	case Epoch:
 		r.Name, r.Seq = d.str(), d.u()
+	case Entered:
+		r.Key, r.Until = d.str(), d.i()
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

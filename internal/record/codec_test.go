@@ -36,6 +36,7 @@ func samples() []*Record {
 		{Type: Catalog, NextPartition: 6},
 		{Type: Delivered, Partition: 9, Seq: 1 << 40},
 		{Type: Epoch, Name: "n2", Seq: 77},
+		{Type: Entered, Key: "7/1234", Until: 1_700_000_000_000},
 	}
 }
 

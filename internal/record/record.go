@@ -42,10 +42,12 @@ const (
 	Delivered // the queue has taken every record of an origin partition up to a position
 	// Any partition.
 	Epoch // a new owner took the partition over: its node and term
+	// Queue partitions.
+	Entered // a message another queue handed over was entered under a key (written with its Send)
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch"}
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -73,6 +75,7 @@ const (
 //	Create: Partition, Name    Drop: Partition    Catalog: NextPartition
 //	Delivered: Partition, Seq (the origin partition and the position there)
 //	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
+//	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
 type Record struct {
 	Type Type
 	// Pos is the record's position in its partition (set by the writer of
