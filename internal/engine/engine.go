@@ -9,6 +9,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +42,11 @@ type Config struct {
 	// Node names this engine in the epoch records it writes when it takes
 	// a partition over ("" in a single node: "local").
 	Node string
+	// Clustered: the engine is one node of a cluster. Open replays
+	// nothing; partitions are acquired and released as the cluster's
+	// leases say (Acquire, Release), and the catalog is read as a view
+	// unless this node owns it (cluster.go).
+	Clustered bool
 }
 
 // Engine owns the queues of one store.
@@ -51,11 +57,22 @@ type Engine struct {
 	log   *slog.Logger
 	host  *partition.Host
 
-	mu        sync.RWMutex // guards the registry below
-	queues    map[string]*partition.Owner
-	byPart    map[store.PartitionID]*partition.Owner
+	mu sync.RWMutex // guards the registry below
+	// queues and byPart are the queues this engine owns (a single node:
+	// every queue).
+	queues map[string]*partition.Owner
+	byPart map[store.PartitionID]*partition.Owner
+	// names is the catalog: every queue and its partition. On the
+	// catalog's owner (a single node always) it changes with the
+	// catalog's writes; on other nodes of a cluster it is a view, read
+	// again from the catalog partition when it changes.
+	names     map[string]store.PartitionID
+	catOwned  bool
 	deletedAt map[string]time.Time
 	nextPart  store.PartitionID
+	// hooks: what the cluster's manager does for the engine (nil: a
+	// single node).
+	hooks *Hooks
 
 	// The catalog partition: its own lock and position.
 	catMu   sync.Mutex
@@ -75,8 +92,11 @@ type Engine struct {
 // Open recovers the queues the store holds and starts serving.
 func Open(cfg Config) (*Engine, error) {
 	e := newEngine(cfg)
-	if err := e.recover(); err != nil {
-		return nil, err
+	if !cfg.Clustered {
+		e.catOwned = true
+		if err := e.recover(); err != nil {
+			return nil, err
+		}
 	}
 	e.every(&e.maintainTimer, time.Second, e.maintain)
 	if _, ok := e.st.(store.Compactor); ok && cfg.CompactInterval > 0 {
@@ -90,7 +110,7 @@ func newEngine(cfg Config) *Engine {
 		cfg.Rand = rand.Reader
 	}
 	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
-		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, deletedAt: map[string]time.Time{},
+		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, deletedAt: map[string]time.Time{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
 		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced}
@@ -156,6 +176,10 @@ func (e *Engine) every(slot *clock.Timer, d time.Duration, f func()) {
 // for a while, nothing is lost.
 func (e *Engine) fenced(old *partition.Owner) {
 	p := old.Partition()
+	if e.cfg.Clustered {
+		e.lost(p, old)
+		return
+	}
 	e.mu.RLock()
 	cur := e.byPart[p]
 	e.mu.RUnlock()
@@ -251,6 +275,9 @@ func (e *Engine) nameOf(arn string) string {
 
 // catalogAppend appends a record to the catalog partition and waits.
 func (e *Engine) catalogAppend(r *record.Record) error {
+	if !e.ownsCatalog() {
+		return partition.NotOwner()
+	}
 	e.catMu.Lock()
 	r.Pos = e.catLast + 1
 	f := e.st.Append(store.Catalog, e.catLast, []store.Rec{{Data: record.Encode(r)}})
@@ -269,6 +296,9 @@ func (e *Engine) catalogWait(f store.Future) error {
 			e.catLast = last
 		}
 		e.catMu.Unlock()
+		if e.cfg.Clustered && errors.Is(err, store.ErrFenced) {
+			e.lost(store.Catalog, nil)
+		}
 	}
 	return partition.WriteError(err)
 }

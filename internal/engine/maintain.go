@@ -63,10 +63,13 @@ func (e *Engine) snapshot(p store.PartitionID) error {
 // snapshotCatalog writes the catalog's snapshot: the live queues and the
 // next partition id.
 func (e *Engine) snapshotCatalog() error {
+	if !e.ownsCatalog() {
+		return nil // its owner's to do
+	}
 	e.mu.RLock()
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
-	for _, name := range slices.Sorted(maps.Keys(e.queues)) { // the same catalog, the same bytes
-		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.queues[name].Partition()), Name: name})
+	for _, name := range slices.Sorted(maps.Keys(e.names)) { // the same catalog, the same bytes
+		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.names[name]), Name: name})
 	}
 	e.mu.RUnlock()
 	data := make([]store.Rec, len(recs))

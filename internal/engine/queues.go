@@ -43,7 +43,16 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		return st.QueueInfo{}, err
 	}
 	now := e.clock.Now()
+	if !e.ownsCatalog() {
+		return st.QueueInfo{}, partition.NotOwner()
+	}
 	e.mu.Lock()
+	if _, ok := e.names[name]; ok && e.queues[name] == nil {
+		// Another node of the cluster owns it: it exists. (Its settings
+		// are there; they are not compared with the request's.)
+		e.mu.Unlock()
+		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: fifo}, nil
+	}
 	if o := e.queues[name]; o != nil {
 		e.mu.Unlock()
 		meta := o.Meta()
@@ -63,7 +72,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		e.mu.Unlock()
 		return st.QueueInfo{}, st.Errorf(st.CodeQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
 	}
-	if len(e.queues) >= e.cfg.MaxQueues {
+	if len(e.names) >= e.cfg.MaxQueues {
 		e.mu.Unlock()
 		return st.QueueInfo{}, st.Errorf(st.CodeOverLimit, "This server holds the maximum of %d queues.", e.cfg.MaxQueues)
 	}
@@ -73,12 +82,23 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	o := partition.New(e.host, p, meta)
 	// Installed at once, so that a second create waits for this one's
 	// outcome; written first to the queue's own partition (its settings:
-	// the partition is whole on its own), then to the catalog.
+	// the partition is whole on its own), then to the catalog. In a
+	// cluster this node takes the new partition's lease first: it owns
+	// what it creates (the cluster may hand it to another node later).
 	e.queues[name], e.byPart[p] = o, o
 	e.mu.Unlock()
-	err = o.Create()
+	err = e.claim(p)
+	if err == nil {
+		err = o.Create()
+	}
 	if err == nil {
 		err = e.catalogAppend(&record.Record{Type: record.Create, Partition: uint64(p), Name: name})
+	}
+	if err == nil {
+		e.mu.Lock()
+		e.names[name] = p
+		e.mu.Unlock()
+		e.catalogChanged()
 	}
 	if err != nil {
 		e.mu.Lock()
@@ -152,8 +172,8 @@ func (e *Engine) GetQueue(name string) (st.QueueInfo, error) {
 // ListQueues lists queue names with the prefix in name order, paged.
 func (e *Engine) ListQueues(prefix string, max int, next string, allow func(string) bool) ([]string, string, error) {
 	e.mu.RLock()
-	names := make([]string, 0, len(e.queues))
-	for n := range e.queues {
+	names := make([]string, 0, len(e.names))
+	for n := range e.names {
 		if strings.HasPrefix(n, prefix) && (allow == nil || allow(n)) {
 			names = append(names, n)
 		}
@@ -195,28 +215,42 @@ func page(names []string, max int, next string, limit int) ([]string, string, er
 // DeleteQueue deletes a queue and its messages once its deletion is
 // durable. The name can be reused after 60 seconds.
 func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
-	o, err := e.Queue(name)
-	if err != nil {
-		return err
+	e.mu.RLock()
+	p, ok := e.names[name]
+	e.mu.RUnlock()
+	if !ok {
+		return partition.NoQueue()
 	}
-	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(o.Partition())}); err != nil {
+	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(p)}); err != nil {
 		return err
 	}
 	e.mu.Lock()
-	if e.queues[name] == o {
-		delete(e.queues, name)
-		delete(e.byPart, o.Partition())
+	if e.names[name] == p {
+		delete(e.names, name)
 		e.deletedAt[name] = e.clock.Now()
 	}
+	o := e.byPart[p]
+	if o != nil {
+		delete(e.queues, name)
+		delete(e.byPart, p)
+	}
 	e.mu.Unlock()
-	// The partition goes; a failure here leaves it to recovery, which
-	// drops partitions the catalog does not name.
+	e.catalogChanged()
+	if o != nil {
+		e.drop(ctx, name, o)
+	}
+	return nil
+}
+
+// drop ends a deleted queue's owner and drops its partition; a failure
+// leaves the partition to recovery, which drops partitions the catalog
+// does not name.
+func (e *Engine) drop(ctx context.Context, name string, o *partition.Owner) {
 	if last, owned := o.Deleted(); owned {
 		if err := e.st.Drop(o.Partition(), last).Wait(ctx); err != nil {
 			e.log.Warn("dropping a deleted queue's partition failed; recovery will", "queue", name, "err", err)
 		}
 	}
-	return nil
 }
 
 // GetQueueAttributes returns the named attributes ("All" for all).

@@ -45,27 +45,8 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	last := map[store.PartitionID]uint64{}
 	err := e.st.Replay(func(en store.Entry) error {
 		if en.P == store.Catalog {
-			r, err := record.Decode(en.Data, false)
-			if err != nil {
-				return fmt.Errorf("catalog record %d: %w", en.Pos, err)
-			}
 			e.catLast = max(e.catLast, en.Pos)
-			if en.Reset {
-				clear(names)
-			}
-			switch r.Type {
-			case record.Create:
-				names[store.PartitionID(r.Partition)] = r.Name
-				e.nextPart = max(e.nextPart, store.PartitionID(r.Partition)+1)
-			case record.Drop:
-				delete(names, store.PartitionID(r.Partition))
-				e.nextPart = max(e.nextPart, store.PartitionID(r.Partition)+1)
-			case record.Catalog:
-				e.nextPart = max(e.nextPart, store.PartitionID(r.NextPartition))
-			default:
-				return fmt.Errorf("a %s record in the catalog", r.Type)
-			}
-			return nil
+			return applyCatalog(names, &e.nextPart, en)
 		}
 		e.nextPart = max(e.nextPart, en.P+1)
 		last[en.P] = max(last[en.P], en.Pos)
@@ -80,6 +61,32 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 		return nil
 	})
 	return rebuilt{names, parts, last}, err
+}
+
+// applyCatalog applies a catalog record to names (the queues by
+// partition) and next (the next partition id).
+func applyCatalog(names map[store.PartitionID]string, next *store.PartitionID, en store.Entry) error {
+	r, err := record.Decode(en.Data, false)
+	if err != nil {
+		return fmt.Errorf("catalog record %d: %w", en.Pos, err)
+	}
+	if en.Reset {
+		clear(names)
+	}
+	switch r.Type {
+	case record.Create:
+		names[store.PartitionID(r.Partition)] = r.Name
+		*next = max(*next, store.PartitionID(r.Partition)+1)
+	case record.Drop:
+		delete(names, store.PartitionID(r.Partition))
+		*next = max(*next, store.PartitionID(r.Partition)+1)
+	case record.Catalog:
+		*next = max(*next, store.PartitionID(r.NextPartition))
+	case record.Epoch:
+	default:
+		return fmt.Errorf("a %s record in the catalog", r.Type)
+	}
+	return nil
 }
 
 // recover rebuilds the catalog and every queue from the store (replay).
@@ -108,7 +115,7 @@ func (e *Engine) recover() error {
 			continue
 		}
 		missing += o.Recovered(now, r.last[p])
-		e.queues[name], e.byPart[p] = o, o
+		e.queues[name], e.byPart[p], e.names[name] = o, o, p
 		live = append(live, o)
 	}
 	for _, p := range orphans {

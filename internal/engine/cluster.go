@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// Hooks are what the cluster's manager does for a clustered engine.
+type Hooks struct {
+	// Claim takes the lease of a partition this node creates (a queue's,
+	// on the catalog's owner) and returns its term.
+	Claim func(p store.PartitionID) (term uint64, err error)
+	// Lost says that this node no longer owns p: another node fenced its
+	// owner off, or its queue was deleted.
+	Lost func(p store.PartitionID)
+	// CatalogChanged tells the other nodes that the catalog changed.
+	CatalogChanged func()
+}
+
+// SetHooks connects a clustered engine to its cluster's manager (made
+// after the engine: it drives the engine).
+func (e *Engine) SetHooks(h *Hooks) {
+	e.mu.Lock()
+	e.hooks = h
+	e.mu.Unlock()
+}
+
+func (e *Engine) hooksOf() *Hooks {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.hooks
+}
+
+// ownsCatalog reports whether this engine writes the catalog.
+func (e *Engine) ownsCatalog() bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.catOwned
+}
+
+// claim takes the lease of a partition this node creates.
+func (e *Engine) claim(p store.PartitionID) error {
+	if h := e.hooksOf(); h != nil && h.Claim != nil {
+		if _, err := h.Claim(p); err != nil {
+			return fmt.Errorf("engine: taking the lease of new partition %d: %w", p, err)
+		}
+	}
+	return nil
+}
+
+// catalogChanged tells the other nodes of a cluster.
+func (e *Engine) catalogChanged() {
+	if h := e.hooksOf(); h != nil && h.CatalogChanged != nil {
+		h.CatalogChanged()
+	}
+}
+
+// Partitions lists the partitions that need an owner: the catalog and
+// every queue's (as far as this node's view of the catalog goes).
+func (e *Engine) Partitions() []store.PartitionID {
+	e.mu.RLock()
+	out := make([]store.PartitionID, 0, len(e.names)+1)
+	out = append(out, store.Catalog)
+	for _, p := range e.names {
+		out = append(out, p)
+	}
+	e.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Acquire makes this engine the owner of partition p under term (the
+// lease's revision): it replays p, writes its epoch record, and serves.
+// For the catalog, the view becomes the catalog itself.
+func (e *Engine) Acquire(p store.PartitionID, term uint64) error {
+	if p == store.Catalog {
+		return e.acquireCatalog(term)
+	}
+	o, missing, err := partition.Acquire(e.host, p, e.clock.Now(), e.cfg.Node, term)
+	if err != nil {
+		return err
+	}
+	name := o.Meta().Name
+	if name == "" {
+		o.Relinquish()
+		return fmt.Errorf("engine: partition %d holds no queue", p)
+	}
+	e.mu.Lock()
+	if old := e.byPart[p]; old != nil && old != o {
+		e.mu.Unlock()
+		o.Relinquish()
+		return fmt.Errorf("engine: partition %d is owned here already", p)
+	}
+	e.queues[name], e.byPart[p] = o, o
+	if _, ok := e.names[name]; !ok && !e.catOwned {
+		e.names[name] = p // the view lags the catalog's owner
+	}
+	e.mu.Unlock()
+	o.Start()
+	e.log.Info("acquired a queue's partition", "queue", name, "partition", p, "term", term, "messages_without_body", missing)
+	return nil
+}
+
+// acquireCatalog replays the catalog partition, claims it, and makes it
+// this engine's to write.
+func (e *Engine) acquireCatalog(term uint64) error {
+	byPart, next, last, err := e.readCatalog()
+	if err != nil {
+		return err
+	}
+	e.catMu.Lock()
+	e.catLast = last
+	e.catMu.Unlock()
+	e.mu.Lock()
+	e.catOwned = true
+	e.nextPart = max(e.nextPart, next)
+	e.names = namesOf(byPart)
+	e.mu.Unlock()
+	if err := e.catalogAppend(&record.Record{Type: record.Epoch, Name: e.cfg.Node, Seq: term}); err != nil {
+		e.mu.Lock()
+		e.catOwned = false
+		e.mu.Unlock()
+		return fmt.Errorf("engine: claiming the catalog: %w", err)
+	}
+	e.log.Info("acquired the catalog", "queues", len(byPart), "term", term)
+	return nil
+}
+
+// readCatalog replays the catalog partition: its queues by partition, the
+// next partition id, and its last position.
+func (e *Engine) readCatalog() (map[store.PartitionID]string, store.PartitionID, uint64, error) {
+	byPart := map[store.PartitionID]string{}
+	next := store.PartitionID(1)
+	var last uint64
+	err := e.st.ReplayPartition(store.Catalog, 0, func(en store.Entry) error {
+		last = max(last, en.Pos)
+		return applyCatalog(byPart, &next, en)
+	})
+	if err != nil {
+		return nil, 0, 0, fmt.Errorf("engine: reading the catalog: %w", err)
+	}
+	return byPart, next, last, nil
+}
+
+func namesOf(byPart map[store.PartitionID]string) map[string]store.PartitionID {
+	names := make(map[string]store.PartitionID, len(byPart))
+	for p, n := range byPart {
+		names[n] = p
+	}
+	return names
+}
+
+// Release stops serving partition p: its owner relinquishes (writes and
+// releases nothing), for another node to take it over.
+func (e *Engine) Release(p store.PartitionID) {
+	e.mu.Lock()
+	if p == store.Catalog {
+		e.catOwned = false
+		e.mu.Unlock()
+		return
+	}
+	o := e.byPart[p]
+	if o != nil {
+		delete(e.byPart, p)
+		if name := o.Meta().Name; e.queues[name] == o {
+			delete(e.queues, name)
+		}
+	}
+	e.mu.Unlock()
+	if o != nil {
+		o.Relinquish()
+	}
+}
+
+// lost forgets a partition another node fenced this one off (o: its
+// owner here; nil for the catalog), and tells the manager.
+func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
+	e.mu.Lock()
+	if p == store.Catalog {
+		e.catOwned = false
+	} else if e.byPart[p] == o {
+		delete(e.byPart, p)
+		if name := o.Meta().Name; e.queues[name] == o {
+			delete(e.queues, name)
+		}
+	}
+	h := e.hooks
+	e.mu.Unlock()
+	e.log.Warn("another node took a partition over", "partition", p)
+	if h != nil && h.Lost != nil {
+		h.Lost(p)
+	}
+}
+
+// CatalogChanged reads the catalog again (a node that does not own it):
+// new queues become routable, and the partitions of deleted queues that
+// this node owns are dropped.
+func (e *Engine) CatalogChanged() {
+	if e.ownsCatalog() || e.closed.Load() {
+		return
+	}
+	byPart, next, _, err := e.readCatalog()
+	if err != nil {
+		e.log.Warn("reading the catalog failed; the view stays as it was", "err", err)
+		return
+	}
+	type gone struct {
+		name string
+		o    *partition.Owner
+	}
+	var dropped []gone
+	e.mu.Lock()
+	if e.catOwned { // acquired meanwhile: its own view is the catalog
+		e.mu.Unlock()
+		return
+	}
+	e.names = namesOf(byPart)
+	e.nextPart = max(e.nextPart, next)
+	for p, o := range e.byPart {
+		if _, ok := byPart[p]; !ok {
+			name := o.Meta().Name
+			delete(e.byPart, p)
+			delete(e.queues, name)
+			dropped = append(dropped, gone{name, o})
+		}
+	}
+	h := e.hooks
+	e.mu.Unlock()
+	for _, g := range dropped {
+		e.drop(context.Background(), g.name, g.o)
+		if h != nil && h.Lost != nil {
+			h.Lost(g.o.Partition())
+		}
+	}
+}
+
+// Route says where a queue is served: its partition, and whether this
+// engine owns it. A name the view does not know is looked up again in
+// the catalog once (a queue created on another node a moment ago).
+func (e *Engine) Route(name string) (p store.PartitionID, local bool, err error) {
+	for try := 0; try < 2; try++ {
+		e.mu.RLock()
+		p, ok := e.names[name]
+		o := e.byPart[p]
+		e.mu.RUnlock()
+		if ok {
+			return p, o != nil && o.Serving(), nil
+		}
+		if !e.cfg.Clustered || e.ownsCatalog() {
+			break
+		}
+		e.CatalogChanged()
+	}
+	return 0, false, partition.NoQueue()
+}
+
+// OwnsCatalog reports whether this engine writes the catalog (a single
+// node always does).
+func (e *Engine) OwnsCatalog() bool { return e.ownsCatalog() }

@@ -1,0 +1,141 @@
+package engine
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// twoNodes are two clustered engines over one replicated log (the memory
+// store: one log both write, fenced by position as JetStream fences by
+// sequence), with the manager's part played by the test.
+type twoNodes struct {
+	s    *store.Memory
+	clk  *clock.Fake
+	a, b *Engine
+	mu   sync.Mutex
+	lost map[string][]store.PartitionID
+}
+
+func newTwoNodes(t *testing.T) *twoNodes {
+	n := &twoNodes{s: store.NewMemory(), clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), lost: map[string][]store.PartitionID{}}
+	open := func(node string) *Engine {
+		e, err := Open(Config{Store: n.s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: n.clk,
+			Logger: slog.New(slog.DiscardHandler), Node: node, Clustered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SetHooks(&Hooks{Lost: func(p store.PartitionID) {
+			n.mu.Lock()
+			n.lost[node] = append(n.lost[node], p)
+			n.mu.Unlock()
+		}})
+		return e
+	}
+	n.a, n.b = open("a"), open("b")
+	t.Cleanup(func() { n.a.Close(); n.b.Close() })
+	return n
+}
+
+func (n *twoNodes) lostBy(node string) []store.PartitionID {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]store.PartitionID(nil), n.lost[node]...)
+}
+
+// A clustered engine serves only what it acquired: the catalog's owner
+// creates queues, the other node sees them in its view, and a partition
+// taken over by the other node (replay, epoch record) fences its former
+// owner, which stops and says so; the messages are all there.
+func TestClusteredEnginesHandOver(t *testing.T) {
+	n := newTwoNodes(t)
+	if _, err := n.b.CreateQueue(ctx, "q", nil, nil); err == nil {
+		t.Fatal("a node that does not own the catalog created a queue")
+	}
+	if err := n.a.Acquire(store.Catalog, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.a.CreateQueue(ctx, "q", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, local, err := n.a.Route("q")
+	if err != nil || !local {
+		t.Fatalf("the creating node routes q: %d %v %v", p, local, err)
+	}
+	oa, _ := n.a.Queue("q")
+	for i := 0; i < 30; i++ {
+		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "m"}}, nil, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// b's view learns of q; it does not own it.
+	if bp, blocal, err := n.b.Route("q"); err != nil || blocal || bp != p {
+		t.Fatalf("the other node routes q: %d %v %v, want %d remote", bp, blocal, err, p)
+	}
+	if err := n.b.Acquire(p, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, blocal, _ := n.b.Route("q"); !blocal {
+		t.Fatal("after acquiring, q is not local on b")
+	}
+	// a's owner is fenced on its next write, stops, and tells.
+	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "late"}}, nil, false); err == nil {
+		t.Fatal("the former owner's send succeeded")
+	}
+	waitFor(t, "the former owner reports the partition lost", func() bool {
+		l := n.lostBy("a")
+		return len(l) == 1 && l[0] == p
+	})
+	if _, alocal, _ := n.a.Route("q"); alocal {
+		t.Fatal("the fenced node still routes q to itself")
+	}
+	ob, _ := n.b.Queue("q")
+	got := 0
+	for {
+		ms, err := ob.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		got += len(ms)
+	}
+	if got != 30 {
+		t.Fatalf("the new owner has %d messages, want 30", got)
+	}
+	// The catalog moves too: b takes it, and a's next catalog write is
+	// fenced.
+	if err := n.b.Acquire(store.Catalog, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.a.CreateQueue(ctx, "r", nil, nil); err == nil {
+		t.Fatal("the former catalog owner created a queue")
+	}
+	if n.a.OwnsCatalog() {
+		t.Fatal("the fenced catalog owner still owns the catalog")
+	}
+	if _, err := n.b.CreateQueue(ctx, "r", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Deleting q on the catalog's owner, which owns q too, drops it; a
+	// sees the catalog change.
+	if err := n.b.DeleteQueue(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	n.a.CatalogChanged()
+	if _, _, err := n.a.Route("q"); err == nil {
+		t.Fatal("a deleted queue still routes")
+	}
+	if names, _, _ := n.a.ListQueues("", 0, "", nil); len(names) != 1 || names[0] != "r" {
+		t.Fatalf("a lists %v, want [r]", names)
+	}
+	if ps, _ := n.s.Partitions(); len(ps) != 2 {
+		t.Fatalf("partitions left: %v, want the catalog and r's", ps)
+	}
+}
