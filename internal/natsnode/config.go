@@ -1,0 +1,208 @@
+package natsnode
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	// DefaultMaxStore is the JetStream file storage limit: 64 GiB.
+	DefaultMaxStore int64 = 64 << 30
+	// DefaultMaxMemory is the JetStream memory storage limit: 256 MiB.
+	// Sluice keeps its streams on disk; memory storage is for small
+	// internal state only.
+	DefaultMaxMemory int64 = 256 << 20
+	// DefaultMaxPayload is the largest message the node accepts: 8 MiB, so
+	// that a 1 MiB SQS body with its attributes and headers fits with room.
+	DefaultMaxPayload int32 = 8 << 20
+	// maxPayloadLimit is nats-server's default max_pending (64 MiB); a
+	// payload may not exceed it.
+	maxPayloadLimit int32 = 64 << 20
+)
+
+// Config describes one node. Start fills the zero fields with their
+// defaults, then validates it.
+type Config struct {
+	// Cluster is the cluster name. Every node of a cluster must use the
+	// same one; nodes with another name are refused as peers. Required
+	// when Peers is not empty; no default. It may not contain spaces.
+	Cluster string
+
+	// Node is this node's name: unique in the cluster and stable across
+	// restarts, because JetStream derives its Raft peer identity from it.
+	// Never give it to a node whose Dir was wiped, nor to two nodes at
+	// once. Required; no default. It may not contain spaces.
+	Node string
+
+	// Dir is the directory that holds JetStream's streams and Raft logs.
+	// It is created if missing and must be writable. Required.
+	Dir string
+
+	// ClientAddr is the host:port of the NATS client listener, for
+	// clients in other processes (port 0 picks a free port; ClientURL says
+	// which). Default "": no client listener; only in-process clients
+	// (Connect) can reach the node.
+	ClientAddr string
+
+	// ClusterAddr is the host:port the node listens on for routes from its
+	// peers; a port from 1 to 65535. Required when Peers is not empty.
+	ClusterAddr string
+
+	// Peers are the route addresses (host:port) of all the nodes of the
+	// cluster. It may include this node's own ClusterAddr, and must list
+	// at least one other node. Default empty: a single node without
+	// clustering, whose JetStream needs no quorum.
+	Peers []string
+
+	// MaxStore is the JetStream file storage limit, in bytes. Default
+	// DefaultMaxStore (64 GiB). Keep it below the free space of Dir's
+	// disk: a full disk fails writes, where the limit refuses them cleanly.
+	MaxStore int64
+
+	// MaxMemory is the JetStream memory storage limit, in bytes. Default
+	// DefaultMaxMemory (256 MiB).
+	MaxMemory int64
+
+	// MaxPayload is the largest message (body plus headers) the node
+	// accepts, in bytes, at most 64 MiB. Default DefaultMaxPayload (8 MiB).
+	MaxPayload int32
+
+	// Logger receives nats-server's log, each line tagged with the key
+	// "node". Debug lines are produced only when it is enabled for
+	// slog.LevelDebug, and trace lines only for LevelTrace. Default: the
+	// log is discarded.
+	Logger *slog.Logger
+}
+
+// LevelTrace is the slog level of nats-server's trace lines (each protocol
+// message), below slog.LevelDebug.
+const LevelTrace = slog.LevelDebug - 4
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.MaxStore == 0 {
+		c.MaxStore = DefaultMaxStore
+	}
+	if c.MaxMemory == 0 {
+		c.MaxMemory = DefaultMaxMemory
+	}
+	if c.MaxPayload == 0 {
+		c.MaxPayload = DefaultMaxPayload
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	c.Peers = slices.Clone(c.Peers)
+	return c
+}
+
+// ErrConfig is wrapped by every error Start returns for an invalid Config.
+var ErrConfig = errors.New("natsnode: invalid config")
+
+func configErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConfig, fmt.Sprintf(format, args...))
+}
+
+// validate checks a Config that has its defaults filled in. It does not
+// touch the disk; checkDir does.
+func (c Config) validate() error {
+	if c.Node == "" {
+		return configErr("node name is required")
+	}
+	if strings.ContainsFunc(c.Node, isSpace) {
+		return configErr("node name %q contains a space", c.Node)
+	}
+	if c.Dir == "" {
+		return configErr("dir is required")
+	}
+	if c.ClientAddr != "" {
+		if _, _, err := splitAddr(c.ClientAddr, 0); err != nil {
+			return configErr("client address: %v", err)
+		}
+	}
+	if len(c.Peers) == 0 {
+		if c.ClusterAddr != "" {
+			return configErr("cluster address %q is set but there are no peers; list every node's cluster address (this one's included) in Peers, or leave ClusterAddr empty for a single node", c.ClusterAddr)
+		}
+	} else {
+		if c.Cluster == "" {
+			return configErr("cluster name is required when peers are set")
+		}
+		if strings.ContainsFunc(c.Cluster, isSpace) {
+			return configErr("cluster name %q contains a space", c.Cluster)
+		}
+		if c.ClusterAddr == "" {
+			return configErr("cluster address is required when peers are set")
+		}
+		if _, _, err := splitAddr(c.ClusterAddr, 1); err != nil {
+			return configErr("cluster address: %v", err)
+		}
+		seen := make(map[string]bool, len(c.Peers))
+		for _, p := range c.Peers {
+			if _, _, err := splitAddr(p, 1); err != nil {
+				return configErr("peer: %v", err)
+			}
+			if seen[p] {
+				return configErr("peer %q is listed twice", p)
+			}
+			seen[p] = true
+		}
+		if len(c.Peers) == 1 && c.Peers[0] == c.ClusterAddr {
+			// nats-server's Raft waits for a route that never comes.
+			return configErr("peers list only this node; a cluster needs other nodes (for a single node leave Peers and ClusterAddr empty)")
+		}
+	}
+	if c.MaxStore < 0 {
+		return configErr("max store %d is negative", c.MaxStore)
+	}
+	if c.MaxMemory < 0 {
+		return configErr("max memory %d is negative", c.MaxMemory)
+	}
+	if c.MaxPayload < 0 || c.MaxPayload > maxPayloadLimit {
+		return configErr("max payload %d is not between 1 and %d bytes", c.MaxPayload, maxPayloadLimit)
+	}
+	return nil
+}
+
+// checkDir creates dir if needed and checks that it can hold files.
+func checkDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return configErr("dir: %v", err)
+	}
+	f, err := os.CreateTemp(dir, ".natsnode-probe-*")
+	if err != nil {
+		return configErr("dir %q is not writable: %v", dir, err)
+	}
+	name := f.Name()
+	err = errors.Join(f.Close(), os.Remove(name))
+	if err != nil {
+		return configErr("dir %q: %v", dir, err)
+	}
+	return nil
+}
+
+// splitAddr splits a host:port whose port is at least minPort. An empty
+// host means every interface.
+func splitAddr(addr string, minPort int) (string, int, error) {
+	host, ps, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	port, err := strconv.Atoi(ps)
+	if err != nil || port < minPort || port > 65535 {
+		return "", 0, fmt.Errorf("%q: port %q is not a number from %d to 65535", addr, ps, minPort)
+	}
+	if strings.ContainsFunc(host, isSpace) {
+		return "", 0, fmt.Errorf("%q: host contains a space", addr)
+	}
+	return host, port, nil
+}
+
+func isSpace(r rune) bool { return r == ' ' || r == '\t' || r == '\n' || r == '\r' }

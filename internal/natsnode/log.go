@@ -1,0 +1,175 @@
+package natsnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrClusterNameMismatch says that a peer's cluster name differs from
+// this node's: nats-server refuses the route, so the two never form a
+// quorum together. Either side may be the misconfigured one.
+var ErrClusterNameMismatch = errors.New("natsnode: cluster name does not match a peer's")
+
+// ErrDuplicateNodeName says that another node runs with this node's name.
+// JetStream derives Raft peer identities from names, so two nodes with one
+// name corrupt the cluster's view of its members.
+var ErrDuplicateNodeName = errors.New("natsnode: another node uses this node's name")
+
+// conflictRepeat is how long a recognised conflict is logged at Debug after
+// it was logged at Error: nats-server retries a refused route every second.
+const conflictRepeat = 30 * time.Second
+
+// What nats-server v2.15.2 logs for the conflicts it detects on routes
+// (route.go). The prefix of each line names the connection:
+// "<ip:port> - rid:<n> - ".
+var (
+	// Logged by the node that accepts a route from a node with another
+	// cluster name, and by the soliciting node as
+	// "Route Error 'Rejecting connection, ...'" when the refusal comes back.
+	clusterMismatchRE = regexp.MustCompile(`Rejecting connection, cluster name "([^"]*)" does not match "([^"]*)"`)
+	// Logged right after the refusal above, by the node that refused.
+	clusterConflictRE = regexp.MustCompile(`cluster name from remote server conflicts$`)
+	// Logged by a node that accepts a route from a node with its own name.
+	duplicateNameRE = regexp.MustCompile(`Remote server has a duplicate name: "([^"]*)"`)
+	// The connection prefix of a route's log lines.
+	routePrefixRE = regexp.MustCompile(`^(\S+) - rid:\d+ - `)
+)
+
+// logAdapter implements nats-server's server.Logger on top of slog, and
+// recognises the lines that report a misconfigured cluster.
+type logAdapter struct {
+	log     *slog.Logger
+	cluster string // this node's cluster name
+
+	mu             sync.Mutex
+	fatal          error     // the first Fatalf: nats-server gave up starting
+	mismatch       error     // the latest cluster name mismatch, ErrClusterNameMismatch
+	dup            error     // the first duplicate name, ErrDuplicateNodeName
+	mismatchLogged time.Time // when a mismatch was last logged at Error
+	dupLogged      time.Time // when a duplicate name was last logged at Error
+}
+
+func newLogAdapter(log *slog.Logger, cluster string) *logAdapter {
+	return &logAdapter{log: log, cluster: cluster}
+}
+
+func (a *logAdapter) Noticef(format string, v ...any) { a.emit(slog.LevelInfo, format, v) }
+func (a *logAdapter) Warnf(format string, v ...any)   { a.emit(slog.LevelWarn, format, v) }
+func (a *logAdapter) Debugf(format string, v ...any)  { a.emit(slog.LevelDebug, format, v) }
+func (a *logAdapter) Tracef(format string, v ...any)  { a.emit(LevelTrace, format, v) }
+
+// Errorf logs at Error, except that a recognised conflict is logged in
+// clearer words, and at Debug while it repeats.
+func (a *logAdapter) Errorf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	if a.conflict(line) {
+		return
+	}
+	a.log.Error(line)
+}
+
+// Fatalf records why nats-server gave up (it returns instead of exiting,
+// since it is embedded) and logs it at Error. The first error among v is
+// kept, so errors.Is works on Start's error (e.g. syscall.EADDRINUSE).
+func (a *logAdapter) Fatalf(format string, v ...any) {
+	line := fmt.Sprintf(format, v...)
+	a.log.Error(line, "fatal", true)
+	var cause error
+	for _, x := range v {
+		if err, ok := x.(error); ok {
+			cause = err
+			break
+		}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal == nil {
+		a.fatal = &fatalError{line: line, cause: cause}
+	}
+}
+
+func (a *logAdapter) emit(level slog.Level, format string, v []any) {
+	if !a.log.Enabled(context.Background(), level) {
+		return
+	}
+	a.log.Log(context.Background(), level, fmt.Sprintf(format, v...))
+}
+
+// conflict records and logs line if it reports a conflict, and says if it
+// did.
+func (a *logAdapter) conflict(line string) bool {
+	var addr string
+	if m := routePrefixRE.FindStringSubmatch(line); m != nil {
+		addr = m[1]
+	}
+	if m := clusterMismatchRE.FindStringSubmatch(line); m != nil {
+		// One of the two names is ours; the other is the peer's.
+		remote := m[1]
+		if remote == a.cluster {
+			remote = m[2]
+		}
+		err := fmt.Errorf("%w: a peer (connection %s) uses cluster name %q, this node %q; "+
+			"every node of a cluster must use the same cluster name",
+			ErrClusterNameMismatch, addr, remote, a.cluster)
+		a.mu.Lock()
+		a.mismatch = err
+		level := repeatLevel(&a.mismatchLogged)
+		a.mu.Unlock()
+		a.log.Log(context.Background(), level, "cluster name does not match a peer's; the route is refused",
+			"cluster", a.cluster, "peer_cluster", remote, "peer_addr", addr, "nats", line)
+		return true
+	}
+	if m := duplicateNameRE.FindStringSubmatch(line); m != nil {
+		err := fmt.Errorf("%w: another node (connection %s) is also named %q; "+
+			"every node needs its own stable name", ErrDuplicateNodeName, addr, m[1])
+		a.mu.Lock()
+		if a.dup == nil {
+			a.dup = err
+		}
+		level := repeatLevel(&a.dupLogged)
+		a.mu.Unlock()
+		a.log.Log(context.Background(), level, "another node uses this node's name; the route is refused",
+			"peer_addr", addr, "nats", line)
+		return true
+	}
+	if clusterConflictRE.MatchString(line) {
+		// The same refusal again, in nats-server's words.
+		a.log.Debug(line)
+		return true
+	}
+	return false
+}
+
+// repeatLevel is the level to log a conflict at now, given when it was
+// last logged at Error: Error at most once per conflictRepeat, Debug in
+// between. The caller holds the adapter's lock.
+func repeatLevel(logged *time.Time) slog.Level {
+	now := time.Now()
+	if now.Sub(*logged) < conflictRepeat {
+		return slog.LevelDebug
+	}
+	*logged = now
+	return slog.LevelError
+}
+
+// state returns what the log told so far.
+func (a *logAdapter) state() (fatal, mismatch, dup error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fatal, a.mismatch, a.dup
+}
+
+// fatalError is a Fatalf line with the error it reported, if any.
+type fatalError struct {
+	line  string
+	cause error
+}
+
+func (e *fatalError) Error() string { return strings.TrimSpace(e.line) }
+func (e *fatalError) Unwrap() error { return e.cause }
