@@ -1,0 +1,375 @@
+package jsstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// The JetStream API as the store uses it: raw requests, so that every
+// answer (and the stream leader's, not a replica's, where it matters) is
+// under the store's control. Error codes are nats-server's errors.json.
+const (
+	codeNotLeader          = 10009 // the cluster cannot handle the request (no leader)
+	codeUnavailable        = 10008 // JetStream temporarily unavailable
+	codeAccountResources   = 10002 // resource limits exceeded for account
+	codeInsufficient       = 10023 // insufficient resources
+	codeMemoryResources    = 10028
+	codeMsgNotFound        = 10037
+	codeStorageResources   = 10047 // insufficient storage resources available
+	codeMsgTooBig          = 10054 // message size exceeds maximum allowed
+	codeStreamNotFound     = 10059
+	codeWrongLastSeq       = 10071 // wrong last sequence: N
+	codeStoreFailed        = 10077 // stream store failed: …
+	codeHeaderTooBig       = 10097
+	codeStreamOffline      = 10118
+	codeDupInProcess       = 10158 // duplicate message id is in process
+	codeExpectNotReady     = 10163
+	codeWrongLastSeqNoNum  = 10164 // wrong last sequence (a concurrent write)
+	codeBatchIncomplete    = 10176
+	codeStreamOfflineWhy   = 10194
+	codeBatchTooLarge      = 10199
+	codeBatchDuplicate     = 10201 // atomic batch contains a duplicate message id
+	codeBatchTooManyFlight = 10210
+)
+
+// apiError is a JetStream API error answer.
+type apiError struct {
+	Code        int    `json:"code"`
+	ErrCode     int    `json:"err_code"`
+	Description string `json:"description"`
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("jetstream: %s (%d/%d)", e.Description, e.Code, e.ErrCode)
+}
+
+func errCode(err error) int {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.ErrCode
+	}
+	return 0
+}
+
+// transient reports whether err may go away by itself (leadership moving,
+// a reconnect): the request is worth repeating.
+func transient(err error) bool {
+	switch errCode(err) {
+	case codeNotLeader, codeUnavailable, codeStreamOffline, codeStreamOfflineWhy, codeDupInProcess,
+		codeExpectNotReady, codeBatchIncomplete, codeBatchTooManyFlight:
+		return true
+	case 0:
+	default:
+		return false
+	}
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrNoServers) ||
+		errors.Is(err, nats.ErrStaleConnection)
+}
+
+// seamError maps a JetStream failure to the seam's sentinels.
+func seamError(err error) error {
+	switch errCode(err) {
+	case codeMsgTooBig, codeBatchTooLarge, codeHeaderTooBig:
+		return fmt.Errorf("%w: %v", store.ErrTooBig, err)
+	case codeStorageResources, codeInsufficient, codeAccountResources, codeMemoryResources:
+		return fmt.Errorf("%w: %v", store.ErrNoSpace, err)
+	case codeStoreFailed:
+		if d := strings.ToLower(err.Error()); strings.Contains(d, "space") || strings.Contains(d, "resources") {
+			return fmt.Errorf("%w: %v", store.ErrNoSpace, err)
+		}
+	}
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return fmt.Errorf("%w: %v", store.ErrTooBig, err)
+	}
+	return fmt.Errorf("jsstore: write failed: %w", err)
+}
+
+const apiPrefix = "$JS.API."
+
+// request sends one API request and decodes the answer into out (which
+// must have an Error field promoted from apiResponse).
+func (s *Store) request(ctx context.Context, subj string, req any, out interface{ apiErr() *apiError }) error {
+	var body []byte
+	if req != nil {
+		var err error
+		if body, err = json.Marshal(req); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	defer cancel()
+	msg, err := s.nc.RequestWithContext(ctx, apiPrefix+subj, body)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(msg.Data, out); err != nil {
+		return fmt.Errorf("jsstore: answer to %s: %w", subj, err)
+	}
+	if e := out.apiErr(); e != nil {
+		return e
+	}
+	return nil
+}
+
+type apiResponse struct {
+	Error *apiError `json:"error,omitempty"`
+}
+
+func (r *apiResponse) apiErr() *apiError { return r.Error }
+
+type streamState struct {
+	Msgs     uint64 `json:"messages"`
+	Bytes    uint64 `json:"bytes"`
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+}
+
+type streamInfo struct {
+	apiResponse
+	State streamState `json:"state"`
+}
+
+// info is the stream's state as its leader has it; ok false: no stream.
+func (s *Store) info(ctx context.Context, stream string) (st streamState, ok bool, err error) {
+	var r streamInfo
+	err = s.request(ctx, "STREAM.INFO."+stream, nil, &r)
+	if errCode(err) == codeStreamNotFound {
+		return st, false, nil
+	}
+	return r.State, err == nil, err
+}
+
+type storedMsg struct {
+	Subject  string `json:"subject"`
+	Sequence uint64 `json:"seq"`
+	Header   []byte `json:"hdrs,omitempty"`
+	Data     []byte `json:"data,omitempty"`
+}
+
+type msgGetResponse struct {
+	apiResponse
+	Message *storedMsg `json:"message,omitempty"`
+}
+
+type msgGetRequest struct {
+	Seq     uint64 `json:"seq,omitempty"`
+	LastFor string `json:"last_by_subj,omitempty"`
+	NextFor string `json:"next_by_subj,omitempty"`
+	Batch   int    `json:"batch,omitempty"`
+	MaxB    int    `json:"max_bytes,omitempty"`
+}
+
+// msg is a stream message as the store reads it.
+type msg struct {
+	subj string
+	seq  uint64
+	hdr  nats.Header
+	data []byte
+}
+
+var errNoMsg = errors.New("no such message")
+
+// leaderGet reads a message from the stream's leader (never stale):
+// errNoMsg when there is none; store.ErrNotFound (wrapped) when the
+// stream is gone.
+func (s *Store) leaderGet(ctx context.Context, stream string, req msgGetRequest) (msg, error) {
+	var r msgGetResponse
+	err := s.request(ctx, "STREAM.MSG.GET."+stream, req, &r)
+	switch errCode(err) {
+	case 0:
+	case codeMsgNotFound:
+		return msg{}, errNoMsg
+	case codeStreamNotFound:
+		return msg{}, fmt.Errorf("%w: stream %s", store.ErrNotFound, stream)
+	}
+	if err != nil {
+		return msg{}, err
+	}
+	if r.Message == nil {
+		return msg{}, errors.New("jsstore: empty message get answer")
+	}
+	m := msg{subj: r.Message.Subject, seq: r.Message.Sequence, data: r.Message.Data}
+	if len(r.Message.Header) > 0 {
+		if m.hdr, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
+			return msg{}, fmt.Errorf("jsstore: headers of %s message %d: %w", stream, m.seq, err)
+		}
+	}
+	return m, nil
+}
+
+// directGet reads up to n messages from seq on, answered by any replica
+// that is current (it may be behind the leader: the caller checks what
+// it got). It returns the messages in order; none when the replica has
+// nothing from seq on.
+func (s *Store) directGet(ctx context.Context, stream string, seq uint64, n, maxBytes int) ([]msg, error) {
+	req := msgGetRequest{Seq: seq}
+	if n > 1 {
+		req.Batch, req.MaxB = n, maxBytes
+	}
+	body, _ := json.Marshal(req)
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	defer cancel()
+	subj := apiPrefix + "DIRECT.GET." + stream
+	if n <= 1 {
+		r, err := s.nc.RequestWithContext(ctx, subj, body)
+		if err != nil {
+			return nil, err
+		}
+		m, done, err := directMsg(r)
+		if err != nil || done {
+			return nil, err
+		}
+		return []msg{m}, nil
+	}
+	inbox := s.nc.NewRespInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := s.nc.PublishRequest(subj, inbox, body); err != nil {
+		return nil, err
+	}
+	var out []msg
+	for {
+		r, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			if len(out) > 0 {
+				return out, nil // what came is good; the caller asks again
+			}
+			return nil, err
+		}
+		m, done, err := directMsg(r)
+		if err != nil {
+			return out, err
+		}
+		if done {
+			return out, nil
+		}
+		out = append(out, m)
+		if len(out) >= n {
+			return out, nil
+		}
+	}
+}
+
+// directMsg decodes one answer to a direct get: done at the end of a batch
+// or when there is no message.
+func directMsg(r *nats.Msg) (msg, bool, error) {
+	if len(r.Data) == 0 && r.Header != nil {
+		switch st := r.Header.Get("Status"); st {
+		case "":
+		case "404", "204":
+			return msg{}, true, nil
+		case "503":
+			return msg{}, true, nats.ErrNoResponders
+		default:
+			return msg{}, true, fmt.Errorf("jsstore: direct get: status %s %s", st, r.Header.Get("Description"))
+		}
+	}
+	seq, err := strconv.ParseUint(r.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return msg{}, true, fmt.Errorf("jsstore: direct get answer without a sequence: %w", err)
+	}
+	return msg{subj: r.Header.Get(jetstream.SubjectHeader), seq: seq, hdr: r.Header, data: r.Data}, false, nil
+}
+
+type purgeResponse struct {
+	apiResponse
+	Purged uint64 `json:"purged"`
+}
+
+// purge removes the stream's messages below seq.
+func (s *Store) purge(ctx context.Context, stream string, seq uint64) (uint64, error) {
+	var r purgeResponse
+	err := s.request(ctx, "STREAM.PURGE."+stream, struct {
+		Seq uint64 `json:"seq"`
+	}{seq}, &r)
+	return r.Purged, err
+}
+
+type namesResponse struct {
+	apiResponse
+	Total   int      `json:"total"`
+	Offset  int      `json:"offset"`
+	Limit   int      `json:"limit"`
+	Streams []string `json:"streams"`
+}
+
+// streamNames lists the streams whose subjects fall under subj.
+func (s *Store) streamNames(ctx context.Context, subj string) ([]string, error) {
+	var out []string
+	for {
+		var r namesResponse
+		err := s.request(ctx, "STREAM.NAMES", struct {
+			Offset  int    `json:"offset"`
+			Subject string `json:"subject,omitempty"`
+		}{len(out), subj}, &r)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.Streams...)
+		if len(r.Streams) == 0 || len(out) >= r.Total {
+			return out, nil
+		}
+	}
+}
+
+type accountLimits struct {
+	MaxStore int64 `json:"max_storage"`
+}
+
+type accountInfo struct {
+	apiResponse
+	Store  int64         `json:"storage"`
+	Limits accountLimits `json:"limits"`
+	Tiers  map[string]struct {
+		Store  int64         `json:"storage"`
+		Limits accountLimits `json:"limits"`
+	} `json:"tiers"`
+}
+
+// retry runs f until it succeeds, fails for good, or RetryFor passes
+// (then it returns the last error); it waits between attempts with
+// backoff and stops when the store closes.
+func (s *Store) retry(what string, f func(ctx context.Context) error) error {
+	deadline := time.Now().Add(s.cfg.RetryFor)
+	wait := 20 * time.Millisecond
+	for {
+		err := f(s.ctx)
+		if err == nil || !transient(err) {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) || s.ctx.Err() != nil {
+			return fmt.Errorf("jsstore: %s: gave up after %v: %w", what, s.cfg.RetryFor, err)
+		}
+		if !s.sleep(wait) {
+			return fmt.Errorf("%w: %s: %v", store.ErrClosed, what, err)
+		}
+		wait = min(2*wait, 500*time.Millisecond)
+	}
+}
+
+// sleep waits d unless the store closes first (then it reports false).
+func (s *Store) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}

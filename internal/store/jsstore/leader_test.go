@@ -1,0 +1,122 @@
+package jsstore_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicemq/sluice/internal/natsnode"
+	"github.com/sluicemq/sluice/internal/natsnode/natstest"
+	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/jsstore"
+)
+
+// TestLeaderLoss: the node leading a partition's stream goes away while
+// appends are in flight (their acknowledgements may be lost with it).
+// Every append still succeeds, once the stream has a new leader, and the
+// stream holds each record exactly once, in order.
+func TestLeaderLoss(t *testing.T) {
+	nodes := natstest.Cluster(t, 3)
+	cfg := jsstore.Config{Conn: connect(t, nodes[0]), Prefix: "loss", Replicas: 3, AckTimeout: time.Second}
+	s := open(t, cfg)
+	mustAppend(t, s, 1, 0, false, "r0")
+	s.Close()
+
+	leader := streamLeader(t, nodes, "loss_P1")
+	var writer, reader *natsnode.Node
+	for _, n := range nodes {
+		switch {
+		case n == leader:
+		case writer == nil:
+			writer = n
+		default:
+			reader = n
+		}
+	}
+	cfg.Conn = connect(t, writer)
+	s = open(t, cfg)
+	if err := s.ReplayPartition(1, 0, func(store.Entry) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+
+	const n, window = 400, 8
+	want := []string{"r0"}
+	for i := range n {
+		want = append(want, fmt.Sprint("r", i+1))
+	}
+	killAt := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		kill := killAt
+		last := uint64(1)
+		for last < n+1 {
+			var fs []store.Future
+			for j := 0; j < window && last+uint64(j) < n+1; j++ {
+				p := last + uint64(j)
+				fs = append(fs, s.Append(1, p, []store.Rec{{Data: []byte(want[p])}}))
+			}
+			for _, f := range fs {
+				if err := f.Wait(context.Background()); err != nil {
+					done <- fmt.Errorf("append ending at %d: %w", last+1, err)
+					return
+				}
+				last++
+			}
+			if last >= 100 && kill != nil {
+				close(kill)
+				kill = nil
+			}
+		}
+		done <- nil
+	}()
+	<-killAt
+	t0 := time.Now()
+	leader.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the appends went on %v after the stream leader %s stopped", time.Since(t0).Round(time.Millisecond), leader.Name())
+	if st := s.Stats(); st.FailedWrites != 0 {
+		t.Fatalf("%d failed writes", st.FailedWrites)
+	}
+	s.Close()
+
+	cfg.Conn = connect(t, reader)
+	r := open(t, cfg)
+	if got := replay(t, r).data(1); !slices.Equal(got, want) {
+		t.Fatalf("after the leader's loss the partition holds %d records (want %d): a record lost or doubled", len(got), len(want))
+	}
+	st := streamState(t, cfg.Conn, "loss_P1")
+	t.Logf("stream: %d messages, last sequence %d", st.Msgs, st.LastSeq)
+}
+
+// streamLeader is the node that leads a stream.
+func streamLeader(t *testing.T, nodes []*natsnode.Node, stream string) *natsnode.Node {
+	t.Helper()
+	nc := connect(t, nodes[0])
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	st, err := js.Stream(c, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(c)
+	if err != nil || info.Cluster == nil {
+		t.Fatalf("stream info: %v", err)
+	}
+	for _, n := range nodes {
+		if n.Name() == info.Cluster.Leader {
+			return n
+		}
+	}
+	t.Fatalf("stream %s is led by %q, not one of the nodes", stream, info.Cluster.Leader)
+	return nil
+}
