@@ -1,0 +1,322 @@
+package cluster
+
+import (
+	"cmp"
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// loopState is what the reconcile loop remembers between ticks; only its
+// goroutine uses it.
+type loopState struct {
+	unleased map[store.PartitionID]time.Time     // first seen without a lease
+	retryAt  map[store.PartitionID]time.Time     // not taken here before (its Acquire failed)
+	failures map[store.PartitionID]int           // Acquire failures in a row here
+	missing  map[store.PartitionID]time.Time     // held but not listed by the Host since
+	handedAt map[store.PartitionID]time.Time     // last handed over from here
+	holdFor  map[store.PartitionID]time.Duration // owned this long before it is handed over
+}
+
+func newLoopState() *loopState {
+	return &loopState{
+		unleased: map[store.PartitionID]time.Time{},
+		retryAt:  map[store.PartitionID]time.Time{},
+		failures: map[store.PartitionID]int{},
+		missing:  map[store.PartitionID]time.Time{},
+		handedAt: map[store.PartitionID]time.Time{},
+		holdFor:  map[store.PartitionID]time.Duration{},
+	}
+}
+
+// reconcileLoop reconciles every Tick, and when woken.
+func (m *Manager) reconcileLoop() {
+	defer m.loops.Done()
+	ls := newLoopState()
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		case <-m.kick:
+		}
+		m.reconcile(ls)
+	}
+}
+
+// snapshot is what a reconcile needs of the manager's state.
+type snapshot struct {
+	members []string
+	since   map[string]time.Time // by node name: member since
+	leased  map[store.PartitionID]bool
+	expired map[store.PartitionID]bool
+	owned   []ownedLease
+}
+
+type ownedLease struct {
+	p     store.PartitionID
+	since time.Time
+}
+
+func (m *Manager) snapshot() snapshot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := snapshot{
+		members: m.membersLocked(),
+		since:   map[string]time.Time{},
+		leased:  make(map[store.PartitionID]bool, len(m.view.owners)+len(m.leases)),
+		expired: map[store.PartitionID]bool{},
+	}
+	for _, mem := range m.view.members {
+		if t, ok := s.since[mem.Node]; !ok || mem.since.Before(t) {
+			s.since[mem.Node] = mem.since
+		}
+	}
+	for p := range m.view.owners {
+		s.leased[p] = true
+	}
+	for p, g := range m.view.gone {
+		s.expired[p] = g == goneExpired
+	}
+	for p := range m.claiming {
+		s.leased[p] = true
+	}
+	for p, l := range m.leases {
+		s.leased[p] = true
+		if l.state == owned && !l.lost {
+			s.owned = append(s.owned, ownedLease{p: p, since: l.since})
+		}
+	}
+	slices.SortFunc(s.owned, func(a, b ownedLease) int { return cmp.Compare(a.p, b.p) })
+	return s
+}
+
+// reconcile gives up what was lost, what the Host no longer lists and
+// what another node should have, then takes what has no lease.
+func (m *Manager) reconcile(ls *loopState) {
+	m.releaseLost()
+	parts := m.host.Partitions()
+	listed := make(map[store.PartitionID]bool, len(parts))
+	for _, p := range parts {
+		listed[p] = true
+	}
+	slices.Sort(parts)
+	parts = slices.Compact(parts)
+	s := m.snapshot()
+	now := time.Now()
+
+	// Partitions held here that the Host no longer lists (a deleted queue):
+	// given up once missing for Settle, in case the Host's list lags a
+	// partition Claim just took.
+	maps.DeleteFunc(ls.missing, func(p store.PartitionID, _ time.Time) bool {
+		return !slices.ContainsFunc(s.owned, func(o ownedLease) bool { return o.p == p })
+	})
+	for _, o := range s.owned {
+		if listed[o.p] {
+			delete(ls.missing, o.p)
+			continue
+		}
+		first, ok := ls.missing[o.p]
+		if !ok {
+			ls.missing[o.p] = now
+			continue
+		}
+		if now.Sub(first) >= m.cfg.Settle {
+			delete(ls.missing, o.p)
+			m.giveUp(o.p, "", "the host no longer lists it")
+		}
+	}
+
+	// Hand over to the preferred node what it should have.
+	handed := 0
+	for _, o := range s.owned {
+		if handed == handoversPerTick || m.ctx.Err() != nil {
+			break
+		}
+		if !listed[o.p] {
+			continue
+		}
+		to := preferred(s.members, o.p)
+		since, member := s.since[to]
+		hold, ok := ls.holdFor[o.p]
+		if !ok {
+			hold = m.cfg.Settle
+		}
+		if to == m.cfg.Node || !member || now.Sub(since) < m.cfg.Settle || now.Sub(o.since) < hold {
+			continue
+		}
+		if m.giveUp(o.p, to, "its preferred node is a member") {
+			ls.handedAt[o.p] = now
+			handed++
+		}
+	}
+
+	// Take what has no lease, by rank.
+	for _, p := range parts {
+		if m.ctx.Err() != nil {
+			return
+		}
+		if s.leased[p] {
+			delete(ls.unleased, p)
+			continue
+		}
+		now := time.Now()
+		first, ok := ls.unleased[p]
+		if !ok {
+			first = now
+			ls.unleased[p] = now
+		}
+		if now.Before(m.acquireAt) || now.Before(ls.retryAt[p]) {
+			continue
+		}
+		// Ranks wait from the end of the start's grace too, or every node
+		// started with the cluster would try at once when it ends.
+		if first.Before(m.acquireAt) {
+			first = m.acquireAt
+		}
+		r := rank(s.members, p, m.cfg.Node)
+		if now.Sub(first) < time.Duration(r)*m.cfg.RankStep {
+			continue
+		}
+		m.acquire(p, s.expired[p], ls)
+	}
+
+	ls.forget(listed)
+}
+
+// forget drops what is remembered of partitions the Host no longer lists
+// (but not when they went missing while held here).
+func (ls *loopState) forget(listed map[store.PartitionID]bool) {
+	drop := func(p store.PartitionID) bool { return !listed[p] }
+	maps.DeleteFunc(ls.unleased, func(p store.PartitionID, _ time.Time) bool { return drop(p) })
+	maps.DeleteFunc(ls.retryAt, func(p store.PartitionID, _ time.Time) bool { return drop(p) })
+	maps.DeleteFunc(ls.failures, func(p store.PartitionID, _ int) bool { return drop(p) })
+	maps.DeleteFunc(ls.handedAt, func(p store.PartitionID, _ time.Time) bool { return drop(p) })
+	maps.DeleteFunc(ls.holdFor, func(p store.PartitionID, _ time.Duration) bool { return drop(p) })
+}
+
+// releaseLost tells the Host to stop serving the partitions whose renewal
+// was refused.
+func (m *Manager) releaseLost() {
+	var lost []*lease
+	m.mu.Lock()
+	for p, l := range m.leases {
+		if l.lost && l.state == owned {
+			delete(m.leases, p)
+			lost = append(lost, l)
+		}
+	}
+	m.mu.Unlock()
+	for _, l := range lost {
+		m.host.Release(l.p)
+	}
+}
+
+// giveUp releases an owned partition and deletes its lease, so that
+// another node takes it at once; to, if not "", is the node it is meant
+// for. It reports whether p was owned.
+func (m *Manager) giveUp(p store.PartitionID, to, why string) bool {
+	l := m.beginRelease(p)
+	if l == nil {
+		return false
+	}
+	m.log.Info("giving a partition up", "partition", p, "term", l.term, "to", to, "why", why)
+	m.host.Release(p)
+	m.dropLease(l)
+	if to != "" {
+		m.mu.Lock()
+		m.counts.handovers++
+		m.mu.Unlock()
+	}
+	return true
+}
+
+// acquire tries to take p's lease and, if it did, makes the Host its
+// owner; a failed Acquire gives the lease up and backs off.
+func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
+	key := partKey(p)
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
+	rev, err := m.create(ctx, key)
+	cancel()
+	if err != nil && !conflict(err) && m.ctx.Err() == nil {
+		if r, ok := m.ours(key); ok {
+			rev, err = r, nil // the create landed; its reply was lost
+		}
+	}
+	switch {
+	case err == nil:
+	case conflict(err):
+		return // the view lagged: another node holds it
+	default:
+		if m.ctx.Err() == nil {
+			m.log.Warn("taking a partition's lease failed", "partition", p, "err", err)
+			ls.retryAt[p] = time.Now().Add(m.cfg.RankStep)
+		}
+		return
+	}
+
+	l := m.newLease(p, key, rev, sent)
+	m.mu.Lock()
+	m.leases[p] = l
+	if expired {
+		m.counts.failovers++
+	}
+	m.mu.Unlock()
+	m.log.Info("took a partition's lease", "partition", p, "term", rev, "failover", expired)
+
+	err = m.host.Acquire(p, rev)
+
+	m.mu.Lock()
+	forgotten := m.leases[p] != l // the Host called Lost
+	lost := l.lost
+	if err == nil && !forgotten && !lost {
+		l.state, l.since = owned, time.Now()
+	}
+	if err != nil {
+		m.counts.acquireFailures++
+	}
+	m.mu.Unlock()
+
+	switch {
+	case forgotten:
+		m.log.Warn("the host gave a partition up while acquiring it", "partition", p, "term", rev, "err", err)
+	case err != nil:
+		ls.failures[p]++
+		wait := min(m.cfg.RankStep<<min(ls.failures[p]-1, 16), maxBackoff)
+		ls.retryAt[p] = time.Now().Add(wait)
+		m.log.Warn("the host could not acquire a partition; giving its lease up", "partition", p, "term", rev,
+			"failures", ls.failures[p], "retry_in", wait, "err", err)
+		m.mu.Lock()
+		l.state = releasing
+		m.mu.Unlock()
+		m.dropLease(l)
+	case lost:
+		m.mu.Lock()
+		if m.leases[p] == l {
+			delete(m.leases, p)
+		}
+		m.mu.Unlock()
+		m.log.Warn("lost a partition's lease while acquiring it", "partition", p, "term", rev)
+		m.host.Release(p)
+	default:
+		delete(ls.failures, p)
+		delete(ls.retryAt, p)
+		// Taken back soon after it was handed over: its preferred node did
+		// not take it. Keep it longer before trying again.
+		hold := m.cfg.Settle
+		if t, ok := ls.handedAt[p]; ok && time.Since(t) < 2*m.cfg.Settle+m.cfg.RankStep {
+			hold = min(2*max(ls.holdFor[p], m.cfg.Settle), maxHold)
+		}
+		if hold > m.cfg.Settle {
+			ls.holdFor[p] = hold
+		} else {
+			delete(ls.holdFor, p)
+		}
+	}
+}
