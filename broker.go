@@ -125,6 +125,11 @@ type Config struct {
 	// back. The reserve in effect is at least twice the newest snapshots
 	// plus one segment. Default 256 MiB; negative: only that minimum.
 	DiskReserve int64
+	// Cluster, when set, makes the broker one node of a cluster on NATS
+	// JetStream (ClusterConfig, docs/cluster.md); Dir then holds the
+	// embedded NATS server's data, and the settings above that are the
+	// disk log's do not apply.
+	Cluster *ClusterConfig
 	// CheckReleases makes the store track every live message's body, not
 	// only a count per segment, so that any release of a body it does not
 	// hold is caught (StoreStats.BadReleases) instead of only one that
@@ -192,6 +197,7 @@ func (c Config) validate() error {
 type Broker struct {
 	e     *engine.Engine
 	tools *redrive.Tools
+	cl    *clusterNode // nil: a single node
 }
 
 // Open opens (or creates) the store, recovers its queues and starts
@@ -200,6 +206,9 @@ func Open(cfg Config) (*Broker, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Cluster != nil {
+		return openClustered(cfg)
 	}
 	st, err := openStore(cfg)
 	if err != nil {
@@ -211,6 +220,33 @@ func Open(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	return &Broker{e: e, tools: redrive.New(e)}, nil
+}
+
+// openClustered opens a broker as a node of a cluster.
+func openClustered(cfg Config) (*Broker, error) {
+	c, st, err := openCluster(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ec := engineConfig(cfg, st)
+	ec.Clustered, ec.Node = true, cfg.Cluster.Node
+	e, err := engine.Open(ec)
+	if err != nil {
+		st.Close()
+		c.closeNATS()
+		return nil, err
+	}
+	if err := c.start(e); err != nil {
+		e.Close()
+		c.closeNATS()
+		return nil, err
+	}
+	b := &Broker{e: e, tools: redrive.New(e), cl: c}
+	if err := c.serveStats(b); err != nil {
+		b.Close()
+		return nil, err
+	}
+	return b, nil
 }
 
 // openStore opens the store cfg names.
@@ -264,7 +300,14 @@ func Verify(cfg Config) (VerifyReport, error) {
 // flushes and closes the store.
 func (b *Broker) Close() error {
 	b.tools.StopAll()
-	return b.e.Close()
+	if b.cl != nil {
+		b.cl.close() // hands the partitions over first
+	}
+	err := b.e.Close()
+	if b.cl != nil {
+		b.cl.closeNATS()
+	}
+	return err
 }
 
 // CreateQueue creates a queue, or returns the existing one when every given

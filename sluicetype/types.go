@@ -217,3 +217,22 @@ type QueueCheck struct {
 	// record left (its messages and settings are gone).
 	Missing bool
 }
+
+// ClusterStatus is a cluster as one of its nodes sees it.
+type ClusterStatus struct {
+	// Node is this node's name; Members the live nodes, sorted.
+	Node    string
+	Members []string
+	// Owners names each queue's owner node ("" while it has none); the
+	// catalog of queues is under CatalogOwner.
+	Owners       map[string]string
+	CatalogOwner string
+	// Owned counts the partitions this node owns.
+	Owned int
+	// Failovers counts the partitions this node took over after their
+	// owner's lease expired (it stopped renewing: it crashed or was cut
+	// off); Handovers those it gave to their preferred node; the failures
+	// are acquisitions that failed and lease renewals that went
+	// unanswered (the lease was kept).
+	Failovers, Handovers, AcquireFailures, RenewFailures uint64
+}

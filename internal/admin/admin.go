@@ -78,13 +78,22 @@ func New(b *sluice.Broker, opts Options) *Server {
 	s.mux.HandleFunc("PUT /api/queues/{queue}/tenants/{tenant}", s.setTenant)
 	s.mux.HandleFunc("POST /api/queues/{queue}/drop-before", s.dropBefore)
 	s.mux.HandleFunc("GET /api/store", s.store)
+	s.mux.HandleFunc("GET /api/cluster", s.cluster)
 	s.routesDLQ()
 	s.routesUI()
 	return s
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// In a cluster, a request about a queue another node owns is forwarded
+// to it (cluster.go).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if to := s.forwardTo(r); to != "" {
+		s.forward(w, r, to)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
 // Start begins sampling queue figures into the in-memory history.
 func (s *Server) Start() {
@@ -209,7 +218,7 @@ func toJSON(q sluice.QueueStats) queueJSON {
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
-	stats := s.b.Stats()
+	stats := s.b.ClusterStats(r.Context()) // in a cluster, every node's
 	out := make([]queueJSON, 0, len(stats))
 	sources := map[string][]string{}
 	for _, q := range stats {

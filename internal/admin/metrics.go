@@ -23,6 +23,8 @@ type collector struct {
 	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
 	diskFree, diskReserve, diskAlarm, queueSeries                 *prometheus.Desc
 	unreadable, segsRemoved, badReleases, allUnreadable           *prometheus.Desc
+	// Cluster mode.
+	members, owned, owner, failovers, handovers, acquireFailed, renewFailed *prometheus.Desc
 
 	// maxQueues bounds the queues with series of their own (see boundQueues).
 	maxQueues int
@@ -152,6 +154,13 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		segsRemoved:    d("store_segments_removed_total", "Log segment files removed once no live message was in them."),
 		badReleases:    d("store_bad_releases_total", "Releases of a body the store did not hold for the broker (a bug; nothing is freed for them). 0 in a healthy broker."),
 		allUnreadable:  d("messages_unreadable_total", "Messages of every queue dropped because their body could not be read back from disk. 0 in a healthy broker."),
+		members:        d("cluster_members", "Live nodes of the cluster, as this node sees them."),
+		owned:          d("cluster_partitions_owned", "Partitions (queues, and the catalog) this node owns."),
+		owner:          d("cluster_queue_owner", "1 for the node that owns each queue (as this node sees it).", "queue", "node"),
+		failovers:      d("cluster_failovers_total", "Partitions this node took over after their owner's lease expired (the owner crashed or was cut off)."),
+		handovers:      d("cluster_handovers_total", "Partitions this node handed over to their preferred node."),
+		acquireFailed:  d("cluster_acquire_failures_total", "Takeovers of a partition by this node that failed."),
+		renewFailed:    d("cluster_lease_renew_failures_total", "Lease renewals that went unanswered (the lease was kept; the store's fence keeps the log safe)."),
 		maxQueues:      maxQueues,
 	}
 }
@@ -242,6 +251,19 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	count, buckets := cumulative(bounds, st.FsyncBuckets)
 	ch <- prometheus.MustNewConstHistogram(c.fs, count, st.FsyncSeconds, buckets)
+	if cs := c.b.ClusterStatus(); cs != nil {
+		g(c.members, float64(len(cs.Members)))
+		g(c.owned, float64(cs.Owned))
+		for q, n := range cs.Owners {
+			if n != "" {
+				g(c.owner, 1, q, n)
+			}
+		}
+		ctr(c.failovers, float64(cs.Failovers))
+		ctr(c.handovers, float64(cs.Handovers))
+		ctr(c.acquireFailed, float64(cs.AcquireFailures))
+		ctr(c.renewFailed, float64(cs.RenewFailures))
+	}
 	g(c.diskFree, float64(st.DiskFree))
 	g(c.diskReserve, float64(st.DiskReserve))
 	alarm := 0.0

@@ -44,6 +44,14 @@ type ServeConfig struct {
 	AdminToken      string // --admin-token, SLUICE_ADMIN_TOKEN: required on the admin address (Bearer, or Basic password)
 	AdminTokenFile  string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
 	AdminHosts      string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
+	// Cluster mode (docs/cluster.md).
+	Cluster       string // --cluster, SLUICE_CLUSTER: the cluster's name; turns cluster mode on
+	Node          string // --node, SLUICE_NODE: this node's stable name
+	Peers         string // --peers, SLUICE_PEERS: comma-separated route addresses of every node (host:port)
+	ClusterListen string // --cluster-addr, SLUICE_CLUSTER_ADDR: this node's route address, default 127.0.0.1:9326 with --peers
+	NATSAddr      string // --nats-addr, SLUICE_NATS_ADDR: the embedded NATS server's client address (for NATS tools), default none
+	NATSURL       string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
+	Replicas      int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -74,7 +82,42 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.AdminToken, "admin-token", def("SLUICE_ADMIN_TOKEN", ""), "token required on the admin address (Authorization: Bearer, or Basic with it as password)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", def("SLUICE_ADMIN_TOKEN_FILE", ""), "file holding the admin token (instead of --admin-token)")
 	fs.StringVar(&c.AdminHosts, "admin-allowed-hosts", def("SLUICE_ADMIN_ALLOWED_HOSTS", ""), "comma-separated Host names the admin address answers to besides loopback ones (behind a proxy)")
+	fs.StringVar(&c.Cluster, "cluster", def("SLUICE_CLUSTER", ""), "run as a node of this cluster on NATS JetStream (docs/cluster.md)")
+	fs.StringVar(&c.Node, "node", def("SLUICE_NODE", ""), "this node's name in the cluster: stable across restarts, unique")
+	fs.StringVar(&c.Peers, "peers", def("SLUICE_PEERS", ""), "comma-separated route addresses (host:port) of every node of the cluster, this one's included")
+	fs.StringVar(&c.ClusterListen, "cluster-addr", def("SLUICE_CLUSTER_ADDR", ""), "this node's route address, which the others' --peers name (default 127.0.0.1:9326 with --peers)")
+	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none)")
+	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
+	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
+	fs.IntVar(&c.Replicas, "replicas", replicas, "replicas of each stream (default 3; 1 for a lone node)")
 	return fs, c
+}
+
+// clusterConfig maps the cluster flags onto the broker's ClusterConfig
+// (nil without --cluster).
+func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
+	if c.Cluster == "" {
+		if c.Node != "" || c.Peers != "" || c.NATSURL != "" {
+			return nil, errors.New("--node, --peers and --nats-url need --cluster")
+		}
+		return nil, nil
+	}
+	if c.Node == "" {
+		return nil, errors.New("--cluster needs --node: this node's stable name")
+	}
+	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, ClientListen: c.NATSAddr, NATSURL: c.NATSURL, Replicas: c.Replicas}
+	for _, p := range strings.Split(c.Peers, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			if _, _, err := net.SplitHostPort(p); err != nil {
+				return nil, fmt.Errorf("--peers: %q is not host:port", p)
+			}
+			cc.Peers = append(cc.Peers, p)
+		}
+	}
+	if len(cc.Peers) > 0 && cc.Listen == "" {
+		cc.Listen = "127.0.0.1:9326"
+	}
+	return cc, nil
 }
 
 // parseSize reads a byte count: a number, or one with a unit (KiB, MiB,
@@ -121,8 +164,12 @@ func (c *ServeConfig) brokerConfig(log *slog.Logger) (sluice.Config, error) {
 	default:
 		return sluice.Config{}, fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
 	}
+	cc, err := c.clusterConfig()
+	if err != nil {
+		return sluice.Config{}, err
+	}
 	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
-		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint}, nil
+		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint, Cluster: cc}, nil
 }
 
 // positiveSize reads flag's size, which must not be 0: Config takes 0 as
@@ -212,6 +259,8 @@ func serve(ctx context.Context, args []string, env Env) error {
 	adm := admin.New(b, admin.Options{Logger: log, Collectors: []prometheus.Collector{srv.Collector()}})
 	adm.Start()
 	defer adm.Stop()
+	b.ServeForwarded("sqs", srv) // in a cluster: requests other nodes forward here
+	b.ServeForwarded("admin", adm)
 	mux := http.NewServeMux()
 	mux.Handle("/", adm) // metrics, the JSON API and the dashboard
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -240,7 +289,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 		auth = "SigV4 with " + c.Credentials
 	}
 	log.Info("sluice serving", "sqs", "http://"+ln.Addr().String(), "admin", "http://"+aln.Addr().String(),
-		"data_dir", c.DataDir, "sync", c.Sync, "auth", auth)
+		"data_dir", c.DataDir, "sync", c.Sync, "auth", auth, "cluster", c.Cluster, "node", c.Node)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")

@@ -20,6 +20,9 @@ type Hooks struct {
 	Lost func(p store.PartitionID)
 	// CatalogChanged tells the other nodes that the catalog changed.
 	CatalogChanged func()
+	// Remote reaches a queue another node owns, for hand-overs into it
+	// (dead-letter moves, redrives).
+	Remote func(p store.PartitionID, name string) partition.Destination
 }
 
 // SetHooks connects a clustered engine to its cluster's manager (made
@@ -257,6 +260,24 @@ func (e *Engine) Route(name string) (p store.PartitionID, local bool, err error)
 		e.CatalogChanged()
 	}
 	return 0, false, partition.NoQueue()
+}
+
+// Owner is the owner of partition p on this node (nil: not owned here).
+func (e *Engine) Owner(p store.PartitionID) *partition.Owner {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.byPart[p]
+}
+
+// PartitionNames names the queue of each partition the catalog holds.
+func (e *Engine) PartitionNames() map[store.PartitionID]string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make(map[store.PartitionID]string, len(e.names))
+	for n, p := range e.names {
+		out[p] = n
+	}
+	return out
 }
 
 // OwnsCatalog reports whether this engine writes the catalog (a single

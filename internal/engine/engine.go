@@ -97,6 +97,11 @@ func Open(cfg Config) (*Engine, error) {
 		if err := e.recover(); err != nil {
 			return nil, err
 		}
+	} else {
+		// Nothing replayed: each partition keeps its bodies as it is
+		// acquired, and a replicated store frees nothing of a partition
+		// being acquired.
+		e.st.Recovered()
 	}
 	e.every(&e.maintainTimer, time.Second, e.maintain)
 	if _, ok := e.st.(store.Compactor); ok && cfg.CompactInterval > 0 {
@@ -251,11 +256,24 @@ func (e *Engine) lookupARN(arn string) partition.Destination {
 	if err != nil {
 		return nil
 	}
-	o, err := e.Queue(name)
-	if err != nil {
+	return e.destination(name)
+}
+
+// destination is the queue name as a destination of hand-overs: its owner
+// here, or, in a cluster, the owner on another node (nil: no such queue).
+func (e *Engine) destination(name string) partition.Destination {
+	if o, err := e.Queue(name); err == nil {
+		return o
+	}
+	if !e.cfg.Clustered {
 		return nil
 	}
-	return o
+	p, _, err := e.Route(name)
+	h := e.hooksOf()
+	if err != nil || h == nil || h.Remote == nil {
+		return nil
+	}
+	return h.Remote(p, name)
 }
 
 // QueueFor returns the owner of a queue the ctx's caller may use (else it

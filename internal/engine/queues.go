@@ -162,6 +162,13 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 // GetQueue returns a queue's identity.
 func (e *Engine) GetQueue(name string) (st.QueueInfo, error) {
 	o, err := e.Queue(name)
+	if err != nil && e.cfg.Clustered {
+		// Another node owns it: the catalog says it exists.
+		if _, _, rerr := e.Route(name); rerr != nil {
+			return st.QueueInfo{}, rerr
+		}
+		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: strings.HasSuffix(name, ".fifo")}, nil
+	}
 	if err != nil {
 		return st.QueueInfo{}, err
 	}

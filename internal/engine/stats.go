@@ -54,6 +54,18 @@ func (e *Engine) Tenant(name, tenant string) (st.TenantInfo, error) {
 // SourcesOf lists the queues whose dead-letter queue is name.
 func (e *Engine) SourcesOf(name string) []string { return e.sourcesOf(e.ARN(name)) }
 
+// DestinationFor is a queue the ctx's caller may use, as a destination of
+// hand-overs: here or, in a cluster, on another node.
+func (e *Engine) DestinationFor(ctx context.Context, name string) (partition.Destination, error) {
+	if !st.Authorized(ctx, name) {
+		return nil, partition.NoQueue()
+	}
+	if d := e.destination(name); d != nil {
+		return d, nil
+	}
+	return nil, partition.NoQueue()
+}
+
 // Redrive moves a ready message of queue from to queue to (or, when to is
 // "", back to the queue it was dead-lettered from; the ctx's caller must
 // be allowed to use it), with its receive count reset (and its retry level
@@ -69,15 +81,13 @@ func (e *Engine) Redrive(ctx context.Context, from string, seq uint64, to string
 		if err != nil {
 			return nil, err
 		}
-		return e.QueueFor(ctx, name)
+		return e.DestinationFor(ctx, name)
 	}
 	var dst partition.Destination
 	if to != "" {
-		o, err := e.QueueFor(ctx, to)
-		if err != nil {
+		if dst, err = e.DestinationFor(ctx, to); err != nil {
 			return false, err
 		}
-		dst = o
 	}
 	return src.Redrive(ctx, seq, dst, resolve, keepFailures)
 }

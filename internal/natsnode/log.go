@@ -65,14 +65,25 @@ func (a *logAdapter) Debugf(format string, v ...any)  { a.emit(slog.LevelDebug, 
 func (a *logAdapter) Tracef(format string, v ...any)  { a.emit(LevelTrace, format, v) }
 
 // Errorf logs at Error, except that a recognised conflict is logged in
-// clearer words, and at Debug while it repeats.
+// clearer words, and at Debug while it repeats; and that a peer that
+// cannot be reached (it is down or restarting: nats-server retries every
+// second) is logged at Debug (Ready's warnings and the cluster's status
+// say which peers are missing).
 func (a *logAdapter) Errorf(format string, v ...any) {
 	line := fmt.Sprintf(format, v...)
 	if a.conflict(line) {
 		return
 	}
+	if routeRetryRE.MatchString(line) {
+		a.log.Debug(line)
+		return
+	}
 	a.log.Error(line)
 }
+
+// routeRetryRE matches nats-server's line for a route it cannot connect
+// to yet (route.go: "Error trying to connect to route (attempt %v): %v").
+var routeRetryRE = regexp.MustCompile(`Error trying to connect to route \(attempt \d+\)`)
 
 // Fatalf records why nats-server gave up (it returns instead of exiting,
 // since it is embedded) and logs it at Error. The first error among v is

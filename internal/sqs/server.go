@@ -205,6 +205,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { req.release.Done() }()
 	body := s.getBuf()
 	err := s.decode(w, req, body)
+	if err == nil {
+		var to string
+		if to, err = s.forwardTo(req); err == nil && to != "" {
+			s.forward(w, req, to, *body) // another node of the cluster owns the queue
+			s.putBuf(body)
+			return
+		}
+	}
 	s.putBuf(body) // decoding copies what it keeps
 	if err != nil {
 		s.writeError(w, req, err)

@@ -1,0 +1,454 @@
+package sluice
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluicemq/sluice/internal/cluster"
+	"github.com/sluicemq/sluice/internal/engine"
+	"github.com/sluicemq/sluice/internal/forward"
+	"github.com/sluicemq/sluice/internal/natsnode"
+	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/remote"
+	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/store/jsstore"
+	"github.com/sluicemq/sluice/sluicetype"
+)
+
+// ClusterConfig makes a broker one node of a cluster on NATS JetStream
+// (docs/cluster.md): each queue's records go to a replicated stream, one
+// node owns each queue at a time (a lease), and any node serves any
+// request, forwarding what it does not own to the node that does.
+type ClusterConfig struct {
+	// Name is the cluster's name, the same on every node. Required.
+	Name string
+	// Node is this node's name: stable across restarts, unique in the
+	// cluster. Required.
+	Node string
+	// Peers are the route addresses (host:port) of every node of the
+	// cluster, this one's included, for the embedded NATS server. Empty
+	// with one node, or with NATSURL.
+	Peers []string
+	// Listen is this node's route listener (host:port), which the other
+	// nodes' Peers name. Required with Peers.
+	Listen string
+	// ClientListen is the embedded NATS server's client listener
+	// (host:port), for NATS tools; "" serves no NATS clients but this
+	// process.
+	ClientListen string
+	// NATSURL, when set, uses an existing NATS cluster (comma-separated
+	// URLs; JetStream with sync_interval always, max_payload at least
+	// 2 MiB) instead of an embedded server.
+	NATSURL string
+	// Replicas is each stream's replica count. Default 3, or 1 for a
+	// single embedded node without peers.
+	Replicas int
+	// LeaseTTL is how long a node that stops renewing its leases (it
+	// crashed, or is cut off) keeps its queues before another node takes
+	// them over. Whole seconds, at least 2 s. Default 6 s.
+	LeaseTTL time.Duration
+	// ReadyTimeout bounds the wait for a JetStream quorum at Open; 0
+	// waits as long as it takes (and says so in the log).
+	ReadyTimeout time.Duration
+}
+
+func (c ClusterConfig) withDefaults() ClusterConfig {
+	if c.Replicas <= 0 {
+		c.Replicas = 3
+		if c.NATSURL == "" && len(c.Peers) <= 1 {
+			c.Replicas = 1
+		}
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 6 * time.Second
+	}
+	return c
+}
+
+func (c ClusterConfig) validate() error {
+	if c.Name == "" || c.Node == "" {
+		return errors.New("sluice: a cluster needs its name and this node's name (--cluster, --node)")
+	}
+	if c.NATSURL != "" && len(c.Peers) > 0 {
+		return errors.New("sluice: give either the peers of an embedded NATS cluster or the URL of an existing one, not both")
+	}
+	if len(c.Peers) > 0 && c.Listen == "" {
+		return errors.New("sluice: a node with peers needs its own route address (--listen-cluster)")
+	}
+	return nil
+}
+
+// clusterNode is what a broker runs as a node of a cluster: the embedded
+// NATS server (or a connection to an existing one), the JetStream store,
+// the manager of leases, and the services this node offers for the
+// partitions it owns.
+type clusterNode struct {
+	cfg  ClusterConfig
+	log  *slog.Logger
+	node *natsnode.Node // nil with NATSURL
+	nc   *nats.Conn
+	e    *engine.Engine
+	m    *cluster.Manager
+
+	mu       sync.Mutex
+	handlers map[string]http.Handler        // by service: "sqs", "admin"
+	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
+	statsSub *nats.Subscription
+}
+
+// openCluster starts the node's NATS (embedded, or connects), and opens
+// the JetStream store.
+func openCluster(cfg Config) (*clusterNode, store.Store, error) {
+	cc := cfg.Cluster.withDefaults()
+	if err := cc.validate(); err != nil {
+		return nil, nil, err
+	}
+	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
+	if cc.NATSURL == "" {
+		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
+			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, Peers: cc.Peers, Logger: cfg.Logger})
+		if err != nil {
+			return nil, nil, err
+		}
+		c.node = n
+		ctx := context.Background()
+		if cc.ReadyTimeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, cc.ReadyTimeout)
+			defer cancel()
+		}
+		cfg.Logger.Info("waiting for JetStream", "cluster", cc.Name, "node", cc.Node, "peers", len(cc.Peers))
+		if err := n.Ready(ctx); err != nil {
+			n.Close()
+			return nil, nil, fmt.Errorf("sluice: JetStream is not ready: %w", err)
+		}
+		if c.nc, err = n.Connect(nats.Name("sluice-" + cc.Node)); err != nil {
+			n.Close()
+			return nil, nil, err
+		}
+	} else {
+		var err error
+		c.nc, err = nats.Connect(cc.NATSURL, nats.Name("sluice-"+cc.Node), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+		if err != nil {
+			return nil, nil, fmt.Errorf("sluice: connecting to NATS at %s: %w", cc.NATSURL, err)
+		}
+	}
+	cfg.Logger.Info("JetStream is ready", "cluster", cc.Name, "node", cc.Node)
+	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger}
+	if c.node != nil {
+		jc.StoreLimit = natsnode.DefaultMaxStore // the embedded server's limit: the disk alarm's measure
+	}
+	st, err := jsstore.Open(jc)
+	if err != nil {
+		c.closeNATS()
+		return nil, nil, err
+	}
+	return c, st, nil
+}
+
+// start makes the engine a node of the cluster: its manager takes leases
+// and drives the engine.
+func (c *clusterNode) start(e *engine.Engine) error {
+	c.e = e
+	e.SetHooks(&engine.Hooks{
+		Claim: func(p store.PartitionID) (uint64, error) {
+			term, err := c.m.Claim(p)
+			if err == nil {
+				c.serve(p)
+			}
+			return term, err
+		},
+		Lost: func(p store.PartitionID) {
+			c.unserve(p)
+			c.m.Lost(p)
+		},
+		CatalogChanged: func() { c.m.NotifyCatalog() },
+		Remote: func(p store.PartitionID, name string) partition.Destination {
+			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
+		},
+	})
+	m, err := cluster.Start(context.Background(), cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
+		Replicas: c.cfg.Replicas, LeaseTTL: c.cfg.LeaseTTL, Logger: c.log}, clusterHost{c})
+	if err != nil {
+		return err
+	}
+	c.m = m
+	return nil
+}
+
+// statsSubject is where every node answers with its queues' figures.
+func (c *clusterNode) statsSubject() string {
+	return "sluice." + strings.ToLower(c.cfg.Name) + ".stats"
+}
+
+// serveStats answers the other nodes' gatherStats with this node's
+// queues' figures.
+func (c *clusterNode) serveStats(b *Broker) error {
+	sub, err := c.nc.Subscribe(c.statsSubject(), func(m *nats.Msg) {
+		data, err := json.Marshal(b.Stats())
+		if err == nil {
+			_ = m.Respond(data)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.statsSub = sub
+	c.mu.Unlock()
+	return nil
+}
+
+// gatherStats asks every node for its queues' figures and waits for the
+// members' answers (at most a second).
+func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
+	want := len(c.m.Status().Members)
+	inbox := c.nc.NewRespInbox()
+	replies := make(chan *nats.Msg, 64)
+	sub, err := c.nc.ChanSubscribe(inbox, replies)
+	if err != nil {
+		return b.Stats()
+	}
+	defer sub.Unsubscribe()
+	if err := c.nc.PublishRequest(c.statsSubject(), inbox, nil); err != nil {
+		return b.Stats()
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	byName := map[string]QueueStats{}
+	for got := 0; got < want; got++ {
+		select {
+		case m := <-replies:
+			var qs []QueueStats
+			if json.Unmarshal(m.Data, &qs) == nil {
+				for _, q := range qs {
+					byName[q.Name] = q
+				}
+			}
+		case <-ctx.Done():
+			got = want
+		}
+	}
+	out := make([]QueueStats, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, q)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// clusterHost is the engine as the manager drives it, with this node's
+// services for what it owns.
+type clusterHost struct{ c *clusterNode }
+
+func (h clusterHost) Partitions() []store.PartitionID { return h.c.e.Partitions() }
+func (h clusterHost) CatalogChanged()                 { h.c.e.CatalogChanged() }
+
+func (h clusterHost) Acquire(p store.PartitionID, term uint64) error {
+	if err := h.c.e.Acquire(p, term); err != nil {
+		return err
+	}
+	h.c.serve(p)
+	return nil
+}
+
+func (h clusterHost) Release(p store.PartitionID) {
+	h.c.unserve(p)
+	h.c.e.Release(p)
+}
+
+// subject is what the owner of partition p serves a service on.
+func (c *clusterNode) subject(p store.PartitionID, service string) string {
+	return fmt.Sprintf("sluice.%s.p.%d.%s", strings.ToLower(c.cfg.Name), p, service)
+}
+
+// serve subscribes the services of an owned partition: the forwarded
+// requests of each front, and hand-overs into its queue.
+func (c *clusterNode) serve(p store.PartitionID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.served[p]; ok {
+		return
+	}
+	var stops []func()
+	for name, h := range c.handlers {
+		s, err := forward.Serve(c.nc, c.subject(p, name), "owners", h)
+		if err != nil {
+			c.log.Error("serving a partition's forwarded requests failed", "partition", p, "service", name, "err", err)
+			continue
+		}
+		stops = append(stops, s.Stop)
+	}
+	if p != store.Catalog {
+		if sub, err := remote.Serve(c.nc, c.subject(p, "enter"), enterer{c.e, p}); err == nil {
+			stops = append(stops, func() { _ = sub.Drain() })
+		} else {
+			c.log.Error("serving a partition's hand-overs failed", "partition", p, "err", err)
+		}
+	}
+	c.served[p] = stops
+}
+
+func (c *clusterNode) unserve(p store.PartitionID) {
+	c.mu.Lock()
+	stops := c.served[p]
+	delete(c.served, p)
+	c.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// enterer enters hand-overs into the queue of partition p as this node
+// owns it now.
+type enterer struct {
+	e *engine.Engine
+	p store.PartitionID
+}
+
+func (d enterer) Name() string { return fmt.Sprint("partition ", d.p) }
+
+func (d enterer) Enter(ctx context.Context, key string, m *record.Msg, pl *record.Payload) error {
+	o := d.e.Owner(d.p)
+	if o == nil {
+		return partition.NotOwner()
+	}
+	return o.Enter(ctx, key, m, pl)
+}
+
+// setHandler makes the node serve a front's forwarded requests (service
+// "sqs" or "admin") for every partition it owns, now and later.
+func (c *clusterNode) setHandler(service string, h http.Handler) {
+	c.mu.Lock()
+	c.handlers[service] = h
+	owned := make([]store.PartitionID, 0, len(c.served))
+	for p := range c.served {
+		owned = append(owned, p)
+	}
+	c.mu.Unlock()
+	for _, p := range owned {
+		c.unserve(p)
+		c.serve(p)
+	}
+}
+
+// close hands this node's partitions over (their leases are deleted, so
+// others take them at once), stops its services, and closes NATS.
+func (c *clusterNode) close() {
+	if c.m != nil {
+		c.m.Close()
+	}
+	c.mu.Lock()
+	if c.statsSub != nil {
+		_ = c.statsSub.Unsubscribe()
+	}
+	ps := make([]store.PartitionID, 0, len(c.served))
+	for p := range c.served {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		c.unserve(p)
+	}
+}
+
+func (c *clusterNode) closeNATS() {
+	if c.nc != nil {
+		c.nc.Close()
+	}
+	if c.node != nil {
+		c.node.Close()
+	}
+}
+
+// ---- the broker's part ----
+
+// Clustered reports whether the broker is a node of a cluster.
+func (b *Broker) Clustered() bool { return b != nil && b.cl != nil }
+
+// Route says where requests for a queue are served: "" when this node
+// serves them, else the subject to forward them to (service: "sqs" or
+// "admin"). QueueDoesNotExist when no node has the queue.
+func (b *Broker) Route(queue, service string) (string, error) {
+	if b.cl == nil {
+		return "", nil
+	}
+	p, local, err := b.e.Route(queue)
+	if err != nil || local {
+		return "", err
+	}
+	return b.cl.subject(p, service), nil
+}
+
+// RouteCatalog is Route for requests that change the catalog (create and
+// delete queues): "" when this node owns it.
+func (b *Broker) RouteCatalog(service string) string {
+	if b.cl == nil || b.e.OwnsCatalog() {
+		return ""
+	}
+	return b.cl.subject(store.Catalog, service)
+}
+
+// Forward sends a request (its body read already) to the node that serves
+// subject and returns its answer, retrying while the partition is between
+// owners, until ctx ends.
+func (b *Broker) Forward(ctx context.Context, subject string, r *http.Request, body []byte) (*forward.Response, error) {
+	backoff := 20 * time.Millisecond
+	for {
+		resp, err := forward.Do(ctx, b.cl.nc, subject, r, body)
+		if !errors.Is(err, forward.ErrNoOwner) || ctx.Err() != nil {
+			return resp, err
+		}
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return nil, err
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// ServeForwarded makes this node answer the requests other nodes forward
+// to it for the partitions it owns, with h (service: "sqs" or "admin").
+func (b *Broker) ServeForwarded(service string, h http.Handler) {
+	if b.cl != nil {
+		b.cl.setHandler(service, h)
+	}
+}
+
+// ClusterStatus is the cluster as this node sees it (nil outside a
+// cluster): its members, each queue's owner, failovers.
+func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
+	if b.cl == nil || b.cl.m == nil {
+		return nil
+	}
+	s := b.cl.m.Status()
+	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
+		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures}
+	for p, name := range b.e.PartitionNames() {
+		out.Owners[name] = s.Owners[p]
+	}
+	return out
+}
+
+// ClusterStats returns the figures of every queue of the cluster, each
+// from the node that owns it (Stats: only this node's); outside a
+// cluster, Stats.
+func (b *Broker) ClusterStats(ctx context.Context) []QueueStats {
+	if b.cl == nil {
+		return b.Stats()
+	}
+	return b.cl.gatherStats(ctx, b)
+}

@@ -1,0 +1,275 @@
+package sluice_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/natsnode/natstest"
+	"github.com/sluicemq/sluice/internal/sqs"
+)
+
+// clusterNode is one node of an in-process cluster: its broker, its SQS
+// server on loopback, and an SDK client pointed at it.
+type clusterNode struct {
+	name   string
+	b      *sluice.Broker
+	srv    *sqs.Server
+	client *awssqs.Client
+	closed bool
+}
+
+func (n *clusterNode) close() {
+	if n.closed {
+		return
+	}
+	n.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n.srv.Shutdown(ctx)
+	n.b.Close()
+}
+
+func clusterLogger(t *testing.T) *slog.Logger {
+	if os.Getenv("SLUICE_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startCluster starts n sluice nodes in this process, each with its
+// embedded NATS server routed to the others. They start together: a new
+// cluster elects its first JetStream leader once every peer is up.
+func startCluster(t *testing.T, n int) []*clusterNode {
+	t.Helper()
+	ports, err := natstest.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for _, p := range ports {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	name := "t" + strings.ToLower(rand.Text()[:8])
+	nodes := make([]*clusterNode, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range nodes {
+		wg.Go(func() {
+			node := fmt.Sprintf("n%d", i+1)
+			b, err := sluice.Open(sluice.Config{Dir: t.TempDir(), Logger: clusterLogger(t), Cluster: &sluice.ClusterConfig{
+				Name: name, Node: node, Peers: peers, Listen: peers[i], LeaseTTL: 2 * time.Second, ReadyTimeout: 60 * time.Second}})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			srv := sqs.NewServer(sqs.ServerConfig{Logger: clusterLogger(t)}, b)
+			b.ServeForwarded("sqs", srv)
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				errs[i] = err
+				b.Close()
+				return
+			}
+			go srv.Serve(ln)
+			url := "http://" + ln.Addr().String()
+			nodes[i] = &clusterNode{name: node, b: b, srv: srv, client: awssqs.New(awssqs.Options{
+				Region: "us-east-1", BaseEndpoint: aws.String(url), RetryMaxAttempts: 10,
+				Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", "")})}
+		})
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, nd := range nodes {
+			if nd != nil {
+				nd.close()
+			}
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return nodes
+}
+
+// owner is the node that owns queue q (as each node's routing says).
+func owner(t *testing.T, nodes []*clusterNode, q string) *clusterNode {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.closed {
+				continue
+			}
+			if to, err := n.b.Route(q, "sqs"); err == nil && to == "" {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond) // polling the nodes' routing, with a deadline
+	}
+	t.Fatalf("no node owns %s", q)
+	return nil
+}
+
+// TestClusterServesAnyQueueFromAnyNode: three nodes in one process, each
+// with an embedded NATS server; SDK clients on different nodes create,
+// send, receive and delete; a message dead-lettered into a queue that
+// another node owns arrives once; a node that stops hands its queues
+// over, and nothing acknowledged is lost.
+func TestClusterServesAnyQueueFromAnyNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ctx := context.Background()
+	nodes := startCluster(t, 3)
+	c1, c2, c3 := nodes[0].client, nodes[1].client, nodes[2].client
+
+	dlq, err := c2.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("dead")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dlqArn := "arn:aws:sqs:us-east-1:000000000000:dead"
+	jobs, err := c1.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("jobs"), Attributes: map[string]string{
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"1"}`, dlqArn), "VisibilityTimeout": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := c3.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("orders"), Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every node knows the queues.
+	for i, n := range nodes {
+		out, err := n.client.ListQueues(ctx, &awssqs.ListQueuesInput{})
+		if err != nil || len(out.QueueUrls) != 3 {
+			t.Fatalf("node %d lists %v, %v", i+1, out, err)
+		}
+	}
+	sent := map[string]bool{}
+	for i := 0; i < 60; i++ {
+		body := fmt.Sprintf("order-%03d", i)
+		c := nodes[i%3].client
+		if _, err := c.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+			t.Fatalf("send %d via node %d: %v", i, i%3+1, err)
+		}
+		sent[body] = true
+	}
+	// Receive and delete 40 through the other nodes, long polls included.
+	got := map[string]bool{}
+	for len(got) < 40 {
+		c := nodes[len(got)%3].client
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: int32(min(10, 40-len(got))), WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range out.Messages {
+			if got[*m.Body] || !sent[*m.Body] {
+				t.Fatalf("received %q twice or never sent", *m.Body)
+			}
+			got[*m.Body] = true
+			if _, err := c2.DeleteMessage(ctx, &awssqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A message received twice goes to the dead-letter queue, wherever
+	// it is owned, once.
+	const failing = "failing job"
+	if _, err := c2.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: jobs.QueueUrl, MessageBody: aws.String(failing)}); err != nil {
+		t.Fatal(err)
+	}
+	// (The queue's visibility timeout is 0: a received message is visible
+	// again at once. The SDK leaves a VisibilityTimeout of 0 out.)
+	if out, err := c1.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: jobs.QueueUrl, MaxNumberOfMessages: 1}); err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receive: %v %v", out, err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	var dead []types.Message
+	for len(dead) == 0 && time.Now().Before(deadline) {
+		// The next receive hands it over (over maxReceiveCount).
+		if out, err := c3.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: jobs.QueueUrl, MaxNumberOfMessages: 10}); err != nil || len(out.Messages) != 0 {
+			t.Fatalf("a receive over maxReceiveCount: %d messages, %v", len(out.Messages), err)
+		}
+		d, err := c2.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: dlq.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = d.Messages
+	}
+	if len(dead) != 1 || *dead[0].Body != failing {
+		t.Fatalf("the dead-letter queue holds %d messages, want the one that failed", len(dead))
+	}
+
+	// Every node sees the cluster: its members, each queue's owner, and
+	// every queue's figures (from its owner).
+	for _, n := range nodes {
+		cs := n.b.ClusterStatus()
+		if cs == nil || len(cs.Members) != 3 || len(cs.Owners) != 3 {
+			t.Fatalf("node %s sees the cluster as %+v", n.name, cs)
+		}
+		stats := n.b.ClusterStats(ctx)
+		if len(stats) != 3 {
+			t.Fatalf("node %s gathers the figures of %d queues, want 3", n.name, len(stats))
+		}
+		for _, q := range stats {
+			if q.Name == "orders" && q.Visible+q.InFlight != 20 {
+				t.Fatalf("node %s: orders holds %d visible and %d in flight, want 20", n.name, q.Visible, q.InFlight)
+			}
+		}
+	}
+
+	// The owner of orders stops: another node takes it over, and the 20
+	// messages not deleted are all there.
+	own := owner(t, nodes, "orders")
+	t.Logf("orders is owned by %s; stopping it", own.name)
+	start := time.Now()
+	own.close()
+	var rest []*clusterNode
+	for _, n := range nodes {
+		if !n.closed {
+			rest = append(rest, n)
+		}
+	}
+	left := map[string]bool{}
+	for b := range sent {
+		if !got[b] {
+			left[b] = true
+		}
+	}
+	seen := map[string]bool{}
+	deadline = time.Now().Add(60 * time.Second)
+	for len(seen) < len(left) && time.Now().Before(deadline) {
+		c := rest[len(seen)%2].client
+		out, err := c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, VisibilityTimeout: 300})
+		if err != nil {
+			t.Logf("receive after the stop: %v", err)
+			continue
+		}
+		for _, m := range out.Messages {
+			if !left[*m.Body] {
+				t.Fatalf("after the handover: %q was deleted or never sent", *m.Body)
+			}
+			seen[*m.Body] = true
+		}
+	}
+	if len(seen) != len(left) {
+		t.Fatalf("after the owner stopped: %d of %d messages back", len(seen), len(left))
+	}
+	t.Logf("all %d messages served by %s %v after the stop", len(seen), owner(t, rest, "orders").name, time.Since(start))
+}

@@ -1,0 +1,81 @@
+package admin
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/forward"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// In a cluster, a request about one queue (/api/queues/{queue}/...) is
+// forwarded to the node that owns the queue, which answers it as if it
+// had come directly; the admin address's guard (its token) checked it on
+// the node that took it.
+
+// clusterJSON is the cluster as the API shows it.
+type clusterJSON struct {
+	Node            string            `json:"node"`
+	Members         []string          `json:"members"`
+	CatalogOwner    string            `json:"catalog_owner"`
+	Owners          map[string]string `json:"owners"`
+	Owned           int               `json:"owned"`
+	Failovers       uint64            `json:"failovers"`
+	Handovers       uint64            `json:"handovers"`
+	AcquireFailures uint64            `json:"acquire_failures"`
+	RenewFailures   uint64            `json:"lease_renew_failures"`
+}
+
+// cluster answers GET /api/cluster: 404 outside a cluster.
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	cs := s.b.ClusterStatus()
+	if cs == nil {
+		apiError(w, &st.Error{Code: st.CodeResourceNotFound, Message: "This server is not a node of a cluster."})
+		return
+	}
+	writeJSON(w, http.StatusOK, clusterJSON{Node: cs.Node, Members: cs.Members, CatalogOwner: cs.CatalogOwner, Owners: cs.Owners,
+		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures})
+}
+
+// forwardTo is the subject of the node that serves r ("" when this one
+// does, or when r names no queue).
+func (s *Server) forwardTo(r *http.Request) string {
+	if !s.b.Clustered() || forward.Forwarded(r) {
+		return ""
+	}
+	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/queues/")
+	if !ok {
+		return ""
+	}
+	name, _, _ := strings.Cut(rest, "/")
+	name, err := url.PathUnescape(name)
+	if err != nil || name == "" {
+		return ""
+	}
+	to, err := s.b.Route(name, "admin")
+	if err != nil {
+		return "" // this node answers: the queue does not exist
+	}
+	return to
+}
+
+// forward answers r with the answer of the node that serves subject.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, subject string) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	if err != nil {
+		badRequest(w, "Reading the request body failed: %v", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := s.b.Forward(ctx, subject, r, body)
+	if err != nil {
+		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue did not answer; retry the request.", Cause: err})
+		return
+	}
+	resp.Write(w)
+}

@@ -1,0 +1,69 @@
+package sqs
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/forward"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// In a cluster, a request about a queue another node owns is forwarded
+// whole to that node (package forward), which answers it as if it had come
+// directly (it checks the signature again); the answer goes back as it is.
+
+// catalogActions change which queues exist: the catalog's owner does them.
+// ListQueues too: its view is the one that is never behind.
+var catalogActions = map[string]bool{"CreateQueue": true, "DeleteQueue": true, "ListQueues": true}
+
+// localActions are answered by any node from its view of the catalog
+// (which it reads again when a name is missing).
+var localActions = map[string]bool{"GetQueueUrl": true, "ListDeadLetterSourceQueues": true,
+	"ListMessageMoveTasks": true, "CancelMessageMoveTask": true}
+
+// forwardTo is the subject of the node that serves req ("" when this one
+// does).
+func (s *Server) forwardTo(req *request) (string, error) {
+	if !s.b.Clustered() || forward.Forwarded(req.r) || localActions[req.action] {
+		return "", nil
+	}
+	if catalogActions[req.action] {
+		return s.b.RouteCatalog("sqs"), nil
+	}
+	var name string
+	if req.action == "StartMessageMoveTask" {
+		arn, err := req.p.Str("SourceArn")
+		if err != nil || arn == "" {
+			return "", nil // the action answers the error
+		}
+		if name, err = s.b.QueueNameFromARN(arn); err != nil {
+			return "", nil
+		}
+	} else {
+		var err error
+		if name, err = s.queueName(req); err != nil {
+			return "", err
+		}
+	}
+	return s.b.Route(name, "sqs")
+}
+
+// forward answers req with the answer of the node that serves subject.
+func (s *Server) forward(w http.ResponseWriter, req *request, subject string, body []byte) {
+	// A long poll waits up to 20 s on the owner.
+	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
+	defer cancel()
+	resp, err := s.b.Forward(ctx, subject, req.r, body)
+	if err != nil {
+		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)
+		s.writeError(w, req, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
+			Message: "The node that owns the queue did not answer; retry the request.", Cause: err})
+		return
+	}
+	if code, _, ok := strings.Cut(resp.Header.Get("x-amzn-query-error"), ";"); ok {
+		req.errCode = code // for the request metrics
+	}
+	resp.Write(w)
+}
