@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,7 +101,7 @@ type clusterNode struct {
 	node *natsnode.Node // nil with NATSURL
 	nc   *nats.Conn
 	e    *engine.Engine
-	m    *cluster.Manager
+	m    atomic.Pointer[cluster.Manager] // set once started (the engine's hooks may run before)
 
 	mu       sync.Mutex
 	handlers map[string]http.Handler        // by service: "sqs", "admin"
@@ -164,7 +165,11 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	c.e = e
 	e.SetHooks(&engine.Hooks{
 		Claim: func(p store.PartitionID) (uint64, error) {
-			term, err := c.m.Claim(p)
+			m := c.m.Load()
+			if m == nil {
+				return 0, errors.New("sluice: the cluster's manager is not started")
+			}
+			term, err := m.Claim(p)
 			if err == nil {
 				c.serve(p)
 			}
@@ -172,9 +177,15 @@ func (c *clusterNode) start(e *engine.Engine) error {
 		},
 		Lost: func(p store.PartitionID) {
 			c.unserve(p)
-			c.m.Lost(p)
+			if m := c.m.Load(); m != nil {
+				m.Lost(p)
+			}
 		},
-		CatalogChanged: func() { c.m.NotifyCatalog() },
+		CatalogChanged: func() {
+			if m := c.m.Load(); m != nil {
+				m.NotifyCatalog()
+			}
+		},
 		Remote: func(p store.PartitionID, name string) partition.Destination {
 			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
 		},
@@ -184,7 +195,7 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	if err != nil {
 		return err
 	}
-	c.m = m
+	c.m.Store(m)
 	return nil
 }
 
@@ -214,7 +225,7 @@ func (c *clusterNode) serveStats(b *Broker) error {
 // gatherStats asks every node for its queues' figures and waits for the
 // members' answers (at most a second).
 func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
-	want := len(c.m.Status().Members)
+	want := len(c.m.Load().Status().Members)
 	inbox := c.nc.NewRespInbox()
 	replies := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox, replies)
@@ -347,8 +358,8 @@ func (c *clusterNode) setHandler(service string, h http.Handler) {
 // close hands this node's partitions over (their leases are deleted, so
 // others take them at once), stops its services, and closes NATS.
 func (c *clusterNode) close() {
-	if c.m != nil {
-		c.m.Close()
+	if m := c.m.Load(); m != nil {
+		m.Close()
 	}
 	c.mu.Lock()
 	if c.statsSub != nil {
@@ -431,10 +442,10 @@ func (b *Broker) ServeForwarded(service string, h http.Handler) {
 // ClusterStatus is the cluster as this node sees it (nil outside a
 // cluster): its members, each queue's owner, failovers.
 func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
-	if b.cl == nil || b.cl.m == nil {
+	if b.cl == nil || b.cl.m.Load() == nil {
 		return nil
 	}
-	s := b.cl.m.Status()
+	s := b.cl.m.Load().Status()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
 		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures}
 	for p, name := range b.e.PartitionNames() {

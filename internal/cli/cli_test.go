@@ -376,3 +376,41 @@ func TestScenarioNoisySmoke(t *testing.T) {
 		t.Errorf("unknown case: %d %s", code, out)
 	}
 }
+
+// TestServeClusterFlags: the cluster flags reach the broker's
+// ClusterConfig; incomplete or bad ones are refused naming the flag.
+func TestServeClusterFlags(t *testing.T) {
+	fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string {
+		return map[string]string{"SLUICE_NODE": "b"}[k]
+	}})
+	if err := fs.Parse([]string{"--cluster", "prod", "--peers", "10.0.0.1:9326, 10.0.0.2:9326,10.0.0.3:9326", "--cluster-addr", "10.0.0.2:9326", "--lease-ttl", "10s"}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := c.brokerConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := cfg.Cluster
+	if cc == nil || cc.Name != "prod" || cc.Node != "b" || len(cc.Peers) != 3 || cc.Peers[1] != "10.0.0.2:9326" || cc.Listen != "10.0.0.2:9326" || cc.LeaseTTL != 10*time.Second {
+		t.Fatalf("cluster config %+v", cc)
+	}
+	if _, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(string) string { return "" }}); func() bool { cfg, err := c.brokerConfig(nil); return err != nil || cfg.Cluster != nil }() {
+		t.Fatal("without --cluster the broker is clustered, or refused")
+	}
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--cluster", "prod"}, "--node"},
+		{[]string{"--node", "a"}, "--cluster"},
+		{[]string{"--cluster", "prod", "--node", "a", "--peers", "10.0.0.1"}, "--peers"},
+		{[]string{"--cluster", "prod", "--node", "a", "--lease-ttl", "1500ms"}, "--lease-ttl"},
+		{[]string{"--cluster", "prod", "--node", "a", "--lease-ttl", "1s"}, "--lease-ttl"},
+	} {
+		var errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(string) string { return "" }})
+		if code == 0 || !strings.Contains(errb.String(), tc.flag) {
+			t.Errorf("serve %v: code %d: %s", tc.args, code, errb.String())
+		}
+	}
+}

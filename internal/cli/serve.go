@@ -52,6 +52,7 @@ type ServeConfig struct {
 	NATSAddr      string // --nats-addr, SLUICE_NATS_ADDR: the embedded NATS server's client address (for NATS tools), default none
 	NATSURL       string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
 	Replicas      int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
+	LeaseTTL      string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -90,6 +91,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
 	fs.IntVar(&c.Replicas, "replicas", replicas, "replicas of each stream (default 3; 1 for a lone node)")
+	fs.StringVar(&c.LeaseTTL, "lease-ttl", def("SLUICE_LEASE_TTL", "6s"), "how long a node that stopped renewing its leases (crashed, cut off) keeps its queues before another takes them: whole seconds, at least 2s")
 	return fs, c
 }
 
@@ -105,7 +107,11 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if c.Node == "" {
 		return nil, errors.New("--cluster needs --node: this node's stable name")
 	}
-	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, ClientListen: c.NATSAddr, NATSURL: c.NATSURL, Replicas: c.Replicas}
+	ttl, err := time.ParseDuration(c.LeaseTTL)
+	if err != nil || ttl < 2*time.Second || ttl%time.Second != 0 {
+		return nil, fmt.Errorf("--lease-ttl: %q is not a whole number of seconds of at least 2s", c.LeaseTTL)
+	}
+	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, ClientListen: c.NATSAddr, NATSURL: c.NATSURL, Replicas: c.Replicas, LeaseTTL: ttl}
 	for _, p := range strings.Split(c.Peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			if _, _, err := net.SplitHostPort(p); err != nil {

@@ -145,6 +145,18 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 		return missing
 	}
 	dlq, err := e.Queue(name)
+	if err != nil && e.cfg.Clustered {
+		// Another node owns it: its type is in its name; its
+		// RedriveAllowPolicy is on that node and is not checked (a
+		// limit of cluster mode, docs/cluster.md).
+		if _, _, rerr := e.Route(name); rerr != nil {
+			return missing
+		}
+		if strings.HasSuffix(name, ".fifo") != fifo {
+			return attr.InvalidValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
+		}
+		return nil
+	}
 	if err != nil {
 		return missing
 	}
