@@ -131,6 +131,10 @@ type encoder struct {
 	n      uint32
 	locs   []recLoc
 	bytes  int // data bytes added
+	// expect is about how many bytes are still to come (0: unknown): a
+	// message is allocated for them, not for the limit, so a small
+	// append does not allocate a large buffer.
+	expect int
 }
 
 func newEncoder(p store.PartitionID, limit int) *encoder {
@@ -138,7 +142,11 @@ func newEncoder(p store.PartitionID, limit int) *encoder {
 }
 
 func (e *encoder) open() {
-	e.cur = make([]byte, frameHead, min(e.limit, 64<<10))
+	size := 64 << 10
+	if e.expect > 0 {
+		size = frameHead + frameTrailer + e.expect
+	}
+	e.cur = make([]byte, frameHead, min(e.limit, size))
 	e.cur[0], e.cur[1] = frameMagic, frameVersion
 	binary.BigEndian.PutUint64(e.cur[2:10], uint64(e.p))
 	e.n = 0
@@ -167,6 +175,7 @@ func entryLen(pos uint64, n int) int {
 // add appends one record.
 func (e *encoder) add(kind byte, pos uint64, data []byte) {
 	e.bytes += len(data)
+	defer func() { e.expect = max(0, e.expect-entryLen(pos, len(data))) }()
 	if e.cur == nil {
 		e.open()
 	}

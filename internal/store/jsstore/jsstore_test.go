@@ -541,7 +541,7 @@ func compactRehomes(t *testing.T, nc *nats.Conn, replicas int) {
 	o := &owner{hints: map[uint64]store.Hint{}}
 	o.hints[1] = mustAppend(t, s, 1, 0, true, "long-lived")[0]
 	last := uint64(1)
-	for i := range 20 {
+	for i := range 300 { // more than compactMinMessages, all but one dead
 		h := mustAppend(t, s, 1, last, true, fmt.Sprint("short-", i))
 		last++
 		s.Release(1, last, h[0])
@@ -560,8 +560,8 @@ func compactRehomes(t *testing.T, nc *nats.Conn, replicas int) {
 	if s.Stats().Relocated != 1 {
 		t.Fatalf("Stats.Relocated %d", s.Stats().Relocated)
 	}
-	if st := streamState(t, nc, prefix+"_P1"); st.FirstSeq != 22 {
-		t.Fatalf("after the body moved, the stream begins at %d, want 22 (the snapshot)", st.FirstSeq)
+	if st := streamState(t, nc, prefix+"_P1"); st.FirstSeq != 302 {
+		t.Fatalf("after the body moved, the stream begins at %d, want 302 (the snapshot)", st.FirstSeq)
 	}
 	if got, err := s.Read(1, 1, o.hints[1]); err != nil || string(got) != "long-lived" {
 		t.Fatalf("the moved body reads %q, %v", got, err)

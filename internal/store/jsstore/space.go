@@ -309,13 +309,18 @@ func (s *Store) Wanted() []store.PartitionID {
 	return out
 }
 
+// compactMinMessages is how many messages must lie below a partition's
+// newest snapshot before compaction looks at it.
+const compactMinMessages = 256
+
 // Compact copies kept records out of the oldest messages below each
 // partition's newest snapshot (they hold its purge floor down), at most
 // budget bytes: the copies are appended (fenced, taking no position) as
 // moved records, the owner learns their new hints (Owner.Moved), the
 // originals are released and the floor passes them. It returns the bytes
 // copied. Not under the disk alarm (the copies need space first), nor
-// before Recovered.
+// before Recovered; only where the messages below the snapshot are mostly
+// dead.
 func (s *Store) Compact(budget int64, o store.Owner) int64 {
 	if s.Disk().Alarm {
 		return 0
@@ -334,11 +339,23 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 		if !pt.known || pt.lost || pt.dropped || pt.snapStart == 0 {
 			continue
 		}
+		var cs []cand
+		msgs := map[uint64]struct{}{}
 		for l, r := range pt.kept {
 			if l.seq < pt.snapStart {
-				work[p] = append(work[p], cand{l, r})
+				cs = append(cs, cand{l, r})
+				msgs[l.seq] = struct{}{}
 			}
 		}
+		// Only a range that is mostly dead is worth copying out of (as the
+		// disk log compacts segments under half live): a backlog below
+		// the snapshot, live from end to end, is left where it is, and
+		// its purge floor moves as it drains.
+		below := pt.snapStart - max(pt.first, 1)
+		if below < compactMinMessages || uint64(len(msgs))*2 > below {
+			continue
+		}
+		work[p] = cs
 	}
 	s.mu.Unlock()
 	var copied int64

@@ -279,6 +279,9 @@ func (s *Store) startLocked(pt *part) {
 // store.ErrTooBig.
 func (s *Store) Append(p store.PartitionID, prev uint64, recs []store.Rec) store.Future {
 	enc := newEncoder(p, s.limit)
+	for i, r := range recs {
+		enc.expect += entryLen(prev+1+uint64(i), len(r.Data))
+	}
 	keep := make([]bool, len(recs))
 	for i, r := range recs {
 		k := kindRec
