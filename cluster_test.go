@@ -23,6 +23,7 @@ import (
 
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/natsnode/natstest"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sqs"
 	"github.com/sluicemq/sluice/sluicetype"
 )
@@ -294,7 +295,6 @@ func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 	if _, err := nodes[0].client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("big")}); err != nil {
 		t.Fatal(err)
 	}
-	own := owner(t, nodes, "big")
 	n := *takeoverMessages
 	body := strings.Repeat("x", 100)
 	start := time.Now()
@@ -312,9 +312,19 @@ func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 				for i := range batch {
 					batch[i] = sluicetype.SendInput{Body: fmt.Sprint(k-10+int64(i), body)}
 				}
-				if _, errs2, err := own.b.SendBatch(ctx, "big", batch); err != nil || errors.Join(errs2...) != nil {
-					errs <- errors.Join(err, errors.Join(errs2...))
-					return
+				for {
+					// The queue may move to its preferred node meanwhile:
+					// NotOwner says to send to its new owner.
+					o := owner(t, nodes, "big")
+					_, errs2, err := o.b.SendBatch(ctx, "big", batch)
+					if errors.Is(err, partition.ErrNotOwner) {
+						continue
+					}
+					if err != nil || errors.Join(errs2...) != nil {
+						errs <- errors.Join(err, errors.Join(errs2...))
+						return
+					}
+					break
 				}
 			}
 		})
@@ -325,6 +335,7 @@ func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("sent %d messages of %d B in %v", n, len(body)+6, time.Since(start))
+	own := owner(t, nodes, "big")
 	if err := own.b.Snapshot(); err != nil {
 		t.Fatal(err)
 	}

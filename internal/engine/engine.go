@@ -239,11 +239,18 @@ func (e *Engine) all() []*partition.Owner {
 }
 
 // Queue returns the owner of a queue, or QueueDoesNotExist.
+//
+// In a cluster, a queue another node owns is NotOwner (retryable: the
+// request goes to its owner), not QueueDoesNotExist.
 func (e *Engine) Queue(name string) (*partition.Owner, error) {
 	e.mu.RLock()
 	o := e.queues[name]
+	_, known := e.names[name]
 	e.mu.RUnlock()
 	if o == nil {
+		if known && e.cfg.Clustered {
+			return nil, partition.NotOwner()
+		}
 		return nil, partition.NoQueue()
 	}
 	return o, nil

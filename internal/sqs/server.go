@@ -24,6 +24,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/forward"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs/intake"
 	"github.com/sluicemq/sluice/internal/sqs/respconn"
@@ -182,6 +184,7 @@ type request struct {
 	pathQueue string        // queue named by the URL path, if any
 	release   *intake.Grant // the request's share of the in-flight body budget
 	errCode   string        // the error the request was answered with, if any
+	body      []byte        // in a cluster: the body, to forward if the queue moves meanwhile
 }
 
 // ServeHTTP implements http.Handler.
@@ -212,6 +215,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.putBuf(body)
 			return
 		}
+		if s.b.Clustered() && !forward.Forwarded(r) {
+			req.body = append([]byte(nil), *body...) // for a queue that moves meanwhile
+		}
 	}
 	s.putBuf(body) // decoding copies what it keeps
 	if err != nil {
@@ -219,6 +225,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, hasResult, err := s.dispatch(req)
+	if err != nil && errors.Is(err, partition.ErrNotOwner) && s.b.Clustered() && !forward.Forwarded(r) {
+		// The queue moved to another node between routing and serving
+		// (nothing was done here): its new owner answers.
+		if to, rerr := s.forwardTo(req); rerr == nil && to != "" {
+			s.forward(w, req, to, req.body)
+			return
+		}
+	}
 	if err != nil {
 		s.writeError(w, req, err)
 		return
