@@ -8,7 +8,6 @@ import (
 	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
-	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // A hand-over retried under the same key (its answer was lost, or its
@@ -33,17 +32,7 @@ func TestEnterOnce(t *testing.T) {
 	}
 	count := func(o *Owner) int {
 		t.Helper()
-		n := 0
-		for {
-			ms, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(ms) == 0 {
-				break
-			}
-			n += len(ms)
-		}
+		n := receiveAll(t, o)
 		clk.Advance(31 * time.Second) // visible again
 		return n
 	}

@@ -176,35 +176,30 @@ func TestAcquireTakesOver(t *testing.T) {
 	if errs, err := b.Delete(ctx, []string{got[1].ReceiptHandle}); err != nil || errs[0] != nil {
 		t.Fatalf("a delete of a handle the former owner gave: %v %v", err, errs)
 	}
-	seen := 0
-	for {
-		ms, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ms) == 0 {
-			break
-		}
-		seen += len(ms)
-	}
-	if seen != 15 {
+	if seen := receiveAll(t, b); seen != 15 {
 		t.Fatalf("the new owner delivered %d ready messages, want 15", seen)
 	}
 	// Past the visibility timeout every message not deleted comes back:
 	// 3 the former owner delivered and 15 the new one did.
 	clk.Advance(41 * time.Second)
-	back := 0
+	if back := receiveAll(t, b); back != 18 {
+		t.Fatalf("after the visibility timeout %d messages came back, want 18", back)
+	}
+}
+
+// receiveAll receives from o until it answers empty, and returns how many
+// messages it received.
+func receiveAll(t *testing.T, o *Owner) int {
+	t.Helper()
+	n := 0
 	for {
-		ms, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		ms, err := o.Receive(context.Background(), st.ReceiveInput{MaxMessages: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(ms) == 0 {
-			break
+			return n
 		}
-		back += len(ms)
-	}
-	if back != 18 {
-		t.Fatalf("after the visibility timeout %d messages came back, want 18", back)
+		n += len(ms)
 	}
 }

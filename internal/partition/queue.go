@@ -43,13 +43,9 @@ func (o *Owner) Create() error {
 	return err
 }
 
-// Deleted ends the queue once its deletion is durable: its waiting
-// receivers return, and its messages' bodies are released. It returns the
-// partition's last position once the writes in flight are done (to fence
-// the partition's drop on), and false when the owner no longer owned the
-// partition (it releases nothing then, and must not drop it).
-func (o *Owner) Deleted() (last uint64, owned bool) {
-	o.mu.Lock()
+// settleLocked waits, letting the lock go meanwhile, until no write is in
+// flight, and applies them all.
+func (o *Owner) settleLocked() {
 	for len(o.writes) > 0 {
 		w := o.writes[len(o.writes)-1]
 		o.mu.Unlock()
@@ -57,6 +53,16 @@ func (o *Owner) Deleted() (last uint64, owned bool) {
 		o.mu.Lock()
 		o.drainLocked()
 	}
+}
+
+// Deleted ends the queue once its deletion is durable: its waiting
+// receivers return, and its messages' bodies are released. It returns the
+// partition's last position once the writes in flight are done (to fence
+// the partition's drop on), and false when the owner no longer owned the
+// partition (it releases nothing then, and must not drop it).
+func (o *Owner) Deleted() (last uint64, owned bool) {
+	o.mu.Lock()
+	o.settleLocked()
 	if o.state == relinquished {
 		o.mu.Unlock()
 		return 0, false
@@ -173,13 +179,7 @@ func (o *Owner) Snapshot() error {
 		o.cond.Wait()
 	}
 	o.snapshotting = true
-	for len(o.writes) > 0 {
-		w := o.writes[len(o.writes)-1]
-		o.mu.Unlock()
-		_ = w.f.Wait(context.Background())
-		o.mu.Lock()
-		o.drainLocked()
-	}
+	o.settleLocked()
 	defer func() {
 		o.snapshotting = false
 		o.cond.Broadcast()
