@@ -168,8 +168,19 @@ function showReadout(e) {
   r.setAttribute('visibility', 'visible');
 }
 
+// clusterSection shows the cluster this node is part of (nothing for a
+// single node): its members, who owns the catalog, and this node's
+// failovers and hand-overs.
+function clusterSection(cl) {
+  if (!cl) return '';
+  return '<h2>Cluster</h2><p id="cluster" class="note">This node: <b>' + esc(cl.node) + '</b> · members: ' +
+    cl.members.map(esc).join(', ') + ' · catalog owned by ' + esc(cl.catalog_owner || 'nobody yet') +
+    ' · partitions owned here: ' + cl.owned + ' · failovers here: ' + cl.failovers + ' · hand-overs: ' + cl.handovers +
+    ' · lease renewals unanswered: ' + cl.lease_renew_failures + '</p>';
+}
+
 async function queuesPage() {
-  const qs = await api('/api/queues');
+  const [qs, cl] = await Promise.all([api('/api/queues'), api('/api/cluster').catch(() => null)]);
   const hist = await Promise.all(qs.map(q => api('/api/queues/' + encodeURIComponent(q.name) + '/history').catch(() => [])));
   let rows = '';
   qs.forEach((q, i) => {
@@ -182,12 +193,13 @@ async function queuesPage() {
       '<td>' + spark(h.map(p => p.oldest_age_seconds), 120, 28, '#b35c00') + '</td>' +
       '<td class="num">' + q.noisy_tenants + '</td><td class="num">' + q.throttled + '</td>' +
       '<td class="num">' + Object.values(q.dropped || {}).reduce((a, b) => a + b, 0) + '</td>' +
-      '<td class="num unreadable ' + unreadableClass(q.unreadable) + '">' + q.unreadable + '</td></tr>';
+      '<td class="num unreadable ' + unreadableClass(q.unreadable) + '">' + q.unreadable + '</td>' +
+      (cl ? '<td class="owner">' + esc(cl.owners[q.name] || '—') + '</td>' : '') + '</tr>';
   });
-  app.innerHTML = '<h2>Queues</h2><table id="queues"><thead><tr><th>Queue</th><th>Visible</th><th>In flight</th><th>Delayed</th>' +
+  app.innerHTML = clusterSection(cl) + '<h2>Queues</h2><table id="queues"><thead><tr><th>Queue</th><th>Visible</th><th>In flight</th><th>Delayed</th>' +
     '<th>Depth (1h)</th><th>Oldest</th><th>Oldest age (1h)</th><th>Noisy tenants</th><th>Throttled</th><th>Dropped</th>' +
-    '<th>Unreadable</th></tr></thead><tbody>' +
-    (rows || '<tr><td colspan="11" class="note">No queues yet.</td></tr>') + '</tbody></table>';
+    '<th>Unreadable</th>' + (cl ? '<th>Owner</th>' : '') + '</tr></thead><tbody>' +
+    (rows || '<tr><td colspan="12" class="note">No queues yet.</td></tr>') + '</tbody></table>';
 }
 
 async function queuePage(name) {
