@@ -454,6 +454,22 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	return out
 }
 
+// StreamLeaders names, for each queue, the server that leads its stream
+// now (for operators and failure tests; one JetStream request a queue).
+func (b *Broker) StreamLeaders(ctx context.Context) map[string]string {
+	js, ok := b.e.Store().(*jsstore.Store)
+	if b.cl == nil || !ok {
+		return nil
+	}
+	out := map[string]string{}
+	for p, name := range b.e.PartitionNames() {
+		if l, err := js.Leader(ctx, p); err == nil {
+			out[name] = l
+		}
+	}
+	return out
+}
+
 // ClusterStats returns the figures of every queue of the cluster, each
 // from the node that owns it (Stats: only this node's); outside a
 // cluster, Stats.

@@ -228,6 +228,9 @@ func TestClusterServesAnyQueueFromAnyNode(t *testing.T) {
 		if cs == nil || len(cs.Members) != 3 || len(cs.Owners) != 3 {
 			t.Fatalf("node %s sees the cluster as %+v", n.name, cs)
 		}
+		if leaders := n.b.StreamLeaders(ctx); len(leaders) != 3 || leaders["orders"] == "" {
+			t.Fatalf("node %s names the streams' leaders %v", n.name, leaders)
+		}
 		stats := n.b.ClusterStats(ctx)
 		if len(stats) != 3 {
 			t.Fatalf("node %s gathers the figures of %d queues, want 3", n.name, len(stats))

@@ -79,6 +79,7 @@ func New(b *sluice.Broker, opts Options) *Server {
 	s.mux.HandleFunc("POST /api/queues/{queue}/drop-before", s.dropBefore)
 	s.mux.HandleFunc("GET /api/store", s.store)
 	s.mux.HandleFunc("GET /api/cluster", s.cluster)
+	s.mux.HandleFunc("GET /api/cluster/streams", s.streams)
 	s.routesDLQ()
 	s.routesUI()
 	return s

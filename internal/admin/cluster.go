@@ -41,6 +41,18 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures})
 }
 
+// streams answers GET /api/cluster/streams: the server that leads each
+// queue's stream (its replicas' leader, which a failover test may want
+// to kill apart from the queue's owner).
+func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
+	leaders := s.b.StreamLeaders(r.Context())
+	if leaders == nil {
+		apiError(w, &st.Error{Code: st.CodeResourceNotFound, Message: "This server is not a node of a cluster."})
+		return
+	}
+	writeJSON(w, http.StatusOK, leaders)
+}
+
 // forwardTo is the subject of the node that serves r ("" when this one
 // does, or when r names no queue).
 func (s *Server) forwardTo(r *http.Request) string {

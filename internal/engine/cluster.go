@@ -280,6 +280,9 @@ func (e *Engine) PartitionNames() map[store.PartitionID]string {
 	return out
 }
 
+// Store is the engine's store.
+func (e *Engine) Store() store.Store { return e.st }
+
 // OwnsCatalog reports whether this engine writes the catalog (a single
 // node always does).
 func (e *Engine) OwnsCatalog() bool { return e.ownsCatalog() }

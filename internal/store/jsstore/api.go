@@ -138,7 +138,24 @@ type streamState struct {
 
 type streamInfo struct {
 	apiResponse
-	State streamState `json:"state"`
+	State   streamState `json:"state"`
+	Cluster *struct {
+		Leader string `json:"leader"`
+	} `json:"cluster,omitempty"`
+}
+
+// Leader names the server that leads partition p's stream now ("" when
+// it has none, or a single server holds it), for operators and failure
+// tests.
+func (s *Store) Leader(ctx context.Context, p store.PartitionID) (string, error) {
+	var r streamInfo
+	if err := s.request(ctx, "STREAM.INFO."+s.streamName(p), nil, &r); err != nil {
+		return "", err
+	}
+	if r.Cluster == nil {
+		return "", nil
+	}
+	return r.Cluster.Leader, nil
 }
 
 // info is the stream's state as its leader has it; ok false: no stream.
