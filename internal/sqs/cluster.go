@@ -14,6 +14,10 @@ import (
 // whole to that node (package forward), which answers it as if it had come
 // directly (it checks the signature again); the answer goes back as it is.
 
+// notOwnerHeader marks an answer of a node that no longer owns the queue
+// (NotOwner: nothing was done).
+const notOwnerHeader = "Sluice-Not-Owner"
+
 // catalogActions change which queues exist: the catalog's owner does them.
 // ListQueues too: its view is the one that is never behind.
 var catalogActions = map[string]bool{"CreateQueue": true, "DeleteQueue": true, "ListQueues": true}
@@ -56,6 +60,19 @@ func (s *Server) forward(w http.ResponseWriter, req *request, subject string, bo
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
 	resp, err := s.b.Forward(ctx, subject, req.r, body)
+	for tries := 0; err == nil && resp.Header.Get(notOwnerHeader) != "" && tries < 5 && ctx.Err() == nil; tries++ {
+		// The node it went to no longer owns the queue (nothing was
+		// done there): send it where the queue is now.
+		to, rerr := s.forwardTo(req)
+		if rerr != nil || to == "" {
+			break
+		}
+		select { // the former owner may still answer on the subject a moment
+		case <-time.After(time.Duration(tries+1) * 20 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		resp, err = s.b.Forward(ctx, to, req.r, body)
+	}
 	if err != nil {
 		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)
 		s.writeError(w, req, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
