@@ -9,11 +9,16 @@
 //
 // Both hold the holder's node name and a random instance id (JSON), so a
 // restarted node is a new holder and a second node with the same name is
-// noticed. Keys are created with a per-key TTL (the bucket has
-// LimitMarkerTTL), renewed every TTL/3 by a publish fenced on the key's
-// last revision that carries the TTL again (kv.Update would drop it), and
-// deleted with that revision as the precondition. A lease's term is the
-// revision that created it.
+// noticed (Start waits for a crashed predecessor's membership to expire,
+// and fails if it is renewed instead). Keys are created with a per-key TTL
+// (the bucket has LimitMarkerTTL), renewed every TTL/3 by a publish fenced
+// on the key's last revision that carries the TTL again (kv.Update would
+// drop it) and a Msg-Id derived from that revision (so a retried renewal
+// whose reply was lost comes back as a duplicate with the revision it
+// made), and deleted with the revision as the precondition. A lease's term
+// is the revision that created it. A watcher on the whole bucket gives
+// each manager its view of the members and owners; the view only guides,
+// the compare-and-set writes decide.
 //
 // A lease is liveness only. Two nodes can both believe they own a
 // partition for a short while (a renewal stalled while the bucket elected
@@ -30,7 +35,9 @@
 // r × RankStep, so the preferred live node wins and the others stand in
 // when it does not. A node hands a partition it has owned for Settle over
 // to the partition's preferred node once that node has been a member for
-// Settle, so a restarted node gets its share back.
+// Settle, so a restarted node gets its share back. Close deletes this
+// node's membership first and then its leases, so the others take its
+// partitions at once; a crash leaves them to expire.
 //
 // The package must not write to partitions, nor read them: what owning a
 // partition means (replay, epoch record, serving) is the Host's.

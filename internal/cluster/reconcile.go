@@ -3,9 +3,12 @@ package cluster
 import (
 	"cmp"
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -100,6 +103,7 @@ func (m *Manager) snapshot() snapshot {
 // what another node should have, then takes what has no lease.
 func (m *Manager) reconcile(ls *loopState) {
 	m.releaseLost()
+	m.checkStale()
 	parts := m.host.Partitions()
 	listed := make(map[store.PartitionID]bool, len(parts))
 	for _, p := range parts {
@@ -187,6 +191,46 @@ func (m *Manager) reconcile(ls *loopState) {
 	}
 
 	ls.forget(listed)
+}
+
+// checkStale asks the bucket about the keys of other nodes that the
+// watcher has not seen renewed for longer than a lease lasts: a watcher
+// whose consumer lived on a node that died delivers nothing until nats.go
+// rebuilds it (seconds later), and meanwhile a dead node's leases would
+// look held and the dead node a member. A key the bucket no longer has is
+// taken out of the view, as its expiry marker would have.
+func (m *Manager) checkStale() {
+	limit := m.cfg.LeaseTTL + time.Second
+	now := time.Now()
+	mine := nodeKey(m.cfg.Node)
+	m.mu.Lock()
+	var keys []string
+	for k, t := range m.view.seen {
+		if k == mine || now.Sub(t) <= limit {
+			continue
+		}
+		if p, ok := parsePartKey(k); ok {
+			if _, held := m.leases[p]; held {
+				continue // this node's own lease
+			}
+		}
+		keys = append(keys, k)
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+		_, err := m.kv.Get(ctx, k)
+		cancel()
+		m.mu.Lock()
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+			m.view.expire(k)
+			m.log.Info("a key expired while the bucket's watcher lagged", "node", m.cfg.Node, "key", k)
+		case err == nil:
+			m.view.seen[k] = now // held after all; asked again after another lease
+		}
+		m.mu.Unlock()
+	}
 }
 
 // forget drops what is remembered of partitions the Host no longer lists

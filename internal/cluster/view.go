@@ -45,16 +45,25 @@ type view struct {
 	members map[string]member // by key
 	owners  map[store.PartitionID]holder
 	gone    map[store.PartitionID]gone
+	// seen is when each held key was last written (created or renewed),
+	// as the watcher delivered it: a key not renewed for longer than a
+	// lease lasts is checked in the bucket itself (checkStale).
+	seen map[string]time.Time
 }
 
 func newView() view {
-	return view{members: map[string]member{}, owners: map[store.PartitionID]holder{}, gone: map[store.PartitionID]gone{}}
+	return view{members: map[string]member{}, owners: map[store.PartitionID]holder{}, gone: map[store.PartitionID]gone{}, seen: map[string]time.Time{}}
 }
 
 // apply applies one watched entry seen at now, and reports whether a
 // partition's lease ended.
 func (v *view) apply(e jetstream.KeyValueEntry, now time.Time) (freed bool) {
 	key, put := e.Key(), e.Operation() == jetstream.KeyValuePut
+	if put {
+		v.seen[key] = now
+	} else {
+		delete(v.seen, key)
+	}
 	if strings.HasPrefix(key, nodePrefix) {
 		if !put {
 			delete(v.members, key)
@@ -91,6 +100,22 @@ func (v *view) apply(e jetstream.KeyValueEntry, now time.Time) (freed bool) {
 		v.gone[p] = goneReleased
 	}
 	return true
+}
+
+// expire removes a key the bucket no longer holds although no watched
+// entry said so (the watcher lags): a member gone, or a lease expired.
+func (v *view) expire(key string) {
+	delete(v.seen, key)
+	if strings.HasPrefix(key, nodePrefix) {
+		delete(v.members, key)
+		return
+	}
+	if p, ok := parsePartKey(key); ok {
+		if _, held := v.owners[p]; held {
+			delete(v.owners, p)
+			v.gone[p] = goneExpired
+		}
+	}
 }
 
 // carry keeps what a fresh view (after the watcher was restarted) cannot

@@ -110,7 +110,27 @@ func (s *Store) request(ctx context.Context, subj string, req any, out interface
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
 	defer cancel()
-	msg, err := s.nc.RequestWithContext(ctx, apiPrefix+subj, body)
+	// Attempts of at most a second within AckTimeout: a request that went
+	// to a leader stepping down (a graceful stop hands leadership over in
+	// milliseconds) is asked again of the new one, not waited on for the
+	// whole timeout. Every API request the store makes is safe to repeat
+	// (reads, purges to a sequence, creating or deleting a stream).
+	var msg *nats.Msg
+	var err error
+	for {
+		attempt, stop := context.WithTimeout(ctx, time.Second)
+		msg, err = s.nc.RequestWithContext(attempt, apiPrefix+subj, body)
+		stop()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)) {
+			break
+		}
+		if errors.Is(err, nats.ErrNoResponders) {
+			select { // no responders comes back at once: pace the retries
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+	}
 	if err != nil {
 		return err
 	}
