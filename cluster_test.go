@@ -288,7 +288,7 @@ var takeoverMessages = flag.Int("cluster.takeover-messages", 20000, "TestCluster
 // owner (its owner stops); the time until another node serves it is the
 // replay of its newest snapshot and what follows, and every message is
 // there. Its figure for 1,000,000 messages is in the cluster issue's note
-// (-cluster.takeover-messages 1000000).
+// (-cluster.takeover-messages=1000000).
 func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three NATS servers")

@@ -3,43 +3,22 @@ package restart
 import (
 	"bytes"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/sluicemq/sluice/test/testkit"
 )
+
+// bodies are the test's message bodies: 1 KiB, tagged 'm'.
+var bodies = testkit.Bodies{Size: bodySize, Tag: 'm'}
 
 // bodySize is the size of every message body.
 const bodySize = 1024
 
-// body is message id's body: its id, then filler that depends on the id,
-// so a body is checked without being kept and a body that comes back
-// under another message's id, or cut, is caught.
-func body(id int) string {
-	var b strings.Builder
-	b.Grow(bodySize)
-	fmt.Fprintf(&b, "m%09d|", id)
-	fill := fmt.Sprintf("%016x", uint64(id+1)*0x9e3779b97f4a7c15)
-	for b.Len() < bodySize {
-		b.WriteString(fill[:min(len(fill), bodySize-b.Len())])
-	}
-	return b.String()
-}
-
-// bodyID reads the id out of a body; ok is false if the body is not
-// exactly body(id).
-func bodyID(s string) (id int, ok bool) {
-	if len(s) != bodySize || s[0] != 'm' || s[10] != '|' {
-		return 0, false
-	}
-	id, err := strconv.Atoi(s[1:10])
-	if err != nil || body(id) != s {
-		return 0, false
-	}
-	return id, true
-}
+func body(id int) string                { return bodies.Body(id) }
+func bodyID(s string) (id int, ok bool) { return bodies.ID(s) }
 
 // What the client knows of a message's send and of its delete. A state
 // only moves forward.
