@@ -142,6 +142,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		// the delivery loop ends, or has, all the same.
 		_ = s.sub.Drain()
 		go func() {
+			// Drain delivers what the client holds already, then ends the
+			// subscription: wait for that (bounded, should the connection
+			// be gone) before waiting for the handlers, or a request
+			// delivered meanwhile would be answered after the caller
+			// closed the connection, that is never.
+			for deadline := time.Now().Add(5 * time.Second); s.sub.IsValid() && time.Now().Before(deadline); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			s.running.Wait()
 			s.cancel()
 			close(s.idle)
