@@ -59,9 +59,15 @@ func (b *Budget) admit(ctx context.Context, declared int64) (*Grant, error) {
 	// Never more than the whole budget: a body of the largest size, with a
 	// budget of exactly that, must get in once the budget is free.
 	n = min(n, b.max)
-	ctx, cancel := context.WithTimeout(ctx, admitWait)
+	wait, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
-	if err := b.sem.Acquire(ctx, n); err != nil {
+	if err := b.sem.Acquire(wait, n); err != nil {
+		if ctx.Err() != nil {
+			// Not the budget: the request ended while it waited (the
+			// client went away, or the server is shutting down).
+			return nil, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
+				Message: "The request ended before its body was read (the connection closed, or the server is shutting down). Retry."}
+		}
 		return nil, b.busy()
 	}
 	return &Grant{b: b, n: n}, nil
