@@ -190,7 +190,9 @@ func (c *clusterNode) start(e *engine.Engine) error {
 			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
 		},
 	})
-	m, err := cluster.Start(context.Background(), cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
+	defer cancel()
+	m, err := cluster.Start(ctx, cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
 		Replicas: c.cfg.Replicas, LeaseTTL: c.cfg.LeaseTTL, Logger: c.log}, clusterHost{c})
 	if err != nil {
 		return err

@@ -116,8 +116,10 @@ func startCluster(t *testing.T, n int) []*clusterNode {
 // owner is the node that owns queue q (as each node's routing says).
 func owner(t *testing.T, nodes []*clusterNode, q string) *clusterNode {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
+	deadline := time.After(20 * time.Second)
+	tick := time.NewTicker(20 * time.Millisecond) // the nodes' routing is polled, until the deadline
+	defer tick.Stop()
+	for {
 		for _, n := range nodes {
 			if n.closed {
 				continue
@@ -126,7 +128,12 @@ func owner(t *testing.T, nodes []*clusterNode, q string) *clusterNode {
 				return n
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // polling the nodes' routing, with a deadline
+		select {
+		case <-tick.C:
+			continue
+		case <-deadline:
+		}
+		break
 	}
 	t.Fatalf("no node owns %s", q)
 	return nil

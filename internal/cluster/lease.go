@@ -298,7 +298,7 @@ func transient(err error) bool {
 	}
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
-		return apiErr.Code == 503 || apiErr.ErrorCode == jsClusterNotLeader
+		return apiErr.Code == 503 || apiErr.ErrorCode == jsClusterNotLeader || apiErr.ErrorCode == jsNoPlacement
 	}
 	return true
 }
@@ -306,3 +306,7 @@ func transient(err error) bool {
 // jsClusterNotLeader is JetStream's JSClusterNotLeaderErr (code 500):
 // the meta group is changing leaders.
 const jsClusterNotLeader jetstream.ErrorCode = 10009
+
+// jsNoPlacement is JetStream's "no suitable peers for placement": right
+// after a cluster forms, the meta leader has not heard every peer yet.
+const jsNoPlacement jetstream.ErrorCode = 10005

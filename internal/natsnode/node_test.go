@@ -24,6 +24,8 @@ const waitTimeout = 30 * time.Second
 func eventually(t *testing.T, what string, cond func() error) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
+	tick := time.NewTicker(20 * time.Millisecond) // the polling interval
+	defer tick.Stop()
 	for {
 		err := cond()
 		if err == nil {
@@ -32,7 +34,7 @@ func eventually(t *testing.T, what string, cond func() error) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not after %s: %v", what, waitTimeout, err)
 		}
-		time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
+		<-tick.C
 	}
 }
 

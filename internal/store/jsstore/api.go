@@ -63,10 +63,15 @@ func errCode(err error) int {
 
 // transient reports whether err may go away by itself (leadership moving,
 // a reconnect): the request is worth repeating.
+// codeNoPlacement is JetStream's "no suitable peers for placement": right
+// after a cluster forms, or while a node restarts, the meta leader has not
+// heard every peer yet (it passes within a moment).
+const codeNoPlacement = 10005
+
 func transient(err error) bool {
 	switch errCode(err) {
 	case codeNotLeader, codeUnavailable, codeStreamOffline, codeStreamOfflineWhy, codeDupInProcess,
-		codeExpectNotReady, codeBatchIncomplete, codeBatchTooManyFlight:
+		codeExpectNotReady, codeBatchIncomplete, codeBatchTooManyFlight, codeNoPlacement:
 		return true
 	case 0:
 	default:
