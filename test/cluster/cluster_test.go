@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -24,6 +23,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicemq/sluice/test/testkit"
 )
 
 // cluster is three nodes of one Sluice cluster on loopback ports.
@@ -173,35 +174,11 @@ func (c *cluster) client(i int, retry bool) *sqs.Client {
 	o := sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String("http://" + c.nodes[i].sqs),
 		Credentials: credentials.NewStaticCredentialsProvider("cluster", "cluster", ""),
 		// A forwarded request waits up to 30 s for the owner.
-		HTTPClient: &http.Client{Transport: bufferedBodies{tr}, Timeout: 45 * time.Second}}
+		HTTPClient: &http.Client{Transport: testkit.BufferedBodies{Next: tr}, Timeout: 45 * time.Second}}
 	if !retry {
 		o.RetryMaxAttempts = 1
 	}
 	return sqs.New(o)
-}
-
-// bufferedBodies sends each request with its body read into memory first.
-// The SDK closes a request's body as soon as the response's header
-// arrives, and its body then answers WriteTo with io.EOF; net/http takes
-// that for a failed write and closes the connection under the response
-// being read, so that an answered ReceiveMessage fails and its messages
-// stay in flight (test/restart found it, about one in 3,000 under -race).
-type bufferedBodies struct{ next http.RoundTripper }
-
-func (b bufferedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return b.next.RoundTrip(req)
-	}
-	raw, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	out := req.Clone(req.Context())
-	out.Body = io.NopCloser(bytes.NewReader(raw))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
-	out.ContentLength = int64(len(raw))
-	return b.next.RoundTrip(out)
 }
 
 // createQueue creates queue name through node i with attributes, retrying

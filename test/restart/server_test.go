@@ -15,7 +15,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -29,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sluicemq/sluice/test/testkit"
 )
 
 var (
@@ -135,33 +136,7 @@ func (s *server) start() {
 	// something that looks acknowledged twice.
 	p.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(addrs[0]),
 		Credentials:      credentials.NewStaticCredentialsProvider("restart", "restart", ""),
-		RetryMaxAttempts: 1, HTTPClient: &http.Client{Transport: bufferedBodies{p.tr}, Timeout: time.Minute}})
-}
-
-// bufferedBodies sends each request with its body read into memory first.
-// The SDK closes a request's body as soon as the response's header
-// arrives, and its body then answers WriteTo with io.EOF; net/http, which
-// checks a body for bytes beyond its Content-Length after sending it,
-// takes that for a failed write and closes the connection under the
-// response being read. A ReceiveMessage the server answered then fails
-// ("use of closed network connection", about one in 3,000 under -race)
-// and its messages stay in flight, which the test would count as lost.
-type bufferedBodies struct{ next http.RoundTripper }
-
-func (b bufferedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return b.next.RoundTrip(req)
-	}
-	raw, err := io.ReadAll(req.Body)
-	req.Body.Close()
-	if err != nil {
-		return nil, err
-	}
-	out := req.Clone(req.Context())
-	out.Body = io.NopCloser(bytes.NewReader(raw))
-	out.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil }
-	out.ContentLength = int64(len(raw))
-	return b.next.RoundTrip(out)
+		RetryMaxAttempts: 1, HTTPClient: &http.Client{Transport: testkit.BufferedBodies{Next: p.tr}, Timeout: time.Minute}})
 }
 
 // waitHealthy asks url once: the server logs that it serves once its
