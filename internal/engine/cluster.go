@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
@@ -257,9 +258,30 @@ func (e *Engine) Route(name string) (p store.PartitionID, local bool, err error)
 		if !e.cfg.Clustered || e.ownsCatalog() {
 			break
 		}
-		e.CatalogChanged()
+		e.refreshForMiss()
 	}
 	return 0, false, partition.NoQueue()
+}
+
+// missRefreshEvery bounds how often names missing from the view make a
+// node read the catalog again: a client asking for queues that do not
+// exist must not make every request replay the catalog. (A queue created
+// elsewhere reaches the view by the catalog owner's news within
+// milliseconds; this read is the fallback.) It paces I/O, not queue
+// semantics, so it reads the process's monotonic time, not the clock.
+const missRefreshEvery = 50 * time.Millisecond
+
+// refreshForMiss reads the catalog again for a name the view lacks,
+// unless it was read within missRefreshEvery; concurrent misses share
+// one read.
+func (e *Engine) refreshForMiss() {
+	e.missMu.Lock()
+	defer e.missMu.Unlock()
+	if time.Since(e.missRead) < missRefreshEvery {
+		return
+	}
+	e.CatalogChanged()
+	e.missRead = time.Now()
 }
 
 // Owner is the owner of partition p on this node (nil: not owned here).

@@ -74,6 +74,11 @@ type Engine struct {
 	// single node).
 	hooks *Hooks
 
+	// missMu serialises the catalog reads that names missing from the
+	// view cause; missRead is when the last one ended (refreshForMiss).
+	missMu   sync.Mutex
+	missRead time.Time
+
 	// The catalog partition: its own lock and position.
 	catMu   sync.Mutex
 	catLast uint64
