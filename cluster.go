@@ -63,6 +63,10 @@ type ClusterConfig struct {
 	// ReadyTimeout bounds the wait for a JetStream quorum at Open; 0
 	// waits as long as it takes (and says so in the log).
 	ReadyTimeout time.Duration
+	// SnapshotBytes is how many bytes of a queue's stream after its
+	// newest snapshot make its owner write a new one, so that what is
+	// below can be purged and a new owner replays little. Default 4 MiB.
+	SnapshotBytes int64
 }
 
 func (c ClusterConfig) withDefaults() ClusterConfig {
@@ -147,7 +151,7 @@ func openCluster(cfg Config) (*clusterNode, store.Store, error) {
 		}
 	}
 	cfg.Logger.Info("JetStream is ready", "cluster", cc.Name, "node", cc.Node)
-	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger}
+	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger, SnapshotBytes: cc.SnapshotBytes}
 	if c.node != nil {
 		jc.StoreLimit = natsnode.DefaultMaxStore // the embedded server's limit: the disk alarm's measure
 	}
