@@ -242,7 +242,7 @@ func openClustered(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{e: e, tools: redrive.New(e), cl: c}
-	if err := c.serveStats(b); err != nil {
+	if err := c.serveQuestions(b); err != nil {
 		b.Close()
 		return nil, err
 	}

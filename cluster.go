@@ -110,7 +110,7 @@ type clusterNode struct {
 	mu       sync.Mutex
 	handlers map[string]http.Handler        // by service: "sqs", "admin"
 	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
-	statsSub *nats.Subscription
+	subs     []*nats.Subscription           // the answers to asks
 }
 
 // openCluster starts the node's NATS (embedded, or connects), and opens
@@ -193,6 +193,7 @@ func (c *clusterNode) start(e *engine.Engine) error {
 		Remote: func(p store.PartitionID, name string) partition.Destination {
 			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
 		},
+		Sources: c.sources,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
@@ -205,57 +206,74 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	return nil
 }
 
-// statsSubject is where every node answers with its queues' figures.
-func (c *clusterNode) statsSubject() string {
-	return "sluice." + strings.ToLower(c.cfg.Name) + ".stats"
+// askSubject is where every node answers the others' question (asks):
+// "stats", its queues' figures; "sources", the queues it owns whose
+// dead-letter queue is the ARN asked about.
+func (c *clusterNode) askSubject(question string) string {
+	return "sluice." + strings.ToLower(c.cfg.Name) + ".ask." + question
 }
 
-// serveStats answers the other nodes' gatherStats with this node's
-// queues' figures.
-func (c *clusterNode) serveStats(b *Broker) error {
-	sub, err := c.nc.Subscribe(c.statsSubject(), func(m *nats.Msg) {
-		data, err := json.Marshal(b.Stats())
+// serveQuestions answers the other nodes' asks with what this node owns.
+func (c *clusterNode) serveQuestions(b *Broker) error {
+	answer := func(question string, f func(data []byte) any) error {
+		sub, err := c.nc.Subscribe(c.askSubject(question), func(m *nats.Msg) {
+			if data, err := json.Marshal(f(m.Data)); err == nil {
+				_ = m.Respond(data)
+			}
+		})
 		if err == nil {
-			_ = m.Respond(data)
+			c.mu.Lock()
+			c.subs = append(c.subs, sub)
+			c.mu.Unlock()
 		}
-	})
-	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.statsSub = sub
-	c.mu.Unlock()
-	return nil
+	return errors.Join(
+		answer("stats", func([]byte) any { return b.Stats() }),
+		answer("sources", func(arn []byte) any { return c.e.LocalSourcesOf(string(arn)) }))
 }
 
-// gatherStats asks every node for its queues' figures and waits for the
-// members' answers (at most a second).
-func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
+// ask asks every node a question (this one's included) and returns the
+// members' answers that came within a second.
+func (c *clusterNode) ask(ctx context.Context, question string, data []byte) ([][]byte, error) {
 	want := len(c.m.Load().Status().Members)
 	inbox := c.nc.NewRespInbox()
 	replies := make(chan *nats.Msg, 64)
 	sub, err := c.nc.ChanSubscribe(inbox, replies)
 	if err != nil {
-		return b.Stats()
+		return nil, err
 	}
 	defer sub.Unsubscribe()
-	if err := c.nc.PublishRequest(c.statsSubject(), inbox, nil); err != nil {
-		return b.Stats()
+	if err := c.nc.PublishRequest(c.askSubject(question), inbox, data); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	byName := map[string]QueueStats{}
-	for got := 0; got < want; got++ {
+	var out [][]byte
+	for len(out) < want {
 		select {
 		case m := <-replies:
-			var qs []QueueStats
-			if json.Unmarshal(m.Data, &qs) == nil {
-				for _, q := range qs {
-					byName[q.Name] = q
-				}
-			}
+			out = append(out, m.Data)
 		case <-ctx.Done():
-			got = want
+			return out, nil
+		}
+	}
+	return out, nil
+}
+
+// gatherStats asks every node for its queues' figures.
+func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
+	answers, err := c.ask(ctx, "stats", nil)
+	if err != nil {
+		return b.Stats()
+	}
+	byName := map[string]QueueStats{}
+	for _, a := range answers {
+		var qs []QueueStats
+		if json.Unmarshal(a, &qs) == nil {
+			for _, q := range qs {
+				byName[q.Name] = q
+			}
 		}
 	}
 	out := make([]QueueStats, 0, len(byName))
@@ -263,6 +281,20 @@ func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
 		out = append(out, q)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// sources asks every node which queues it owns have the dead-letter queue
+// arn.
+func (c *clusterNode) sources(arn string) []string {
+	answers, _ := c.ask(context.Background(), "sources", []byte(arn))
+	var out []string
+	for _, a := range answers {
+		var names []string
+		if json.Unmarshal(a, &names) == nil {
+			out = append(out, names...)
+		}
+	}
 	return out
 }
 
@@ -368,8 +400,8 @@ func (c *clusterNode) close() {
 		m.Close()
 	}
 	c.mu.Lock()
-	if c.statsSub != nil {
-		_ = c.statsSub.Unsubscribe()
+	for _, sub := range c.subs {
+		_ = sub.Unsubscribe()
 	}
 	ps := make([]store.PartitionID, 0, len(c.served))
 	for p := range c.served {

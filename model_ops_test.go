@@ -34,7 +34,7 @@ func (s *sim) ops() []simOp {
 	if *modelOverlap {
 		overlap = [3]int{5, 5, 5}
 	}
-	return []simOp{
+	ops := []simOp{
 		{"send", [3]int{200, 380, 40}, func(s *sim) { s.send(s.pickQueue(), 1, false) }},
 		{"send-batch", [3]int{100, 250, 20}, func(s *sim) { s.send(s.pickQueue(), 2+s.rng.IntN(9), true) }},
 		{"receive", [3]int{170, 80, 150}, func(s *sim) { s.receive(s.pickQueue(), 1+s.rng.IntN(10), s.visibility()) }},
@@ -56,6 +56,20 @@ func (s *sim) ops() []simOp {
 		{"fault", [3]int{12, 12, 12}, (*sim).faultOp},
 		{"verify", [3]int{5, 5, 5}, func(s *sim) { s.verify("at random") }},
 	}
+	if s.cl != nil {
+		// A cluster's nodes restart and crash (each takes seconds);
+		// power losses inside an operation and failing writes are the
+		// single node's file system's.
+		for i := range ops {
+			switch ops[i].name {
+			case "restart", "crash":
+				ops[i].w = [3]int{3, 3, 3}
+			case "crash-during", "fault", "snapshot-compact":
+				ops[i].w = [3]int{}
+			}
+		}
+	}
+	return ops
 }
 
 // step runs one random operation.
@@ -906,7 +920,7 @@ func (s *sim) snapshotDuringCompaction() {
 	s.fig.snapshots++
 	s.fig.compactions++
 	done := make(chan error, 1)
-	go func(b *sluice.Broker) { done <- b.Snapshot() }(s.b)
+	go func(b modelBroker) { done <- b.Snapshot() }(s.b)
 	s.clk.Advance(modelCompact)
 	if err := <-done; err != nil {
 		s.fail("snapshot: %v", err)

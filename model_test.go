@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"flag"
 	"fmt"
@@ -86,7 +87,7 @@ var modelSeeds = []uint64{1, 60}
 
 func modelRun(t *testing.T, seed uint64, ops int) {
 	t.Logf("seed %d, %d operations (again: go test -run 'TestModel$' -model.seed %d -model.ops %d .)", seed, ops, seed, ops)
-	s := newSim(t, seed)
+	s := newSim(t, seed, false)
 	defer s.close()
 	for s.op = 1; s.op <= ops; s.op++ {
 		s.step()
@@ -249,6 +250,31 @@ func (m *model) stateOf(r receipt) (*mMsg, handleState) {
 
 // ---- the simulation ----
 
+// modelBroker is what the model drives: one broker (TestModel), or the
+// nodes of a cluster with each call sent to the node that owns its queue
+// (TestClusterModel).
+type modelBroker interface {
+	CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (sluice.QueueInfo, error)
+	GetQueue(name string) (sluice.QueueInfo, error)
+	DeleteQueue(ctx context.Context, name string) error
+	GetQueueAttributes(name string, names []string) (map[string]string, error)
+	Send(ctx context.Context, queue string, in st.SendInput) (st.SendResult, error)
+	SendBatch(ctx context.Context, queue string, in []st.SendInput) ([]st.SendResult, []error, error)
+	Receive(ctx context.Context, queue string, in st.ReceiveInput) ([]st.Message, error)
+	Delete(ctx context.Context, queue, receiptHandle string) error
+	DeleteBatch(ctx context.Context, queue string, receiptHandles []string) ([]error, error)
+	ChangeVisibilityBatch(ctx context.Context, queue string, in []sluice.VisibilityChange) ([]error, error)
+	Purge(ctx context.Context, queue string) error
+	StartMoveTask(ctx context.Context, sourceArn, destinationArn string, rate int) (string, error)
+	WaitMoveTask(ctx context.Context, taskHandle string) (sluice.MoveTask, error)
+	Peek(queue string, f sluice.PeekFilter) ([]sluice.PeekedMessage, string, error)
+	PurgeFiltered(ctx context.Context, queue string, f sluice.PeekFilter) (int, error)
+	RedriveFiltered(ctx context.Context, queue string, f sluice.PeekFilter, dest string) (int, error)
+	Snapshot() error
+	StoreStats() sluice.StoreStats
+	Close() error
+}
+
 type figures struct {
 	ops, sends, sent, sentBytes, receives, received, deletes, visChanges int
 	purges, purgeRefused, redrives, redriven, toDLQ, advances, restarts  int
@@ -270,7 +296,10 @@ type sim struct {
 	power *powerFS
 	clk   *clock.Fake
 	cfg   sluice.Config
-	b     *sluice.Broker
+	b     modelBroker
+	// cl is the cluster of TestClusterModel (cluster_model_test.go); nil
+	// for one broker on the in-memory file system.
+	cl    *clusterSim
 	m     model
 	fig   figures
 	logs  *logTail
@@ -288,7 +317,9 @@ type sim struct {
 	removedBefore, relocatedBefore int64
 }
 
-func newSim(t *testing.T, seed uint64) *sim {
+// newSim starts the simulation on one broker, or on a cluster of three
+// (TestClusterModel).
+func newSim(t *testing.T, seed uint64, cluster bool) *sim {
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), mem: vfs.NewMem(),
 		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), logs: &logTail{},
 		segs: map[string]bool{}, gone: map[string]bool{}}
@@ -309,7 +340,12 @@ func newSim(t *testing.T, seed uint64) *sim {
 		}
 	}
 	s.block = fill.String()
-	s.open()
+	if cluster {
+		s.cl = startClusterSim(s, seed)
+		s.b = clusterBroker{s.cl}
+	} else {
+		s.open()
+	}
 	s.createQueues()
 	return s
 }
@@ -374,10 +410,14 @@ func (s *sim) closeBroker() {
 // made.
 func (s *sim) restart() {
 	s.verify("before a restart")
-	s.note("restart")
 	s.fig.restarts++
-	s.closeBroker()
-	s.open()
+	if s.cl != nil {
+		s.note("restart %s", s.cl.restartNode(false))
+	} else {
+		s.note("restart")
+		s.closeBroker()
+		s.open()
+	}
 	s.verify("after a restart")
 }
 
@@ -386,8 +426,13 @@ func (s *sim) restart() {
 // it must be there.
 func (s *sim) crash() {
 	s.verify("before a power loss")
-	s.note("power loss")
-	s.lose(nil)
+	if s.cl != nil {
+		s.fig.crashes++
+		s.note("crash of %s", s.cl.restartNode(true))
+	} else {
+		s.note("power loss")
+		s.lose(nil)
+	}
 	s.verify("after a power loss")
 }
 
@@ -505,12 +550,20 @@ func about(mm *mMsg) string { return "\n      " + strings.Join(mm.hist, "\n     
 // is needed to replay it, and stops the test.
 func (s *sim) fail(format string, args ...any) {
 	s.t.Helper()
-	s.t.Fatalf("TestModel seed %d, operation %d: %s\n\nlast operations:\n  %s\n\nbroker log (warnings and errors, last lines):\n%s\nreplay: go test -run 'TestModel$' -model.seed %d -model.ops %d .",
-		s.seed, s.op, fmt.Sprintf(format, args...), strings.Join(s.trace, "\n  "), s.logs.tail(30), s.seed, max(s.op, *modelOps))
+	test, replay := "TestModel", fmt.Sprintf("go test -run 'TestModel$' -model.seed %d -model.ops %d .", s.seed, max(s.op, *modelOps))
+	if s.cl != nil {
+		test, replay = "TestClusterModel", fmt.Sprintf("go test -run TestClusterModel -cmodel.seed %d -cmodel.ops %d . (not exactly: real time)", s.seed, max(s.op, *clusterModelOps))
+	}
+	s.t.Fatalf("%s seed %d, operation %d: %s\n\nlast operations:\n  %s\n\nbroker log (warnings and errors, last lines):\n%s\nreplay: %s",
+		test, s.seed, s.op, fmt.Sprintf(format, args...), strings.Join(s.trace, "\n  "), s.logs.tail(30), replay)
 }
 
 // observeFiles counts the segment files unlinked since the last look.
 func (s *sim) observeFiles() {
+	s.fig.maxLive = max(s.fig.maxLive, len(s.m.msgs))
+	if s.cl != nil {
+		return // a cluster's streams are not files
+	}
 	names, _ := s.mem.ReadDir("/data")
 	now := map[string]bool{}
 	for _, n := range names {
@@ -526,7 +579,6 @@ func (s *sim) observeFiles() {
 	}
 	s.segs = now
 	s.fig.maxSegs = max(s.fig.maxSegs, len(now))
-	s.fig.maxLive = max(s.fig.maxLive, len(s.m.msgs))
 }
 
 func (s *sim) report() {

@@ -24,6 +24,10 @@ type Hooks struct {
 	// Remote reaches a queue another node owns, for hand-overs into it
 	// (dead-letter moves, redrives).
 	Remote func(p store.PartitionID, name string) partition.Destination
+	// Sources lists the queues of every node (this one's included) whose
+	// dead-letter queue is arn: a queue's RedrivePolicy is in its own
+	// partition, which its owner reads.
+	Sources func(arn string) []string
 }
 
 // SetHooks connects a clustered engine to its cluster's manager (made

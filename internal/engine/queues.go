@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/base64"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -361,14 +362,27 @@ func (e *Engine) ListDeadLetterSourceQueues(name string, max int, next string) (
 	return page(e.sourcesOf(e.ARN(name)), max, next, 1000)
 }
 
-// sourcesOf lists the queues whose dead-letter queue is arn.
+// sourcesOf lists the queues whose dead-letter queue is arn, sorted: in a
+// cluster, those of every node that answers.
 func (e *Engine) sourcesOf(arn string) []string {
-	var names []string
+	if h := e.hooksOf(); h != nil && h.Sources != nil {
+		names := h.Sources(arn)
+		slices.Sort(names)
+		return slices.Compact(names)
+	}
+	return e.LocalSourcesOf(arn)
+}
+
+// LocalSourcesOf lists the queues this node owns whose dead-letter queue
+// is arn.
+func (e *Engine) LocalSourcesOf(arn string) []string {
+	names := []string{}
 	for _, o := range e.all() {
 		if o.Config().DeadLetterTarget == arn {
 			names = append(names, o.Meta().Name)
 		}
 	}
+	slices.Sort(names)
 	return names
 }
 

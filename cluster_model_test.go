@@ -1,0 +1,431 @@
+package sluice_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"flag"
+	"fmt"
+	mrand "math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/natsnode/natstest"
+	"github.com/sluicemq/sluice/internal/partition"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+var (
+	clusterModelSeed = flag.Uint64("cmodel.seed", 0, "seed of TestClusterModel's operations (0: the seeds of clusterModelSeeds)")
+	clusterModelOps  = flag.Int("cmodel.ops", 0, "operations in TestClusterModel (0: 1500, 500 with -short)")
+)
+
+// clusterModelSeeds are the seeds of the normal test command.
+var clusterModelSeeds = []uint64{3}
+
+// TestClusterModel is TestModel on a three-node cluster in this process:
+// the same random operations against the same model, each sent to the
+// node that owns its queue (dead-letter moves and redrives go between
+// nodes when the queues' owners differ), with the single node's restarts
+// and power losses replaced by a node's graceful restart (it hands its
+// queues over and takes some back) and its crash (its NATS server and
+// connection go at once and its leases expire: another node takes its
+// queues over, fencing it, then it starts again on its data). Streams
+// are snapshotted every 128 KiB of log, so they are purged below their
+// snapshots and long-lived bodies re-homed all along. Before and after
+// every restart and crash every message the model holds must be there,
+// with its body, and no deleted one may come back.
+//
+// It does not replay exactly: leases, hand-overs and JetStream run on
+// real time. The long run:
+//
+//	go test -run TestClusterModel -cmodel.ops 20000 -cmodel.seed 7 .
+func TestClusterModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ops := *clusterModelOps
+	if ops <= 0 {
+		ops = 1500
+	}
+	seeds := clusterModelSeeds
+	if *clusterModelSeed != 0 {
+		seeds = []uint64{*clusterModelSeed}
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { clusterModelRun(t, seed, ops) })
+	}
+}
+
+func clusterModelRun(t *testing.T, seed uint64, ops int) {
+	t.Logf("seed %d, %d operations (again: go test -run TestClusterModel -cmodel.seed %d -cmodel.ops %d .)", seed, ops, seed, ops)
+	s := newSim(t, seed, true)
+	defer s.close()
+	for s.op = 1; s.op <= ops; s.op++ {
+		s.step()
+		s.checkCounts()
+		s.observeFiles()
+	}
+	s.op = ops
+	s.restart()
+	s.report()
+	c := s.cl
+	t.Logf("cluster: %d graceful restarts, %d crashes; queues taken over after a crash %d, handed over by a restart %d, moved while operations ran %d; %d calls retried on a moving queue",
+		c.restarts, c.crashes, c.failovers, c.handovers, c.rebalanced, c.retried)
+	f := &s.fig
+	switch {
+	case c.restarts == 0 || c.crashes == 0:
+		t.Errorf("%d restarts and %d crashes: the run does not test ownership moving", c.restarts, c.crashes)
+	case c.failovers == 0:
+		t.Errorf("no queue was taken over after a crash")
+	case c.handovers == 0:
+		t.Errorf("no queue was handed over")
+	}
+	if f.removed == 0 {
+		t.Errorf("no stream was purged: the run cannot find a body purged too early")
+	}
+	if f.relocated == 0 {
+		t.Errorf("no body was re-homed: the run does not test re-homing")
+	}
+	if f.toDLQ == 0 || f.redriven == 0 {
+		t.Errorf("%d messages dead-lettered, %d redriven: the run does not test moves", f.toDLQ, f.redriven)
+	}
+}
+
+// clusterSim is the cluster of TestClusterModel: three nodes in this
+// process, each with its embedded NATS server, on one fake clock.
+type clusterSim struct {
+	s     *sim
+	nodes []*simNode
+	// tasks remembers which node started each move task.
+	tasks map[string]*sluice.Broker
+	// The run's figures: failovers and handovers count the queues of a
+	// node that crashed or restarted that another node took; rebalanced
+	// those that moved while operations ran (to a node that came back).
+	restarts, crashes, failovers, handovers, rebalanced, retried int
+	lastOwners                                                   map[string]string
+	// closedStats sums the figures of the nodes' stores closed so far.
+	closedStats sluice.StoreStats
+}
+
+type simNode struct {
+	name string
+	cfg  sluice.Config
+	b    *sluice.Broker // nil while down
+}
+
+// startClusterSim starts the cluster's three nodes together (a new
+// cluster elects its first JetStream leader once every peer is up).
+func startClusterSim(s *sim, seed uint64) *clusterSim {
+	t := s.t
+	ports, err := natstest.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for _, p := range ports {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	c := &clusterSim{s: s, tasks: map[string]*sluice.Broker{}}
+	name := "m" + strings.ToLower(rand.Text()[:8])
+	for i := range peers {
+		var seedBytes [32]byte // message ids and receipt handles, distinct on every node
+		binary.LittleEndian.PutUint64(seedBytes[:], seed)
+		seedBytes[8] = byte(i + 1)
+		n := &simNode{name: fmt.Sprintf("n%d", i+1)}
+		n.cfg = sluice.Config{Dir: t.TempDir(), CheckReleases: true, Clock: s.clk, Rand: mrand.NewChaCha8(seedBytes),
+			CompactInterval: modelCompact, Logger: s.cfg.Logger.With("node", n.name),
+			Cluster: &sluice.ClusterConfig{Name: name, Node: n.name, Peers: peers, Listen: peers[i],
+				LeaseTTL: 2 * time.Second, ReadyTimeout: time.Minute, SnapshotBytes: modelCheckpoint}}
+		c.nodes = append(c.nodes, n)
+	}
+	errs := make([]error, len(c.nodes))
+	var wg sync.WaitGroup
+	for i, n := range c.nodes {
+		wg.Go(func() { n.b, errs[i] = sluice.Open(n.cfg) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.close()
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (c *clusterSim) close() {
+	var wg sync.WaitGroup
+	for _, n := range c.nodes {
+		if n.b != nil {
+			wg.Go(func() { c.stop(n, false) })
+		}
+	}
+	wg.Wait()
+}
+
+// stop closes a node (crash: abandons it) and keeps its figures.
+func (c *clusterSim) stop(n *simNode, crash bool) {
+	ss := n.b.StoreStats()
+	c.s.removedBefore += ss.SegmentsRemoved
+	c.s.relocatedBefore += ss.Relocated
+	if crash {
+		sluice.Crash(n.b)
+	} else {
+		n.b.Close()
+	}
+	n.b = nil
+}
+
+// restartNode stops a random node, gracefully or as a crash, and starts
+// it again on its data, then waits until every queue has an owner.
+func (c *clusterSim) restartNode(crash bool) string {
+	before := c.owners()
+	for q, o := range before {
+		if last, ok := c.lastOwners[q]; ok && last != o {
+			c.rebalanced++ // moved while operations ran
+		}
+	}
+	n := c.nodes[c.s.rng.IntN(len(c.nodes))]
+	if crash {
+		c.crashes++
+	} else {
+		c.restarts++
+	}
+	c.stop(n, crash)
+	b, err := sluice.Open(n.cfg)
+	if err != nil {
+		c.s.fail("start %s again: %v", n.name, err)
+	}
+	n.b = b
+	deadline := time.Now().Add(moveWait)
+	for {
+		after, owned := c.owners(), true
+		for _, o := range after {
+			owned = owned && o != ""
+		}
+		if owned && len(after) == len(before) {
+			for q, o := range before {
+				if o == n.name && after[q] != o && crash {
+					c.failovers++
+				} else if o == n.name && after[q] != o {
+					c.handovers++
+				}
+			}
+			c.lastOwners = after
+			break
+		}
+		if time.Now().After(deadline) {
+			c.s.fail("queues without an owner %s after %s stopped: %v", moveWait, n.name, after)
+		}
+		time.Sleep(10 * time.Millisecond) // polls the owners, until the deadline
+	}
+	return n.name
+}
+
+// owners names each queue's owner ("" while it has none), as the
+// catalog's owner sees them.
+func (c *clusterSim) owners() map[string]string {
+	cs := c.catalog().ClusterStatus()
+	if cs == nil {
+		return nil
+	}
+	return cs.Owners
+}
+
+// ---- the cluster as one broker ----
+
+// moveWait bounds how long a call waits for its queue to have an owner:
+// a crashed owner's lease expires (2 s), then the next node acquires it.
+const moveWait = 30 * time.Second
+
+// owner is the node that serves queue: the owner of its partition, or
+// for a queue that does not exist the catalog's owner (which says so).
+func (c *clusterSim) owner(queue string) *sluice.Broker {
+	deadline := time.Now().Add(moveWait)
+	for {
+		var catalog *sluice.Broker
+		for _, n := range c.nodes {
+			if n.b == nil {
+				continue
+			}
+			if n.b.RouteCatalog("sqs") == "" {
+				catalog = n.b
+			}
+			if to, err := n.b.Route(queue, "sqs"); err == nil && to == "" {
+				return n.b
+			}
+		}
+		if catalog != nil {
+			if _, err := catalog.Route(queue, "sqs"); st.CodeOf(err) == st.CodeQueueDoesNotExist {
+				return catalog
+			}
+		}
+		if time.Now().After(deadline) {
+			c.s.fail("no node serves queue %s after %s", queue, moveWait)
+		}
+		time.Sleep(10 * time.Millisecond) // polls the nodes' routing, until the deadline
+	}
+}
+
+// catalog is the node that owns the catalog of queues.
+func (c *clusterSim) catalog() *sluice.Broker {
+	deadline := time.Now().Add(moveWait)
+	for {
+		for _, n := range c.nodes {
+			if n.b != nil && n.b.RouteCatalog("sqs") == "" {
+				return n.b
+			}
+		}
+		if time.Now().After(deadline) {
+			c.s.fail("no node owns the catalog after %s", moveWait)
+		}
+		time.Sleep(10 * time.Millisecond) // polls the nodes' routing, until the deadline
+	}
+}
+
+// call runs f on the node that serves queue, again on the next owner
+// while the queue is moving (NotOwner: the call changed nothing).
+func call[T any](c *clusterSim, queue string, f func(b *sluice.Broker) (T, error)) (T, error) {
+	deadline := time.Now().Add(moveWait)
+	for {
+		v, err := f(c.owner(queue))
+		if !errors.Is(err, partition.ErrNotOwner) || time.Now().After(deadline) {
+			return v, err
+		}
+		c.retried++
+	}
+}
+
+func call0(c *clusterSim, queue string, f func(b *sluice.Broker) error) error {
+	_, err := call(c, queue, func(b *sluice.Broker) (struct{}, error) { return struct{}{}, f(b) })
+	return err
+}
+
+type clusterBroker struct{ c *clusterSim }
+
+func (r clusterBroker) CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (sluice.QueueInfo, error) {
+	return r.c.catalog().CreateQueue(ctx, name, attrs, tags)
+}
+
+func (r clusterBroker) GetQueue(name string) (sluice.QueueInfo, error) {
+	return r.c.catalog().GetQueue(name)
+}
+
+func (r clusterBroker) DeleteQueue(ctx context.Context, name string) error {
+	return r.c.catalog().DeleteQueue(ctx, name)
+}
+
+func (r clusterBroker) GetQueueAttributes(name string, names []string) (map[string]string, error) {
+	return call(r.c, name, func(b *sluice.Broker) (map[string]string, error) { return b.GetQueueAttributes(name, names) })
+}
+
+func (r clusterBroker) Send(ctx context.Context, queue string, in st.SendInput) (st.SendResult, error) {
+	return call(r.c, queue, func(b *sluice.Broker) (st.SendResult, error) { return b.Send(ctx, queue, in) })
+}
+
+func (r clusterBroker) SendBatch(ctx context.Context, queue string, in []st.SendInput) ([]st.SendResult, []error, error) {
+	var res []st.SendResult
+	errs, err := call(r.c, queue, func(b *sluice.Broker) ([]error, error) {
+		var errs []error
+		var err error
+		res, errs, err = b.SendBatch(ctx, queue, in)
+		return errs, err
+	})
+	return res, errs, err
+}
+
+func (r clusterBroker) Receive(ctx context.Context, queue string, in st.ReceiveInput) ([]st.Message, error) {
+	return call(r.c, queue, func(b *sluice.Broker) ([]st.Message, error) { return b.Receive(ctx, queue, in) })
+}
+
+func (r clusterBroker) Delete(ctx context.Context, queue, handle string) error {
+	return call0(r.c, queue, func(b *sluice.Broker) error { return b.Delete(ctx, queue, handle) })
+}
+
+func (r clusterBroker) DeleteBatch(ctx context.Context, queue string, handles []string) ([]error, error) {
+	return call(r.c, queue, func(b *sluice.Broker) ([]error, error) { return b.DeleteBatch(ctx, queue, handles) })
+}
+
+func (r clusterBroker) ChangeVisibilityBatch(ctx context.Context, queue string, in []sluice.VisibilityChange) ([]error, error) {
+	return call(r.c, queue, func(b *sluice.Broker) ([]error, error) { return b.ChangeVisibilityBatch(ctx, queue, in) })
+}
+
+func (r clusterBroker) Purge(ctx context.Context, queue string) error {
+	return call0(r.c, queue, func(b *sluice.Broker) error { return b.Purge(ctx, queue) })
+}
+
+func (r clusterBroker) StartMoveTask(ctx context.Context, sourceArn, destinationArn string, rate int) (string, error) {
+	queue := sourceArn[strings.LastIndexByte(sourceArn, ':')+1:]
+	return call(r.c, queue, func(b *sluice.Broker) (string, error) {
+		h, err := b.StartMoveTask(ctx, sourceArn, destinationArn, rate)
+		if err == nil {
+			r.c.tasks[h] = b
+		}
+		return h, err
+	})
+}
+
+func (r clusterBroker) WaitMoveTask(ctx context.Context, handle string) (sluice.MoveTask, error) {
+	b := r.c.tasks[handle]
+	if b == nil {
+		return sluice.MoveTask{}, fmt.Errorf("no node started move task %s", handle)
+	}
+	delete(r.c.tasks, handle)
+	return b.WaitMoveTask(ctx, handle)
+}
+
+func (r clusterBroker) Peek(queue string, f sluice.PeekFilter) ([]sluice.PeekedMessage, string, error) {
+	var next string
+	ps, err := call(r.c, queue, func(b *sluice.Broker) ([]sluice.PeekedMessage, error) {
+		var ps []sluice.PeekedMessage
+		var err error
+		ps, next, err = b.Peek(queue, f)
+		return ps, err
+	})
+	return ps, next, err
+}
+
+func (r clusterBroker) PurgeFiltered(ctx context.Context, queue string, f sluice.PeekFilter) (int, error) {
+	return call(r.c, queue, func(b *sluice.Broker) (int, error) { return b.PurgeFiltered(ctx, queue, f) })
+}
+
+func (r clusterBroker) RedriveFiltered(ctx context.Context, queue string, f sluice.PeekFilter, dest string) (int, error) {
+	return call(r.c, queue, func(b *sluice.Broker) (int, error) { return b.RedriveFiltered(ctx, queue, f, dest) })
+}
+
+// Snapshot snapshots what every node owns.
+func (r clusterBroker) Snapshot() error {
+	var errs []error
+	for _, n := range r.c.nodes {
+		if n.b != nil {
+			errs = append(errs, n.b.Snapshot())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// StoreStats sums the nodes' figures.
+func (r clusterBroker) StoreStats() sluice.StoreStats {
+	var sum sluice.StoreStats
+	for _, n := range r.c.nodes {
+		if n.b == nil {
+			continue
+		}
+		ss := n.b.StoreStats()
+		sum.LiveMessages += ss.LiveMessages
+		sum.Segments += ss.Segments
+		sum.SegmentsRemoved += ss.SegmentsRemoved
+		sum.Relocated += ss.Relocated
+		sum.BadReleases += ss.BadReleases
+		sum.Unreadable += ss.Unreadable
+	}
+	return sum
+}
+
+func (r clusterBroker) Close() error {
+	r.c.close()
+	return nil
+}

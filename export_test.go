@@ -1,0 +1,16 @@
+package sluice
+
+// Crash stops a broker as a crash of its process would, for tests: a
+// cluster node's NATS server and connection go first, so that it writes
+// nothing more and its leases expire (nothing is handed over), then the
+// rest of it stops.
+func Crash(b *Broker) {
+	if b.cl != nil {
+		b.cl.closeNATS()
+		if m := b.cl.m.Load(); m != nil {
+			m.Abandon()
+		}
+	}
+	b.tools.StopAll()
+	_ = b.e.Close()
+}
