@@ -120,6 +120,8 @@ func peerColor(name string, i int) color.Color {
 	switch name {
 	case "sluice":
 		return color.RGBA{0x1f, 0x6f, 0xb4, 0xff}
+	case "sluice-cluster":
+		return color.RGBA{0x6b, 0xae, 0xd6, 0xff}
 	case "rabbitmq":
 		return color.RGBA{0xe0, 0x7b, 0x20, 0xff}
 	case "nats":

@@ -1,8 +1,8 @@
 // Package loadgen is `sluice bench` and `sluice scenario`: load against a
 // running server over the SQS JSON protocol (a lean client of its own, or
-// the AWS SDK), the same workload against RabbitMQ and NATS JetStream
-// (internal/peers), the charts of the results, and the anti-backlog
-// scenarios.
+// the AWS SDK), the same workload against a Sluice cluster, RabbitMQ and
+// NATS JetStream (internal/peers), the charts of the results, and the
+// anti-backlog scenarios.
 package loadgen
 
 import (
@@ -32,18 +32,23 @@ const benchUsage = `Usage:
   sluice bench [flags]                     load test Sluice (the server at --endpoint)
   sluice bench --peers rabbitmq,nats,sluice --rounds 3
                                            the same workload against each, alternating
+  sluice bench --peers sluice,sluice-cluster,rabbitmq --rounds 3
+                                           sluice-cluster: a three-node cluster, each call
+                                           to the next of --cluster-endpoints
   sluice bench chart --in FILE[,FILE] --out DIR
                                            draw the charts from --json results
 
 Every message counts as sent once the broker acknowledged it as durable,
 and as received once a consumer received and acknowledged (deleted) it.
-Start the peers with scripts/peers.sh start (docs/benchmarks.md).
+Start the peers with scripts/peers.sh start, the cluster with
+scripts/peers.sh start-cluster (docs/benchmarks.md).
 
 Flags:
 `
 
 // Bench is `sluice bench`: load over the SQS JSON protocol against a
-// running server, or the same workload against RabbitMQ and NATS.
+// running server, or the same workload against a Sluice cluster, RabbitMQ
+// and NATS.
 func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	if len(args) > 0 && args[0] == "chart" {
 		return benchChart(args[1:], env)
@@ -59,10 +64,16 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 		endpoint = "http://127.0.0.1:9324"
 	}
 	fs.StringVar(&endpoint, "endpoint", endpoint, "Sluice's SQS endpoint (default $SLUICE_ENDPOINT or loopback)")
+	clusterEndpoints := env.Getenv("SLUICE_CLUSTER_ENDPOINTS")
+	if clusterEndpoints == "" {
+		clusterEndpoints = defaultClusterEndpoints
+	}
+	fs.StringVar(&clusterEndpoints, "cluster-endpoints", clusterEndpoints,
+		"sluice-cluster: the SQS endpoints of the cluster's nodes, comma-separated; each call goes to the next (default $SLUICE_CLUSTER_ENDPOINTS or scripts/peers.sh start-cluster's)")
 	amqpURL := fs.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ's address")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS's address")
-	peer := fs.String("peer", "", "one peer: rabbitmq, nats or sluice (same as --peers with one name)")
-	peerList := fs.String("peers", "sluice", "peers to run, comma-separated, in this order each round")
+	peer := fs.String("peer", "", "one peer: rabbitmq, nats, sluice or sluice-cluster (same as --peers with one name)")
+	peerList := fs.String("peers", "sluice", "peers to run, comma-separated, in this order each round: rabbitmq, nats, sluice (--endpoint), sluice-cluster (--cluster-endpoints)")
 	rounds := fs.Int("rounds", 1, "rounds: each runs every peer once, alternating")
 	queue := fs.String("queue", "bench", "prefix of the Sluice queues each run creates (NAME-RUN-i) and deletes at its end")
 	producers := fs.Int("producers", 8, "concurrent producers")
@@ -141,8 +152,14 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 				return err
 			}
 			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue}
+		case "sluice-cluster":
+			api, err := newClusterSQS(splitList(clusterEndpoints), client, *producers+*consumers)
+			if err != nil {
+				return err
+			}
+			byName[n] = peers.SluiceCluster{Sluice: peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue}}
 		default:
-			return fmt.Errorf("unknown peer %q (rabbitmq, nats or sluice)", n)
+			return fmt.Errorf("unknown peer %q (rabbitmq, nats, sluice or sluice-cluster)", n)
 		}
 	}
 	rep := peers.Report{Version: 1, Date: time.Now().UTC().Format(time.RFC3339),
@@ -161,7 +178,7 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stderr, "round %d  %-8s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, errors %d)\n",
+					fmt.Fprintf(env.Stderr, "round %d  %-14s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, errors %d)\n",
 						r, n, s, qn, res.Rate, res.Sent, res.Received, res.Errors)
 					rep.Results = append(rep.Results, res)
 				}
@@ -280,6 +297,27 @@ func intList(flagName, s string) ([]int, error) {
 		return nil, errors.New(flagName + ": empty")
 	}
 	return out, nil
+}
+
+// defaultClusterEndpoints are the SQS ports of the three-node cluster
+// scripts/peers.sh start-cluster runs.
+const defaultClusterEndpoints = "http://127.0.0.1:9424,http://127.0.0.1:9434,http://127.0.0.1:9444"
+
+// newClusterSQS returns the client the sluice-cluster peer drives a
+// cluster with: one client a node, each call to the next node.
+func newClusterSQS(endpoints []string, client string, conns int) (*peers.Spread, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("--cluster-endpoints: empty")
+	}
+	apis := make([]peers.SQS, len(endpoints))
+	for i, ep := range endpoints {
+		api, err := newBenchSQS(ep, client, conns)
+		if err != nil {
+			return nil, err
+		}
+		apis[i] = api
+	}
+	return peers.NewSpread(apis...), nil
 }
 
 // newBenchSQS returns the client the Sluice peer drives the server with.

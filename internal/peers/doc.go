@@ -8,8 +8,9 @@
 // latencies; a Peer only connects, publishes and consumes. One file a
 // peer: rabbitmq.go (quorum queues, publisher confirms), nats.go
 // (JetStream work-queue streams on file storage) and sluice.go (the SQS
-// JSON protocol through a client that package cli supplies).
+// JSON protocol through a client that package loadgen supplies, against
+// one server or spread over the nodes of a cluster).
 //
 // It must not start or configure the brokers themselves
-// (scripts/peers.sh does), nor print: package cli renders the results.
+// (scripts/peers.sh does), nor print: package loadgen renders the results.
 package peers

@@ -34,7 +34,8 @@ type Config struct {
 	Rounds    int      `json:"rounds"`
 	Sizes     []int    `json:"sizes_bytes"`
 	QueueCnts []int    `json:"queue_counts"`
-	// Batch and Client are Sluice's: messages a call, and "lean", "stdhttp" or "sdk".
+	// Batch and Client are Sluice's (and sluice-cluster's): messages a
+	// call, and "lean", "stdhttp" or "sdk".
 	Batch   int    `json:"sluice_batch"`
 	Client  string `json:"sluice_client"`
 	Tenants int    `json:"sluice_tenants,omitempty"`

@@ -3,10 +3,11 @@ package peers
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
-// SQS is the little of the SQS API the Sluice peer uses. Package cli
+// SQS is the little of the SQS API the Sluice peer uses. Package loadgen
 // supplies it: a lean JSON 1.0 client over its own keep-alive connections,
 // or the AWS SDK.
 type SQS interface {
@@ -46,6 +47,61 @@ type Sluice struct {
 func (s Sluice) Name() string { return "sluice" }
 
 func (s Sluice) Durability() string { return "fsync before answer (sync=always)" }
+
+// SluiceCluster drives a Sluice cluster (docs/cluster.md) as Sluice drives
+// one server: the same queues, batches and tenants, with API spreading the
+// calls over every node (a Spread of one client a node), as a load
+// balancer in front of the nodes would. Each queue has one owner, so most
+// calls reach a node that forwards them to the owner. A send is answered
+// once its records are in the queue's R3 JetStream stream, which with
+// sync always means fsynced on two of the three nodes.
+type SluiceCluster struct{ Sluice }
+
+func (SluiceCluster) Name() string { return "sluice-cluster" }
+
+func (SluiceCluster) Durability() string {
+	return "R3 JetStream, sync always: answered after the replicated write"
+}
+
+// Spread is an SQS that sends each call to the next of several clients in
+// turn, one a node of a cluster. A queue URL works on every node (a node
+// resolves the queue from the URL's path, not its host), so the URL
+// CreateQueue returned goes unchanged to whichever node gets the call.
+type Spread struct {
+	apis []SQS
+	next atomic.Uint64
+}
+
+// NewSpread returns a Spread over apis (at least one).
+func NewSpread(apis ...SQS) *Spread {
+	if len(apis) == 0 {
+		panic("peers: NewSpread needs at least one client")
+	}
+	return &Spread{apis: apis}
+}
+
+// pick returns the client the next call goes to.
+func (s *Spread) pick() SQS { return s.apis[(s.next.Add(1)-1)%uint64(len(s.apis))] }
+
+func (s *Spread) CreateQueue(ctx context.Context, name string, attrs map[string]string) (string, error) {
+	return s.pick().CreateQueue(ctx, name, attrs)
+}
+
+func (s *Spread) DeleteQueue(ctx context.Context, url string) error {
+	return s.pick().DeleteQueue(ctx, url)
+}
+
+func (s *Spread) SendBatch(ctx context.Context, url string, bodies, groups []string) (int, int, error) {
+	return s.pick().SendBatch(ctx, url, bodies, groups)
+}
+
+func (s *Spread) Receive(ctx context.Context, url string, max int) ([]SQSMessage, error) {
+	return s.pick().Receive(ctx, url, max)
+}
+
+func (s *Spread) DeleteBatch(ctx context.Context, url string, handles []string) error {
+	return s.pick().DeleteBatch(ctx, url, handles)
+}
 
 // maxBatchBytes is the SQS limit on a send batch's total size.
 const maxBatchBytes = 1 << 20
