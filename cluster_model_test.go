@@ -235,6 +235,20 @@ func (c *clusterSim) owners() map[string]string {
 	return cs.Owners
 }
 
+// settledStats is the nodes' store figures once they keep live bodies
+// (within moveWait): a deleted queue's owner drops its partition after
+// the catalog's owner told it.
+func (c *clusterSim) settledStats(live int64) sluice.StoreStats {
+	deadline := time.Now().Add(moveWait)
+	for {
+		ss := clusterBroker{c}.StoreStats()
+		if ss.LiveMessages == live || time.Now().After(deadline) {
+			return ss
+		}
+		time.Sleep(10 * time.Millisecond) // polls the nodes' figures, until the deadline
+	}
+}
+
 // ---- the cluster as one broker ----
 
 // moveWait bounds how long a call waits for its queue to have an owner:

@@ -164,12 +164,14 @@ func namesOf(byPart map[store.PartitionID]string) map[string]store.PartitionID {
 }
 
 // Release stops serving partition p: its owner relinquishes (writes and
-// releases nothing), for another node to take it over.
+// releases nothing), for another node to take it over, and the store
+// leaves p to it.
 func (e *Engine) Release(p store.PartitionID) {
 	e.mu.Lock()
 	if p == store.Catalog {
 		e.catOwned = false
 		e.mu.Unlock()
+		e.st.Leave(p)
 		return
 	}
 	o := e.byPart[p]
@@ -182,6 +184,7 @@ func (e *Engine) Release(p store.PartitionID) {
 	e.mu.Unlock()
 	if o != nil {
 		o.Relinquish()
+		e.st.Leave(p)
 	}
 }
 
@@ -189,6 +192,7 @@ func (e *Engine) Release(p store.PartitionID) {
 // owner here; nil for the catalog), and tells the manager.
 func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
 	e.mu.Lock()
+	leave := true
 	if p == store.Catalog {
 		e.catOwned = false
 	} else if e.byPart[p] == o {
@@ -196,9 +200,14 @@ func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
 		if name := o.Meta().Name; e.queues[name] == o {
 			delete(e.queues, name)
 		}
+	} else {
+		leave = false // owned here again since
 	}
 	h := e.hooks
 	e.mu.Unlock()
+	if leave {
+		e.st.Leave(p)
+	}
 	e.log.Warn("another node took a partition over", "partition", p)
 	if h != nil && h.Lost != nil {
 		h.Lost(p)

@@ -167,6 +167,9 @@ func (m *Memory) Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
 	return m.add(p, prev, slices.Collect(recs), true)
 }
 
+// Leave does nothing: a memory store's partitions have no other writer.
+func (m *Memory) Leave(PartitionID) {}
+
 func (m *Memory) Drop(p PartitionID, prev uint64) Future {
 	m.mu.Lock()
 	defer m.mu.Unlock()

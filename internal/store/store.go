@@ -226,6 +226,14 @@ type Store interface {
 	Append(p PartitionID, prev uint64, recs []Rec) Future
 	Snapshot(p PartitionID, prev uint64, recs iter.Seq[Rec]) Future
 	Drop(p PartitionID, prev uint64) Future
+	// Leave says that this store's owner gave p up (it handed p over, or
+	// was fenced off) to an owner elsewhere: the store writes nothing more
+	// to p, forgets what it kept of p (freeing nothing: the new owner
+	// keeps those bodies now) and counts nothing of p in Stats, until a
+	// ReplayPartition acquires p again. The records stay. A store whose
+	// data has no other writer (disk, memory) has no one to leave p to
+	// and ignores it.
+	Leave(p PartitionID)
 	// Partitions lists the partitions that hold records, in order.
 	Partitions() ([]PartitionID, error)
 	Read(p PartitionID, pos uint64, h Hint) ([]byte, error)

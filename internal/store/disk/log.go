@@ -366,6 +366,9 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 
 // Drop removes p, fenced on its last position prev: once the future
 // resolves nothing of it is replayed.
+// Leave does nothing: the log's partitions have no other writer.
+func (l *Log) Leave(store.PartitionID) {}
+
 func (l *Log) Drop(p store.PartitionID, prev uint64) store.Future {
 	return l.submit(&op{kind: opDrop, p: p, prev: prev}, 64)
 }

@@ -341,6 +341,21 @@ func (s *Store) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.R
 // on the stream's tail (so a stale writer cannot drop what a new one
 // writes, and replay skips a partition whose deletion was cut short),
 // then the stream's deletion.
+// Leave gives p up to another writer: appends fail as fenced until a
+// ReplayPartition, and what p kept is forgotten (the new owner's store
+// keeps it), so that neither Stats nor a purge goes by it.
+func (s *Store) Leave(p store.PartitionID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pt := s.parts[p]
+	if pt == nil || pt.replaying {
+		return
+	}
+	pt.lost = true
+	pt.kept, pt.keptSeqs, pt.keptHeap, pt.pin, pt.purgeDue = map[loc]keptRec{}, map[uint64]int{}, nil, 0, false
+	s.cache.forget(p)
+}
+
 func (s *Store) Drop(p store.PartitionID, prev uint64) store.Future {
 	enc := newEncoder(p, s.limit)
 	enc.add(kindDrop, prev, nil)
@@ -395,7 +410,7 @@ func (s *Store) Stats() store.Stats {
 	st := s.stats
 	st.FsyncBuckets = append([]int64(nil), s.buckets[:]...)
 	for _, pt := range s.parts {
-		if pt.dropped || !pt.exists {
+		if pt.dropped || !pt.exists || pt.lost {
 			continue
 		}
 		st.Segments++

@@ -53,6 +53,45 @@ func Run(t *testing.T, open func(t *testing.T) *Harness) {
 	t.Run("LastPositions", func(t *testing.T) { lastPositions(t, open(t)) })
 	t.Run("BigAppendsWholeOrRefused", func(t *testing.T) { bigAppends(t, open(t)) })
 	t.Run("AcquireFencesFormerWriter", func(t *testing.T) { acquire(t, h2(t, open)) })
+	t.Run("LeaveForgetsAndStops", func(t *testing.T) { leave(t, h2(t, open)) })
+}
+
+// leave: a writer that leaves a partition to another writer keeps nothing
+// of it (Stats count no kept record of it) and writes nothing more to it
+// until it acquires it again with ReplayPartition, which the records
+// survive.
+func leave(t *testing.T, h *Harness) {
+	a := h.Store
+	defer func() { a.Close() }()
+	mustAppend(t, a, 1, 0, "a1", "a2")
+	mustAppend(t, a, 2, 0, "other")
+	if n := a.Stats().KeptRecords; n != 3 {
+		t.Fatalf("%d kept records before Leave, want 3", n)
+	}
+	a.Leave(1)
+	if n := a.Stats().KeptRecords; n != 1 {
+		t.Fatalf("%d kept records after leaving partition 1, want 1 (partition 2's)", n)
+	}
+	if err := a.Append(1, 2, recs(false, "after")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("an append after Leave: %v, want ErrFenced", err)
+	}
+	b := h.Second()
+	defer func() { b.Close() }()
+	var last uint64
+	if err := b.ReplayPartition(1, 0, func(e store.Entry) error { last = e.Pos; return nil }); err != nil || last != 2 {
+		t.Fatalf("the next writer replayed up to %d, %v; want 2", last, err)
+	}
+	mustAppend(t, b, 1, last, "b1")
+	b.Leave(1)
+	var got []string
+	if err := a.ReplayPartition(1, 0, func(e store.Entry) error {
+		got = append(got, string(e.Data))
+		last = e.Pos
+		return nil
+	}); err != nil || !equal(got, []string{"a1", "a2", "b1"}) {
+		t.Fatalf("acquired again, partition 1 holds %q, %v", got, err)
+	}
+	mustAppend(t, a, 1, last, "a3")
 }
 
 // h2 is a harness whose Second opens another store on the same data; a
