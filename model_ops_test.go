@@ -614,6 +614,9 @@ func (s *sim) purge(q int) {
 	now := s.clk.Now()
 	refused := !mq.lastPurge.IsZero() && now.Sub(mq.lastPurge) < time.Minute
 	err := s.b.Purge(ctx, mq.name)
+	if refused && err == nil && s.cl != nil {
+		refused = false // the queue moved since its last purge
+	}
 	switch {
 	case refused && code(err) == st.CodePurgeQueueInProgress:
 		s.fig.purgeRefused++
@@ -893,7 +896,7 @@ func (s *sim) crashDuring() {
 		case st.CodeQueueDoesNotExist:
 			s.fig.inflightKept++
 			s.dropQueue(q)
-			mq.deletedAt = time.Time{} // by a broker that is gone
+			mq.deletedAt = s.clk.Now() // by a broker that is gone, in its catalog
 		default:
 			s.fail("queue %s after a power loss during its deletion: %v", mq.name, err)
 		}

@@ -127,11 +127,11 @@ type mQueue struct {
 	weight int
 	attrs  map[string]string // as created
 	// lastPurge is its last PurgeQueue since the broker opened (zero:
-	// none), which SQS allows once every 60 seconds.
+	// none), which SQS allows once every 60 seconds. In a cluster the
+	// queue's owner remembers it, and forgets it when the queue moves.
 	lastPurge time.Time
-	// deleted: the queue is deleted (DeleteQueue), since deletedAt
-	// (zero: before the broker opened). Its name is free again 60
-	// seconds after.
+	// deleted: the queue is deleted (DeleteQueue), since deletedAt. Its
+	// name is free again 60 seconds after (the catalog remembers).
 	deleted   bool
 	deletedAt time.Time
 }
@@ -386,7 +386,7 @@ func (s *sim) open() {
 	}
 	s.b = b
 	for _, q := range s.m.queues {
-		q.lastPurge, q.deletedAt = time.Time{}, time.Time{}
+		q.lastPurge = time.Time{} // the catalog remembers deletions, not purges
 	}
 }
 

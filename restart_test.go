@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -172,5 +173,53 @@ func TestUnreadableBodiesAreCounted(t *testing.T) {
 	r.restart()
 	if s := r.b.StoreStats(); s.Unreadable != 0 {
 		t.Fatalf("the unreadable messages were not deleted: %d again at the next start", s.Unreadable)
+	}
+}
+
+// TestDeletedNameSurvivesRestart: a queue's name may not be used again
+// within 60 seconds of its deletion, also after a restart and after a
+// snapshot of the catalog (which keeps the name among its records); then
+// it may.
+func TestDeletedNameSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	open := func() *sluice.Broker {
+		b, err := sluice.Open(sluice.Config{Dir: dir, Clock: clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	for _, q := range []string{"gone", "kept"} {
+		if _, err := b.CreateQueue(ctx, q, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.DeleteQueue(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(20 * time.Second)
+	b.Close()
+	b = open()
+	if _, err := b.CreateQueue(ctx, "gone", nil, nil); code(err) != st.CodeQueueDeletedRecently {
+		t.Fatalf("create 20 s after the deletion, after a restart: %v, want QueueDeletedRecently", err)
+	}
+	if err := b.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(20 * time.Second)
+	b.Close()
+	b = open()
+	defer func() { b.Close() }()
+	if _, err := b.CreateQueue(ctx, "gone", nil, nil); code(err) != st.CodeQueueDeletedRecently {
+		t.Fatalf("create 40 s after the deletion, after a snapshot and a restart: %v, want QueueDeletedRecently", err)
+	}
+	if _, err := b.GetQueue("kept"); err != nil {
+		t.Fatalf("the other queue after the restarts: %v", err)
+	}
+	clk.Advance(21 * time.Second)
+	if _, err := b.CreateQueue(ctx, "gone", nil, nil); err != nil {
+		t.Fatalf("create 61 s after the deletion: %v", err)
 	}
 }

@@ -117,7 +117,7 @@ func (e *Engine) Acquire(p store.PartitionID, term uint64) error {
 // acquireCatalog replays the catalog partition, claims it, and makes it
 // this engine's to write.
 func (e *Engine) acquireCatalog(term uint64) error {
-	byPart, next, last, err := e.readCatalog()
+	cat, last, err := e.readCatalog()
 	if err != nil {
 		return err
 	}
@@ -126,8 +126,9 @@ func (e *Engine) acquireCatalog(term uint64) error {
 	e.catMu.Unlock()
 	e.mu.Lock()
 	e.catOwned = true
-	e.nextPart = max(e.nextPart, next)
-	e.names = namesOf(byPart)
+	e.nextPart = max(e.nextPart, cat.next)
+	e.names = namesOf(cat.names)
+	e.freeAt = cat.freeAt
 	e.mu.Unlock()
 	if err := e.catalogAppend(&record.Record{Type: record.Epoch, Name: e.cfg.Node, Seq: term}); err != nil {
 		e.mu.Lock()
@@ -135,24 +136,23 @@ func (e *Engine) acquireCatalog(term uint64) error {
 		e.mu.Unlock()
 		return fmt.Errorf("engine: claiming the catalog: %w", err)
 	}
-	e.log.Info("acquired the catalog", "queues", len(byPart), "term", term)
+	e.log.Info("acquired the catalog", "queues", len(cat.names), "term", term)
 	return nil
 }
 
 // readCatalog replays the catalog partition: its queues by partition, the
 // next partition id, and its last position.
-func (e *Engine) readCatalog() (map[store.PartitionID]string, store.PartitionID, uint64, error) {
-	byPart := map[store.PartitionID]string{}
-	next := store.PartitionID(1)
+func (e *Engine) readCatalog() (*catalogView, uint64, error) {
+	cat := newCatalogView()
 	var last uint64
 	err := e.st.ReplayPartition(store.Catalog, 0, func(en store.Entry) error {
 		last = max(last, en.Pos)
-		return applyCatalog(byPart, &next, en)
+		return cat.apply(en)
 	})
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("engine: reading the catalog: %w", err)
+		return nil, 0, fmt.Errorf("engine: reading the catalog: %w", err)
 	}
-	return byPart, next, last, nil
+	return cat, last, nil
 }
 
 func namesOf(byPart map[store.PartitionID]string) map[string]store.PartitionID {
@@ -221,7 +221,7 @@ func (e *Engine) CatalogChanged() {
 	if e.ownsCatalog() || e.closed.Load() {
 		return
 	}
-	byPart, next, _, err := e.readCatalog()
+	cat, _, err := e.readCatalog()
 	if err != nil {
 		e.log.Warn("reading the catalog failed; the view stays as it was", "err", err)
 		return
@@ -236,10 +236,10 @@ func (e *Engine) CatalogChanged() {
 		e.mu.Unlock()
 		return
 	}
-	e.names = namesOf(byPart)
-	e.nextPart = max(e.nextPart, next)
+	e.names = namesOf(cat.names)
+	e.nextPart = max(e.nextPart, cat.next)
 	for p, o := range e.byPart {
-		if _, ok := byPart[p]; !ok {
+		if _, ok := cat.names[p]; !ok {
 			name := o.Meta().Name
 			delete(e.byPart, p)
 			delete(e.queues, name)

@@ -66,10 +66,12 @@ type Engine struct {
 	// catalog's owner (a single node always) it changes with the
 	// catalog's writes; on other nodes of a cluster it is a view, read
 	// again from the catalog partition when it changes.
-	names     map[string]store.PartitionID
-	catOwned  bool
-	deletedAt map[string]time.Time
-	nextPart  store.PartitionID
+	names    map[string]store.PartitionID
+	catOwned bool
+	// freeAt: when each recently deleted queue's name may be used again
+	// (60 seconds after its deletion), as the catalog's Drops say.
+	freeAt   map[string]time.Time
+	nextPart store.PartitionID
 	// hooks: what the cluster's manager does for the engine (nil: a
 	// single node).
 	hooks *Hooks
@@ -120,7 +122,7 @@ func newEngine(cfg Config) *Engine {
 		cfg.Rand = rand.Reader
 	}
 	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
-		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, deletedAt: map[string]time.Time{},
+		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, freeAt: map[string]time.Time{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
 		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced}

@@ -60,8 +60,8 @@ func (e *Engine) snapshot(p store.PartitionID) error {
 	return o.Snapshot()
 }
 
-// snapshotCatalog writes the catalog's snapshot: the live queues and the
-// next partition id.
+// snapshotCatalog writes the catalog's snapshot: the live queues, the next
+// partition id, and the names deleted too recently to be used again.
 func (e *Engine) snapshotCatalog() error {
 	if !e.ownsCatalog() {
 		return nil // its owner's to do
@@ -70,6 +70,12 @@ func (e *Engine) snapshotCatalog() error {
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
 	for _, name := range slices.Sorted(maps.Keys(e.names)) { // the same catalog, the same bytes
 		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.names[name]), Name: name})
+	}
+	now := e.clock.Now()
+	for _, name := range slices.Sorted(maps.Keys(e.freeAt)) {
+		if at := e.freeAt[name]; now.Before(at) {
+			recs = append(recs, &record.Record{Type: record.Drop, Partition: uint64(store.Catalog), Name: name, Until: at.UnixMilli()})
+		}
 	}
 	e.mu.RUnlock()
 	data := make([]store.Rec, len(recs))

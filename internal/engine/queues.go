@@ -69,7 +69,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		}
 		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: meta.FIFO}, nil
 	}
-	if at, ok := e.deletedAt[name]; ok && now.Sub(at) < 60*time.Second {
+	if at, ok := e.freeAt[name]; ok && now.Before(at) {
 		e.mu.Unlock()
 		return st.QueueInfo{}, st.Errorf(st.CodeQueueDeletedRecently, "You must wait 60 seconds after deleting a queue before you can create another with the same name.")
 	}
@@ -241,13 +241,14 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 	if !ok {
 		return partition.NoQueue()
 	}
-	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(p)}); err != nil {
+	freeAt := e.clock.Now().Add(nameReuseAfter)
+	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(p), Name: name, Until: freeAt.UnixMilli()}); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	if e.names[name] == p {
 		delete(e.names, name)
-		e.deletedAt[name] = e.clock.Now()
+		e.freeAt[name] = freeAt
 	}
 	o := e.byPart[p]
 	if o != nil {
@@ -261,6 +262,11 @@ func (e *Engine) DeleteQueue(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// nameReuseAfter is how long after its deletion a queue's name may not be
+// used again (SQS: 60 seconds). The catalog remembers it across restarts
+// and moves of the catalog.
+const nameReuseAfter = 60 * time.Second
 
 // drop ends a deleted queue's owner and drops its partition; a failure
 // leaves the partition to recovery, which drops partitions the catalog

@@ -40,13 +40,13 @@ func (r rebuilt) live(p store.PartitionID) (string, bool) {
 // partition's newest snapshot and the records after it, applied through
 // the same Apply the live path uses.
 func (e *Engine) replay(now time.Time) (rebuilt, error) {
-	names := map[store.PartitionID]string{} // the catalog
+	cat := newCatalogView()
 	parts := map[store.PartitionID]*partition.Owner{}
 	last := map[store.PartitionID]uint64{}
 	err := e.st.Replay(func(en store.Entry) error {
 		if en.P == store.Catalog {
 			e.catLast = max(e.catLast, en.Pos)
-			return applyCatalog(names, &e.nextPart, en)
+			return cat.apply(en)
 		}
 		e.nextPart = max(e.nextPart, en.P+1)
 		last[en.P] = max(last[en.P], en.Pos)
@@ -60,28 +60,49 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 		}
 		return nil
 	})
-	return rebuilt{names, parts, last}, err
+	e.nextPart = max(e.nextPart, cat.next)
+	e.freeAt = cat.freeAt
+	return rebuilt{cat.names, parts, last}, err
 }
 
-// applyCatalog applies a catalog record to names (the queues by
-// partition) and next (the next partition id).
-func applyCatalog(names map[store.PartitionID]string, next *store.PartitionID, en store.Entry) error {
+// catalogView is what the catalog's records say: the queues by partition,
+// the next partition id, and when recently deleted names may be used
+// again.
+type catalogView struct {
+	names  map[store.PartitionID]string
+	next   store.PartitionID
+	freeAt map[string]time.Time
+}
+
+func newCatalogView() *catalogView {
+	return &catalogView{names: map[store.PartitionID]string{}, next: 1, freeAt: map[string]time.Time{}}
+}
+
+// apply applies one catalog record.
+func (c *catalogView) apply(en store.Entry) error {
 	r, err := record.Decode(en.Data, false)
 	if err != nil {
 		return fmt.Errorf("catalog record %d: %w", en.Pos, err)
 	}
 	if en.Reset {
-		clear(names)
+		clear(c.names)
+		clear(c.freeAt)
 	}
 	switch r.Type {
 	case record.Create:
-		names[store.PartitionID(r.Partition)] = r.Name
-		*next = max(*next, store.PartitionID(r.Partition)+1)
+		c.names[store.PartitionID(r.Partition)] = r.Name
+		c.next = max(c.next, store.PartitionID(r.Partition)+1)
+		delete(c.freeAt, r.Name)
 	case record.Drop:
-		delete(names, store.PartitionID(r.Partition))
-		*next = max(*next, store.PartitionID(r.Partition)+1)
+		if r.Partition != uint64(store.Catalog) { // 0: a snapshot's deleted name
+			delete(c.names, store.PartitionID(r.Partition))
+			c.next = max(c.next, store.PartitionID(r.Partition)+1)
+		}
+		if r.Name != "" {
+			c.freeAt[r.Name] = time.UnixMilli(r.Until)
+		}
 	case record.Catalog:
-		*next = max(*next, store.PartitionID(r.NextPartition))
+		c.next = max(c.next, store.PartitionID(r.NextPartition))
 	case record.Epoch:
 	default:
 		return fmt.Errorf("a %s record in the catalog", r.Type)

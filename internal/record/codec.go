@@ -111,6 +111,10 @@ func Append(b []byte, r *Record) []byte {
 		e.str(r.Name)
 	case Drop:
 		e.u(r.Partition)
+		if r.Name != "" {
+			e.str(r.Name)
+			e.i(r.Until)
+		}
 	case Catalog:
 		e.u(r.NextPartition)
 	case Delivered:
@@ -355,6 +359,9 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Partition, r.Name = d.u(), d.str()
 	case Drop:
 		r.Partition = d.u()
+		if len(d.b) > 0 { // since the catalog remembers deleted names
+			r.Name, r.Until = d.str(), d.i()
+		}
 	case Catalog:
 		r.NextPartition = d.u()
 	case Delivered:

@@ -33,6 +33,7 @@ func samples() []*Record {
 		{Type: State, NextSeqNum: 123},
 		{Type: Create, Partition: 5, Name: "orders"},
 		{Type: Drop, Partition: 5},
+		{Type: Drop, Partition: 5, Name: "orders", Until: 1_700_000_060_000},
 		{Type: Catalog, NextPartition: 6},
 		{Type: Delivered, Partition: 9, Seq: 1 << 40},
 		{Type: Epoch, Name: "n2", Seq: 77},

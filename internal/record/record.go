@@ -72,7 +72,10 @@ const (
 //	Visibility: Seq, VisibleAt Delete: Seq, Reason   Purge: (its position)
 //	Update: Seq, Msg (level, failure, count, visibility)
 //	Dedup: Key, ID, SeqNum, Until   State: NextSeqNum
-//	Create: Partition, Name    Drop: Partition    Catalog: NextPartition
+//	Create: Partition, Name    Catalog: NextPartition
+//	Drop: Partition, and the queue's Name with Until (unix ms: the name
+//	      is not used again before then; older Drops have neither). A
+//	      catalog snapshot keeps those not yet past as Drops of partition 0.
 //	Delivered: Partition, Seq (the origin partition and the position there)
 //	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
 //	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
