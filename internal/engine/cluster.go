@@ -115,11 +115,25 @@ func (e *Engine) Acquire(p store.PartitionID, term uint64) error {
 }
 
 // acquireCatalog replays the catalog partition, claims it, and makes it
-// this engine's to write.
+// this engine's to write. Partitions the catalog does not name (a queue
+// whose creation a former owner of the catalog did not finish) are
+// dropped once the claim fenced that owner off, and no new queue gets
+// their ids.
 func (e *Engine) acquireCatalog(term uint64) error {
 	cat, last, err := e.readCatalog()
 	if err != nil {
 		return err
+	}
+	var orphans []store.PartitionID
+	if parts, err := e.st.Partitions(); err != nil {
+		e.log.Warn("listing the partitions failed; orphans stay until the catalog moves again", "err", err)
+	} else {
+		for _, p := range parts {
+			if _, ok := cat.names[p]; !ok && p != store.Catalog {
+				orphans = append(orphans, p)
+				cat.next = max(cat.next, p+1)
+			}
+		}
 	}
 	e.catMu.Lock()
 	e.catLast = last
@@ -136,8 +150,34 @@ func (e *Engine) acquireCatalog(term uint64) error {
 		e.mu.Unlock()
 		return fmt.Errorf("engine: claiming the catalog: %w", err)
 	}
-	e.log.Info("acquired the catalog", "queues", len(cat.names), "term", term)
+	e.log.Info("acquired the catalog", "queues", len(cat.names), "term", term, "orphans", len(orphans))
+	if len(orphans) > 0 {
+		e.bg.Go(func() { e.dropOrphans(orphans) })
+	}
 	return nil
+}
+
+// dropOrphans drops partitions no queue owns: each is acquired (so that
+// its drop is fenced like any write), then dropped.
+func (e *Engine) dropOrphans(ps []store.PartitionID) {
+	for _, p := range ps {
+		if e.closed.Load() {
+			return
+		}
+		var last uint64
+		err := e.st.ReplayPartition(p, 0, func(en store.Entry) error {
+			last = max(last, en.Pos)
+			return nil
+		})
+		if err == nil {
+			err = e.st.Drop(p, last).Wait(context.Background())
+		}
+		if err != nil {
+			e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
+			continue
+		}
+		e.log.Info("dropped a partition no queue owns", "partition", p)
+	}
 }
 
 // readCatalog replays the catalog partition: its queues by partition, the

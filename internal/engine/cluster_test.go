@@ -2,11 +2,13 @@ package engine
 
 import (
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -137,5 +139,43 @@ func TestClusteredEnginesHandOver(t *testing.T) {
 	}
 	if ps, _ := n.s.Partitions(); len(ps) != 2 {
 		t.Fatalf("partitions left: %v, want the catalog and r's", ps)
+	}
+}
+
+// A partition the catalog does not name (its queue's creation was cut
+// short: the catalog's owner died between the queue's first record and
+// its Create) is dropped by the next owner of the catalog, and no new
+// queue gets its id.
+func TestCatalogOwnerDropsOrphans(t *testing.T) {
+	n := newTwoNodes(t)
+	if err := n.a.Acquire(store.Catalog, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.a.CreateQueue(ctx, "q", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The orphan: a queue's settings in partition 7, no Create for it.
+	meta := record.Encode(&record.Record{Type: record.Meta, Meta: &record.QueueMeta{ID: 7, Name: "half"}})
+	if err := n.s.Append(7, 0, []store.Rec{{Data: meta}}).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.b.Acquire(store.Catalog, 2); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the orphan is dropped", func() bool {
+		ps, err := n.s.Partitions()
+		return err == nil && !slices.Contains(ps, 7)
+	})
+	if ps, _ := n.s.Partitions(); !slices.Contains(ps, 1) {
+		t.Fatalf("partitions %v: the live queue's is gone", ps)
+	}
+	if _, err := n.b.CreateQueue(ctx, "next", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if p, _, err := n.b.Route("next"); err != nil || p <= 7 {
+		t.Fatalf("the next queue got partition %d (%v), want one past the orphan's 7", p, err)
+	}
+	if _, err := n.b.GetQueue("half"); err == nil {
+		t.Fatal("the orphan's queue exists")
 	}
 }

@@ -87,6 +87,7 @@ type Engine struct {
 
 	closing chan struct{}
 	closed  atomic.Bool
+	bg      sync.WaitGroup // work of its own in the background (dropping orphans); Close waits for it
 
 	timerMu       sync.Mutex
 	maintainTimer clock.Timer
@@ -146,6 +147,7 @@ func (e *Engine) Close() error {
 		}
 	}
 	e.timerMu.Unlock()
+	e.bg.Wait()
 	return e.st.Close()
 }
 
