@@ -89,14 +89,7 @@ func modelRun(t *testing.T, seed uint64, ops int) {
 	t.Logf("seed %d, %d operations (again: go test -run 'TestModel$' -model.seed %d -model.ops %d .)", seed, ops, seed, ops)
 	s := newSim(t, seed, false)
 	defer s.close()
-	for s.op = 1; s.op <= ops; s.op++ {
-		s.step()
-		s.checkCounts()
-		s.observeFiles()
-	}
-	s.op = ops
-	s.restart()
-	s.report()
+	s.run(ops)
 	// A run that does not do all of this cannot find what it is for.
 	f := &s.fig
 	if f.restarts == 0 || f.crashes == 0 {
@@ -111,8 +104,26 @@ func modelRun(t *testing.T, seed uint64, ops int) {
 	if f.snapshots == 0 {
 		t.Errorf("no snapshot was written")
 	}
-	if f.toDLQ == 0 || f.redriven == 0 {
-		t.Errorf("%d messages dead-lettered, %d redriven: the run does not test moves", f.toDLQ, f.redriven)
+	s.checkMoved()
+}
+
+// run runs ops random operations, checking the counts after each, then
+// restarts and reports.
+func (s *sim) run(ops int) {
+	for s.op = 1; s.op <= ops; s.op++ {
+		s.step()
+		s.checkCounts()
+		s.observeFiles()
+	}
+	s.op = ops
+	s.restart()
+	s.report()
+}
+
+// checkMoved fails a run that moved no message between queues.
+func (s *sim) checkMoved() {
+	if f := &s.fig; f.toDLQ == 0 || f.redriven == 0 {
+		s.t.Errorf("%d messages dead-lettered, %d redriven: the run does not test moves", f.toDLQ, f.redriven)
 	}
 }
 
