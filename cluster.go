@@ -45,6 +45,11 @@ type ClusterConfig struct {
 	// Listen is this node's route listener (host:port), which the other
 	// nodes' Peers name. Required with Peers.
 	Listen string
+	// Advertise is the route address (host:port) this node tells its
+	// peers to reach it at, when that is not Listen (behind NAT, in a
+	// container); peers dial it when they learn of this node by gossip
+	// rather than from their Peers. Default "": Listen. Only with Peers.
+	Advertise string
 	// ClientListen is the embedded NATS server's client listener
 	// (host:port), for NATS tools; "" serves no NATS clients but this
 	// process.
@@ -123,7 +128,7 @@ func openCluster(cfg Config) (*clusterNode, store.Store, error) {
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
-			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, Peers: cc.Peers, Logger: cfg.Logger})
+			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, Logger: cfg.Logger})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -381,7 +381,7 @@ func TestScenarioNoisySmoke(t *testing.T) {
 // ClusterConfig; incomplete or bad ones are refused naming the flag.
 func TestServeClusterFlags(t *testing.T) {
 	fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string {
-		return map[string]string{"SLUICE_NODE": "b"}[k]
+		return map[string]string{"SLUICE_NODE": "b", "SLUICE_CLUSTER_ADVERTISE": "198.51.100.2:19326"}[k]
 	}})
 	if err := fs.Parse([]string{"--cluster", "prod", "--peers", "10.0.0.1:9326, 10.0.0.2:9326,10.0.0.3:9326", "--cluster-addr", "10.0.0.2:9326", "--lease-ttl", "10s"}); err != nil {
 		t.Fatal(err)
@@ -391,8 +391,19 @@ func TestServeClusterFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	cc := cfg.Cluster
-	if cc == nil || cc.Name != "prod" || cc.Node != "b" || len(cc.Peers) != 3 || cc.Peers[1] != "10.0.0.2:9326" || cc.Listen != "10.0.0.2:9326" || cc.LeaseTTL != 10*time.Second {
+	if cc == nil || cc.Name != "prod" || cc.Node != "b" || len(cc.Peers) != 3 || cc.Peers[1] != "10.0.0.2:9326" || cc.Listen != "10.0.0.2:9326" ||
+		cc.Advertise != "198.51.100.2:19326" || cc.LeaseTTL != 10*time.Second {
 		t.Fatalf("cluster config %+v", cc)
+	}
+	// The flag wins over the environment.
+	fs, c = serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string {
+		return map[string]string{"SLUICE_CLUSTER_ADVERTISE": "198.51.100.2:19326"}[k]
+	}})
+	if err := fs.Parse([]string{"--cluster", "prod", "--node", "b", "--peers", "10.0.0.1:9326,10.0.0.2:9326", "--cluster-advertise", "nat.example:4248"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg, err := c.brokerConfig(nil); err != nil || cfg.Cluster.Advertise != "nat.example:4248" {
+		t.Fatalf("--cluster-advertise over SLUICE_CLUSTER_ADVERTISE: %+v, %v", cfg.Cluster, err)
 	}
 	if _, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(string) string { return "" }}); func() bool { cfg, err := c.brokerConfig(nil); return err != nil || cfg.Cluster != nil }() {
 		t.Fatal("without --cluster the broker is clustered, or refused")
@@ -406,6 +417,9 @@ func TestServeClusterFlags(t *testing.T) {
 		{[]string{"--cluster", "prod", "--node", "a", "--peers", "10.0.0.1"}, "--peers"},
 		{[]string{"--cluster", "prod", "--node", "a", "--lease-ttl", "1500ms"}, "--lease-ttl"},
 		{[]string{"--cluster", "prod", "--node", "a", "--lease-ttl", "1s"}, "--lease-ttl"},
+		{[]string{"--cluster-advertise", "10.0.0.1:9326"}, "--cluster"},
+		{[]string{"--cluster", "prod", "--node", "a", "--cluster-advertise", "10.0.0.1:9326"}, "--cluster-advertise needs --peers"},
+		{[]string{"--cluster", "prod", "--node", "a", "--peers", "10.0.0.1:9326,10.0.0.2:9326", "--cluster-advertise", "10.0.0.1"}, "--cluster-advertise"},
 	} {
 		var errb bytes.Buffer
 		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(string) string { return "" }})

@@ -45,14 +45,15 @@ type ServeConfig struct {
 	AdminTokenFile  string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
 	AdminHosts      string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
 	// Cluster mode (docs/cluster.md).
-	Cluster       string // --cluster, SLUICE_CLUSTER: the cluster's name; turns cluster mode on
-	Node          string // --node, SLUICE_NODE: this node's stable name
-	Peers         string // --peers, SLUICE_PEERS: comma-separated route addresses of every node (host:port)
-	ClusterListen string // --cluster-addr, SLUICE_CLUSTER_ADDR: this node's route address, default 127.0.0.1:9326 with --peers
-	NATSAddr      string // --nats-addr, SLUICE_NATS_ADDR: the embedded NATS server's client address (for NATS tools), default none
-	NATSURL       string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
-	Replicas      int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
-	LeaseTTL      string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
+	Cluster          string // --cluster, SLUICE_CLUSTER: the cluster's name; turns cluster mode on
+	Node             string // --node, SLUICE_NODE: this node's stable name
+	Peers            string // --peers, SLUICE_PEERS: comma-separated route addresses of every node (host:port)
+	ClusterListen    string // --cluster-addr, SLUICE_CLUSTER_ADDR: this node's route address, default 127.0.0.1:9326 with --peers
+	ClusterAdvertise string // --cluster-advertise, SLUICE_CLUSTER_ADVERTISE: the route address peers reach this node at, default --cluster-addr
+	NATSAddr         string // --nats-addr, SLUICE_NATS_ADDR: the embedded NATS server's client address (for NATS tools), default none
+	NATSURL          string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
+	Replicas         int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
+	LeaseTTL         string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -87,6 +88,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.Node, "node", def("SLUICE_NODE", ""), "this node's name in the cluster: stable across restarts, unique")
 	fs.StringVar(&c.Peers, "peers", def("SLUICE_PEERS", ""), "comma-separated route addresses (host:port) of every node of the cluster, this one's included")
 	fs.StringVar(&c.ClusterListen, "cluster-addr", def("SLUICE_CLUSTER_ADDR", ""), "this node's route address, which the others' --peers name (default 127.0.0.1:9326 with --peers)")
+	fs.StringVar(&c.ClusterAdvertise, "cluster-advertise", def("SLUICE_CLUSTER_ADVERTISE", ""), "the route address (host:port) the other nodes reach this one at, when not --cluster-addr (behind NAT, in a container)")
 	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none)")
 	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
@@ -99,8 +101,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 // (nil without --cluster).
 func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if c.Cluster == "" {
-		if c.Node != "" || c.Peers != "" || c.NATSURL != "" {
-			return nil, errors.New("--node, --peers and --nats-url need --cluster")
+		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" {
+			return nil, errors.New("--node, --peers, --cluster-advertise and --nats-url need --cluster")
 		}
 		return nil, nil
 	}
@@ -111,7 +113,8 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if err != nil || ttl < 2*time.Second || ttl%time.Second != 0 {
 		return nil, fmt.Errorf("--lease-ttl: %q is not a whole number of seconds of at least 2s", c.LeaseTTL)
 	}
-	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, ClientListen: c.NATSAddr, NATSURL: c.NATSURL, Replicas: c.Replicas, LeaseTTL: ttl}
+	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, Advertise: c.ClusterAdvertise, ClientListen: c.NATSAddr,
+		NATSURL: c.NATSURL, Replicas: c.Replicas, LeaseTTL: ttl}
 	for _, p := range strings.Split(c.Peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			if _, _, err := net.SplitHostPort(p); err != nil {
@@ -122,6 +125,14 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	}
 	if len(cc.Peers) > 0 && cc.Listen == "" {
 		cc.Listen = "127.0.0.1:9326"
+	}
+	if cc.Advertise != "" {
+		if len(cc.Peers) == 0 {
+			return nil, errors.New("--cluster-advertise needs --peers: it is the embedded NATS server's route address")
+		}
+		if _, _, err := net.SplitHostPort(cc.Advertise); err != nil {
+			return nil, fmt.Errorf("--cluster-advertise: %q is not host:port", cc.Advertise)
+		}
 	}
 	return cc, nil
 }

@@ -120,8 +120,10 @@ type Status struct {
 	Node string `json:"node"`
 	// Members are the live nodes (this one included), sorted.
 	Members []string `json:"members"`
-	// Owners is each leased partition's owner, as the bucket shows it
-	// (this node's own leases as it holds them).
+	// Owners is each leased partition's owner, as the bucket shows it,
+	// except that this node is named only for the leases it holds: a key
+	// of its own that it lost, forgot or is giving up (it does not serve
+	// the partition) shows no owner until the bucket shows the next one.
 	Owners map[store.PartitionID]string `json:"owners"`
 	// Owned are the partitions this node holds, sorted.
 	Owned []store.PartitionID `json:"owned"`
@@ -446,6 +448,9 @@ func (m *Manager) Status() Status {
 		RenewFailures:   m.counts.renewFailures,
 	}
 	for p, h := range m.view.owners {
+		if h.Instance == m.instance {
+			continue // named below while it holds the lease
+		}
 		s.Owners[p] = h.Node
 	}
 	for p, l := range m.leases {

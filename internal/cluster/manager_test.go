@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -322,6 +323,14 @@ func testLost(t *testing.T, nats []*natsnode.Node) {
 	}
 	if h, _ := decodeHolder(after.Value()); string(after.Value()) != string(before.Value()) {
 		t.Fatalf("the lease changed hands after Lost: %+v", h)
+	}
+	// The key is still n1's, but n1 no longer serves p: its status does
+	// not name itself p's owner (the others', which see the key, do).
+	if st := ms[0].Status(); st.Owners[p] != "" || slices.Contains(st.Owned, p) {
+		t.Errorf("n1's status after Lost: owner of %d %q, owned %v; want no owner, not owned", p, st.Owners[p], st.Owned)
+	}
+	if o := ms[1].Status().Owners[p]; o != "n1" {
+		t.Errorf("n2's status after n1's Lost: owner of %d %q, want n1 (the key's holder)", p, o)
 	}
 	// n1 is p's preferred node: it takes p again once the lease expires.
 	took := waitFor(t, 30*time.Second, "the forgotten partition taken again", func() bool {

@@ -55,6 +55,15 @@ type Config struct {
 	// peers; a port from 1 to 65535. Required when Peers is not empty.
 	ClusterAddr string
 
+	// ClusterAdvertise is the host:port (a port from 1 to 65535) the node
+	// tells its peers to reach its route listener at, when that is not
+	// ClusterAddr: behind NAT, in a container, behind a TCP proxy. Peers
+	// learn each other's routes by gossip and dial the advertised address
+	// of a node they do not list in Peers; the nodes they list they dial
+	// as listed. Default "": the listener's address (ClusterAddr, or the
+	// host's addresses for an unspecified host). Only with Peers.
+	ClusterAdvertise string
+
 	// Peers are the route addresses (host:port) of all the nodes of the
 	// cluster. It may include this node's own ClusterAddr, and must list
 	// at least one other node. Default empty: a single node without
@@ -131,6 +140,9 @@ func (c Config) validate() error {
 		if c.ClusterAddr != "" {
 			return configErr("cluster address %q is set but there are no peers; list every node's cluster address (this one's included) in Peers, or leave ClusterAddr empty for a single node", c.ClusterAddr)
 		}
+		if c.ClusterAdvertise != "" {
+			return configErr("cluster advertise address %q is set but there are no peers; a single node has no routes to advertise", c.ClusterAdvertise)
+		}
 	} else {
 		if c.Cluster == "" {
 			return configErr("cluster name is required when peers are set")
@@ -143,6 +155,11 @@ func (c Config) validate() error {
 		}
 		if _, _, err := splitAddr(c.ClusterAddr, 1); err != nil {
 			return configErr("cluster address: %v", err)
+		}
+		if c.ClusterAdvertise != "" {
+			if _, _, err := splitAddr(c.ClusterAdvertise, 1); err != nil {
+				return configErr("cluster advertise address: %v", err)
+			}
 		}
 		seen := make(map[string]bool, len(c.Peers))
 		for _, p := range c.Peers {

@@ -119,8 +119,11 @@ func Start(cfg Config) (*Node, error) {
 	if !srv.JetStreamEnabled() {
 		return fail(errors.New("JetStream is not enabled"))
 	}
-	log.Info("NATS node started", "cluster", cfg.Cluster, "cluster_addr", cfg.ClusterAddr,
-		"peers", len(cfg.Peers), "client_url", clientURL(cfg, srv), "dir", cfg.Dir)
+	attrs := []any{"cluster", cfg.Cluster, "cluster_addr", cfg.ClusterAddr}
+	if cfg.ClusterAdvertise != "" {
+		attrs = append(attrs, "cluster_advertise", cfg.ClusterAdvertise)
+	}
+	log.Info("NATS node started", append(attrs, "peers", len(cfg.Peers), "client_url", clientURL(cfg, srv), "dir", cfg.Dir)...)
 	n := &Node{cfg: cfg, srv: srv, log: log, adapter: adapter, token: token}
 	n.fresh.Store(fresh)
 	return n, nil
@@ -170,7 +173,7 @@ func serverOptions(cfg Config, token string) (*server.Options, error) {
 		if err != nil {
 			return nil, configErr("cluster address: %v", err)
 		}
-		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port}
+		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port, Advertise: cfg.ClusterAdvertise}
 		for _, p := range cfg.Peers {
 			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", Host: p})
 		}
