@@ -121,6 +121,10 @@ func isNilOwner(d Destination) bool {
 // its messages' bodies: no record points into another queue's log.
 func (src *Owner) move(dst Destination, h queue.Handoff, change func(*record.Msg)) error {
 	pl, err := src.readPayload(&h.Msg)
+	if err != nil && !Unreadable(err) {
+		src.putBack(h) // not readable now: it stays, and leaves later
+		return err
+	}
 	if err != nil {
 		// Its body cannot be read back intact: it cannot be moved, and is
 		// never served. Dropped, as a receive would.

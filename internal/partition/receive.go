@@ -172,24 +172,33 @@ func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string
 		}
 	}
 	out := make([]st.Message, 0, len(ds))
-	var lost []uint64
+	var lost, later []uint64
 	for i := range ds {
 		m := &ds[i].Msg
 		pl, err := o.readPayload(m)
-		if err != nil {
+		switch {
+		case err != nil && Unreadable(err):
 			// Never serve what cannot be read back intact.
 			o.h.Log.Error("message record unreadable; dropping the message", "queue", o.Meta().Name, "seq", m.Seq, "request_id", st.RequestID(ctx), "err", err)
 			lost = append(lost, m.Seq)
-			continue
+		case err != nil:
+			// The store could not read it now (a replicated store between
+			// leaders): it stays, visible again at once.
+			o.h.Log.Warn("message record not readable now; it stays in the queue", "queue", o.Meta().Name, "seq", m.Seq, "request_id", st.RequestID(ctx), "err", err)
+			later = append(later, m.Seq)
+		default:
+			out = append(out, o.toMessage(m, pl))
 		}
-		out = append(out, o.toMessage(m, pl))
 	}
-	if len(lost) > 0 {
+	if len(lost) > 0 || len(later) > 0 {
 		o.unreadable(len(lost))
 		o.lock()
-		recs := make([]*record.Record, len(lost))
-		for i, s := range lost {
-			recs[i] = o.q.DeleteRecord(s, record.ByLoss)
+		recs := make([]*record.Record, 0, len(lost)+len(later))
+		for _, s := range lost {
+			recs = append(recs, o.q.DeleteRecord(s, record.ByLoss))
+		}
+		for _, s := range later {
+			recs = append(recs, o.q.VisibilityRecord(s, now.UnixMilli()))
 		}
 		_ = o.persistLocked(recs)
 		o.unlock()
@@ -201,6 +210,14 @@ func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string
 		o.mu.Unlock()
 	}
 	return out
+}
+
+// Unreadable reports whether a read error says the record is gone or
+// damaged for good (store.ErrNotFound, store.ErrCorrupt), so that its
+// message can only be dropped; any other error may pass (a replicated
+// store between leaders, a timeout), and the message stays.
+func Unreadable(err error) bool {
+	return errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt)
 }
 
 // readPayload reads a message's payload back from its Send record. When

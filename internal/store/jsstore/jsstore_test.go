@@ -170,6 +170,37 @@ func TestSingleNode(t *testing.T) {
 	t.Run("PurgeFreesReleased", func(t *testing.T) { purgeFrees(t, nc, 1) })
 	t.Run("CompactRehomesBody", func(t *testing.T) { compactRehomes(t, nc, 1) })
 	t.Run("DiskAlarm", func(t *testing.T) { diskAlarm(t, nc) })
+	t.Run("MissingOnLeaderIsNotLoss", func(t *testing.T) { missingOnLeader(t, nc) })
+}
+
+// missingOnLeader: a message the store wrote and did not purge, which the
+// stream's leader says it does not have (a leader cut off that has not
+// stepped down, or one that lags), is not reported lost (ErrNotFound: the
+// owner would drop the message) but as an error the owner may retry; one
+// the store purged is ErrNotFound.
+func missingOnLeader(t *testing.T, nc *nats.Conn) {
+	s := open(t, jsstore.Config{Conn: nc, Prefix: "missing", Replicas: 1, MaxBodyCache: -1})
+	replay(t, s)
+	s.Recovered()
+	hs := append(mustAppend(t, s, 1, 0, true, "a"), mustAppend(t, s, 1, 1, true, "b")...)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str, err := js.Stream(ctx, "missing_P1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Behind the store's back, as a stale leader's copy would lack it.
+	if err := str.Purge(ctx, jetstream.WithPurgeSequence(seqOf(hs[0])+1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Read(1, 1, hs[0]); err == nil || errors.Is(err, store.ErrNotFound) || errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("read of a message the stream must hold but its leader lacks: %v, want an error that is not a loss", err)
+	}
+	if got, err := s.Read(1, 2, hs[1]); err != nil || string(got) != "b" {
+		t.Fatalf("read of the other record: %q, %v", got, err)
+	}
 }
 
 func TestCluster(t *testing.T) {

@@ -59,6 +59,16 @@ func (s *Store) Read(p store.PartitionID, pos uint64, h store.Hint) ([]byte, err
 	return data, nil
 }
 
+// holds reports whether p's stream must hold message seq as far as this
+// store knows: it wrote or replayed the stream up to seq or beyond, and
+// nothing it purged reaches seq.
+func (s *Store) holds(p store.PartitionID, seq uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pt := s.parts[p]
+	return pt != nil && pt.known && !pt.dropped && !pt.lost && seq >= max(pt.first, pt.purgingTo, 1) && seq <= pt.tail
+}
+
 // frameAt returns the entries of message seq of p's stream.
 func (s *Store) frameAt(p store.PartitionID, seq uint64) ([]entry, error) {
 	if es, ok := s.cache.get(p, seq); ok {
@@ -73,6 +83,13 @@ func (s *Store) frameAt(p store.PartitionID, seq uint64) ([]entry, error) {
 		// Not on the replica that answered (it may lag), or no answer:
 		// the leader decides.
 		m, err = s.leaderGet(s.ctx, stream, msgGetRequest{Seq: seq})
+		if errors.Is(err, errNoMsg) && s.holds(p, seq) {
+			// This store wrote or replayed the stream past seq and has
+			// not purged it: whoever answered is not the stream's leader
+			// any more (one cut off that has not stepped down yet), or
+			// lags. Not a loss: the read may be tried again.
+			return nil, fmt.Errorf("jsstore: message %d of %s is missing where the stream's leader answered, though the stream holds it: %w", seq, stream, err)
+		}
 		if errors.Is(err, errNoMsg) {
 			return nil, fmt.Errorf("%w: message %d of %s is not there (purged or never written)", store.ErrNotFound, seq, stream)
 		}
