@@ -398,9 +398,13 @@ func (m *Manager) Claim(p store.PartitionID) (term uint64, err error) {
 	}
 }
 
-// Lost forgets partition p: the engine's owner of p was fenced off by
-// another node. The lease is neither released nor deleted (it is not this
-// node's, or it expires); the Host is not called.
+// Lost forgets partition p: the engine's owner of p was fenced off. The
+// Host is not called. Another node that took p over holds a new key; if
+// the key is still this node's (the fence came from a stream leader that
+// had not stepped down yet, answering for a stream the others moved on:
+// a node back from a cut), it is deleted at its revision, never anyone
+// else's, so that the next owner takes p at once rather than after the
+// lease's TTL.
 func (m *Manager) Lost(p store.PartitionID) {
 	m.mu.Lock()
 	l := m.leases[p]
@@ -408,9 +412,29 @@ func (m *Manager) Lost(p store.PartitionID) {
 		delete(m.leases, p)
 		l.lost = true
 	}
+	clean := l != nil && !m.closed
+	if clean {
+		m.loops.Add(1)
+	}
 	m.mu.Unlock()
-	if l != nil {
-		m.log.Warn("forgot a partition: another node fenced its owner here", "partition", p, "term", l.term)
+	if l == nil {
+		return
+	}
+	m.log.Warn("forgot a partition: another node fenced its owner here", "partition", p, "term", l.term)
+	if clean {
+		go func() {
+			defer m.loops.Done()
+			m.mu.Lock()
+			ch := l.inflight
+			m.mu.Unlock()
+			if ch != nil {
+				<-ch // a renewal's answer moves the revision on; bounded by its timeout
+			}
+			m.mu.Lock()
+			rev := l.rev
+			m.mu.Unlock()
+			m.deleteKey(l.key, rev)
+		}()
 	}
 }
 
