@@ -50,6 +50,13 @@ type ClusterConfig struct {
 	// container); peers dial it when they learn of this node by gossip
 	// rather than from their Peers. Default "": Listen. Only with Peers.
 	Advertise string
+	// Secret, when set, authenticates the routes between the embedded
+	// NATS servers: every node must have the same one, and a node that
+	// presents another one (or none) is refused. At least 16 bytes of
+	// ASCII letters, digits and "-._~+/="; sent in clear text, since
+	// routes are not encrypted. Default "": routes are not authenticated.
+	// Only with Peers.
+	Secret string
 	// ClientListen is the embedded NATS server's client listener
 	// (host:port), for NATS tools; "" serves no NATS clients but this
 	// process.
@@ -128,7 +135,7 @@ func openCluster(cfg Config) (*clusterNode, store.Store, error) {
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
-			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, Logger: cfg.Logger})
+			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret, Logger: cfg.Logger})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -408,6 +408,67 @@ func TestServeClusterFlags(t *testing.T) {
 	if _, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(string) string { return "" }}); func() bool { cfg, err := c.brokerConfig(nil); return err != nil || cfg.Cluster != nil }() {
 		t.Fatal("without --cluster the broker is clustered, or refused")
 	}
+
+	// The cluster secret: from --cluster-secret-file (its line break
+	// trimmed; over SLUICE_CLUSTER_SECRET), or from SLUICE_CLUSTER_SECRET.
+	dir := t.TempDir()
+	const secret, envSecret = "0123456789abcdef+/=", "fromtheenvironment-0123"
+	file := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	secretFile, crlfFile := file("secret", secret+"\n"), file("crlf", secret+"\r\n")
+	peers := []string{"--cluster", "prod", "--node", "a", "--peers", "10.0.0.1:9326,10.0.0.2:9326"}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{append(peers, "--cluster-secret-file", secretFile), nil, secret},
+		{append(peers, "--cluster-secret-file", crlfFile), map[string]string{"SLUICE_CLUSTER_SECRET": envSecret}, secret},
+		{peers, map[string]string{"SLUICE_CLUSTER_SECRET_FILE": secretFile}, secret},
+		{peers, map[string]string{"SLUICE_CLUSTER_SECRET": envSecret}, envSecret},
+		{peers, nil, ""},
+	} {
+		fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }})
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		if cfg, err := c.brokerConfig(nil); err != nil || cfg.Cluster.Secret != tc.want {
+			t.Errorf("serve %v with %v: secret %q, %v; want %q", tc.args, tc.env, cfg.Cluster.Secret, err, tc.want)
+		}
+	}
+	shortFile := file("short", "0123456789\n")
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		flag string
+	}{
+		{append(peers, "--cluster-secret-file", filepath.Join(dir, "missing")), nil, "--cluster-secret-file: open " + filepath.Join(dir, "missing")},
+		{append(peers, "--cluster-secret-file", file("empty", "\n")), nil, "--cluster-secret-file " + filepath.Join(dir, "empty") + " is empty"},
+		{append(peers, "--cluster-secret-file", shortFile), nil, "--cluster-secret-file " + shortFile + ": cluster secret is 10 bytes long; it must have from 16 to 256"},
+		{append(peers, "--cluster-secret-file", file("spaced", secret+" \n")), nil, "cluster secret contains a space"},
+		{peers, map[string]string{"SLUICE_CLUSTER_SECRET": "0123456789:abcdef"}, "SLUICE_CLUSTER_SECRET: cluster secret contains a character other than"},
+		{[]string{"--cluster", "prod", "--node", "a", "--cluster-secret-file", secretFile}, nil, "--cluster-secret-file (SLUICE_CLUSTER_SECRET) needs --peers"},
+		{[]string{"--cluster", "prod", "--node", "a", "--nats-url", "nats://u:p@h1:4222"}, map[string]string{"SLUICE_CLUSTER_SECRET": envSecret}, "with --nats-url, give the credentials in the URL"},
+		{[]string{"--cluster-secret-file", secretFile}, nil, "need --cluster"},
+		{nil, map[string]string{"SLUICE_CLUSTER_SECRET": envSecret}, "need --cluster"},
+	} {
+		var errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(k string) string { return tc.env[k] }})
+		if code == 0 || !strings.Contains(errb.String(), tc.flag) {
+			t.Errorf("serve %v with %v: code %d: %s\nwant %s", tc.args, tc.env, code, errb.String(), tc.flag)
+		}
+		for _, s := range []string{secret, envSecret, "0123456789"} {
+			if strings.Contains(errb.String(), s) {
+				t.Errorf("serve %v: the error quotes a secret: %s", tc.args, errb.String())
+			}
+		}
+	}
+
 	for _, tc := range []struct {
 		args []string
 		flag string

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/natsnode"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
@@ -54,6 +55,12 @@ type ServeConfig struct {
 	NATSURL          string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
 	Replicas         int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
 	LeaseTTL         string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
+
+	// The secret that authenticates the routes between embedded NATS
+	// servers: read from a file (a secret on the command line would show
+	// in ps), or given in the environment.
+	ClusterSecretFile string // --cluster-secret-file, SLUICE_CLUSTER_SECRET_FILE: the file holding it (wins over SLUICE_CLUSTER_SECRET)
+	ClusterSecret     string // SLUICE_CLUSTER_SECRET only: the secret itself; no flag
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -89,6 +96,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.Peers, "peers", def("SLUICE_PEERS", ""), "comma-separated route addresses (host:port) of every node of the cluster, this one's included")
 	fs.StringVar(&c.ClusterListen, "cluster-addr", def("SLUICE_CLUSTER_ADDR", ""), "this node's route address, which the others' --peers name (default 127.0.0.1:9326 with --peers)")
 	fs.StringVar(&c.ClusterAdvertise, "cluster-advertise", def("SLUICE_CLUSTER_ADVERTISE", ""), "the route address (host:port) the other nodes reach this one at, when not --cluster-addr (behind NAT, in a container)")
+	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", def("SLUICE_CLUSTER_SECRET_FILE", ""), "file holding the secret that authenticates the routes between nodes, the same on every node (or SLUICE_CLUSTER_SECRET; with --peers)")
+	c.ClusterSecret = env.Getenv("SLUICE_CLUSTER_SECRET")
 	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none)")
 	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
@@ -101,8 +110,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 // (nil without --cluster).
 func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if c.Cluster == "" {
-		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" {
-			return nil, errors.New("--node, --peers, --cluster-advertise and --nats-url need --cluster")
+		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" {
+			return nil, errors.New("--node, --peers, --cluster-advertise, --cluster-secret-file (SLUICE_CLUSTER_SECRET) and --nats-url need --cluster")
 		}
 		return nil, nil
 	}
@@ -134,7 +143,41 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 			return nil, fmt.Errorf("--cluster-advertise: %q is not host:port", cc.Advertise)
 		}
 	}
+	if cc.Secret, err = c.clusterSecret(); err != nil {
+		return nil, err
+	}
+	if cc.Secret != "" && len(cc.Peers) == 0 {
+		if cc.NATSURL != "" {
+			return nil, errors.New("--cluster-secret-file (SLUICE_CLUSTER_SECRET) is for the routes of the embedded NATS servers (--peers); with --nats-url, give the credentials in the URL")
+		}
+		return nil, errors.New("--cluster-secret-file (SLUICE_CLUSTER_SECRET) needs --peers: it authenticates the routes between the embedded NATS servers")
+	}
 	return cc, nil
+}
+
+// clusterSecret reads the cluster secret from --cluster-secret-file, or
+// else SLUICE_CLUSTER_SECRET, and checks it; "" if neither is set. Its
+// errors never quote the secret.
+func (c *ServeConfig) clusterSecret() (string, error) {
+	secret, from := c.ClusterSecret, "SLUICE_CLUSTER_SECRET"
+	if c.ClusterSecretFile != "" {
+		raw, err := os.ReadFile(c.ClusterSecretFile)
+		if err != nil {
+			return "", fmt.Errorf("--cluster-secret-file: %w", err)
+		}
+		// What echo or an editor leaves at the end; anything else counts.
+		secret, from = strings.TrimRight(string(raw), "\r\n"), "--cluster-secret-file "+c.ClusterSecretFile
+		if secret == "" {
+			return "", fmt.Errorf("%s is empty", from)
+		}
+	}
+	if secret == "" {
+		return "", nil
+	}
+	if err := natsnode.CheckClusterSecret(secret); err != nil {
+		return "", fmt.Errorf("%s: %w", from, err)
+	}
+	return secret, nil
 }
 
 // parseSize reads a byte count: a number, or one with a unit (KiB, MiB,

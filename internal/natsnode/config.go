@@ -70,6 +70,17 @@ type Config struct {
 	// clustering, whose JetStream needs no quorum.
 	Peers []string
 
+	// ClusterSecret, when set, authenticates the routes between nodes: the
+	// route listener refuses a peer that does not present it, and every
+	// route this node dials (to Peers, or to a node learned by gossip)
+	// presents it. Every node of the cluster must have the same one. At
+	// least MinClusterSecret (16) bytes of ASCII letters, digits and
+	// "-._~+/=" (what hex, base32 and base64 encodings produce), at most
+	// 256. It crosses the network in clear text, since routes are not
+	// encrypted, and is never logged. Default "": routes are not
+	// authenticated. Only with Peers.
+	ClusterSecret string
+
 	// MaxStore is the JetStream file storage limit, in bytes. Default
 	// DefaultMaxStore (64 GiB). Keep it below the free space of Dir's
 	// disk: a full disk fails writes, where the limit refuses them cleanly.
@@ -143,6 +154,9 @@ func (c Config) validate() error {
 		if c.ClusterAdvertise != "" {
 			return configErr("cluster advertise address %q is set but there are no peers; a single node has no routes to advertise", c.ClusterAdvertise)
 		}
+		if c.ClusterSecret != "" {
+			return configErr("cluster secret is set but there are no peers; a single node has no routes to authenticate")
+		}
 	} else {
 		if c.Cluster == "" {
 			return configErr("cluster name is required when peers are set")
@@ -159,6 +173,11 @@ func (c Config) validate() error {
 		if c.ClusterAdvertise != "" {
 			if _, _, err := splitAddr(c.ClusterAdvertise, 1); err != nil {
 				return configErr("cluster advertise address: %v", err)
+			}
+		}
+		if c.ClusterSecret != "" {
+			if err := CheckClusterSecret(c.ClusterSecret); err != nil {
+				return configErr("%v", err)
 			}
 		}
 		seen := make(map[string]bool, len(c.Peers))
@@ -186,6 +205,49 @@ func (c Config) validate() error {
 		return configErr("max payload %d is not between 1 and %d bytes", c.MaxPayload, maxPayloadLimit)
 	}
 	return nil
+}
+
+// Bounds of Config.ClusterSecret's length, in bytes.
+const (
+	// MinClusterSecret is the shortest cluster secret accepted: 16 bytes,
+	// e.g. `openssl rand -hex 16` gives 32.
+	MinClusterSecret = 16
+	// maxClusterSecret keeps the route's CONNECT line, which carries the
+	// secret, far below nats-server's 4 KiB limit on a control line.
+	maxClusterSecret = 256
+)
+
+// CheckClusterSecret says what is wrong with secret as a
+// Config.ClusterSecret, or returns nil. Its errors never contain the
+// secret, nor any part of it.
+func CheckClusterSecret(secret string) error {
+	if n := len(secret); n < MinClusterSecret || n > maxClusterSecret {
+		return fmt.Errorf("cluster secret is %d bytes long; it must have from %d to %d", n, MinClusterSecret, maxClusterSecret)
+	}
+	for i := 0; i < len(secret); i++ {
+		b := secret[i]
+		switch {
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
+			return fmt.Errorf("cluster secret contains a space or a line break (byte %d of %d)", i+1, len(secret))
+		case !secretByte(b):
+			// Others could break the route URL's userinfo (':', '@'),
+			// stop nats-server's redaction of the CONNECT lines it
+			// traces short of the secret's end (a quote, a comma, a
+			// brace), or make it take the secret for a bcrypt hash
+			// ('$'). The character is not named: it is the secret's.
+			return fmt.Errorf("cluster secret contains a character other than ASCII letters, digits and \"-._~+/=\" (byte %d of %d)", i+1, len(secret))
+		}
+	}
+	return nil
+}
+
+// secretByte reports whether b may appear in a cluster secret.
+func secretByte(b byte) bool {
+	switch {
+	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':
+		return true
+	}
+	return strings.IndexByte("-._~+/=", b) >= 0
 }
 
 // checkDir creates dir if needed and checks that it can hold files.

@@ -29,11 +29,14 @@
 //
 // # Misconfiguration
 //
-// nats-server refuses a route from a node with another cluster name or
-// with this node's name, and says so only in its log. The log adapter
-// recognises those lines: it logs them at Error in plain words (once per
-// 30 s while they repeat), Ready fails at once with ErrDuplicateNodeName,
-// and the error Ready returns when it gives up wraps ErrClusterNameMismatch.
+// nats-server refuses a route from a node with another cluster name, with
+// this node's name, or without the cluster secret (Config.ClusterSecret),
+// and says so only in its log. The log adapter recognises those lines: it
+// logs them at Error in plain words (once per 30 s while they repeat),
+// Ready fails at once with ErrDuplicateNodeName (and with ErrRouteAuth on
+// a node without a secret that a peer refused for it), and the error Ready
+// returns when it gives up wraps ErrClusterNameMismatch or ErrRouteAuth.
+// The secret itself is never logged.
 //
 // # In-process clients
 //

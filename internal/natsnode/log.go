@@ -21,6 +21,13 @@ var ErrClusterNameMismatch = errors.New("natsnode: cluster name does not match a
 // name corrupt the cluster's view of its members.
 var ErrDuplicateNodeName = errors.New("natsnode: another node uses this node's name")
 
+// ErrRouteAuth says that a route between this node and a peer was refused
+// because their cluster secrets (Config.ClusterSecret) differ, or because
+// one of the two has a secret and the other none: the two never form a
+// quorum together. Either side may be the misconfigured one, except that
+// a node without a secret that a peer refuses lacks the cluster's secret.
+var ErrRouteAuth = errors.New("natsnode: cluster secret does not match a peer's")
+
 // conflictRepeat is how long a recognised conflict is logged at Debug after
 // it was logged at Error: nats-server retries a refused route every second.
 const conflictRepeat = 30 * time.Second
@@ -37,6 +44,14 @@ var (
 	clusterConflictRE = regexp.MustCompile(`cluster name from remote server conflicts$`)
 	// Logged by a node that accepts a route from a node with its own name.
 	duplicateNameRE = regexp.MustCompile(`Remote server has a duplicate name: "([^"]*)"`)
+	// Logged by a node that requires a cluster secret and accepts a route
+	// that presents another one (`authentication error - User "sluice"`)
+	// or none (`authentication error`) (client.go, authViolation). The
+	// route prefix tells it from a client's (cid:).
+	routeAuthRefusedRE = regexp.MustCompile(`^\S+ - rid:\d+ - authentication error( - User)?`)
+	// Logged by the node whose route was refused so, when the refusal
+	// comes back (client.go, processErr).
+	routeAuthViolationRE = regexp.MustCompile(`Route Error 'Authorization Violation'`)
 	// The connection prefix of a route's log lines.
 	routePrefixRE = regexp.MustCompile(`^(\S+) - rid:\d+ - `)
 )
@@ -44,15 +59,20 @@ var (
 // logAdapter implements nats-server's server.Logger on top of slog, and
 // recognises the lines that report a misconfigured cluster.
 type logAdapter struct {
-	log     *slog.Logger
-	cluster string // this node's cluster name
+	log       *slog.Logger
+	cluster   string // this node's cluster name
+	hasSecret bool   // this node has a cluster secret; set before the server starts
 
 	mu             sync.Mutex
 	fatal          error     // the first Fatalf: nats-server gave up starting
 	mismatch       error     // the latest cluster name mismatch, ErrClusterNameMismatch
 	dup            error     // the first duplicate name, ErrDuplicateNodeName
+	authIn         error     // the latest route this node refused for its secret, ErrRouteAuth
+	authOut        error     // the latest route of this node's that a peer refused for its secret, ErrRouteAuth
+	noSecret       error     // the first refusal of this node's route for its lack of a secret, ErrRouteAuth
 	mismatchLogged time.Time // when a mismatch was last logged at Error
 	dupLogged      time.Time // when a duplicate name was last logged at Error
+	authLogged     time.Time // when a refused route authentication was last logged at Error
 }
 
 func newLogAdapter(log *slog.Logger, cluster string) *logAdapter {
@@ -149,12 +169,54 @@ func (a *logAdapter) conflict(line string) bool {
 			"peer_addr", addr, "nats", line)
 		return true
 	}
+	if m := routeAuthRefusedRE.FindStringSubmatch(line); m != nil {
+		// A peer dialled this node with another secret, or none. Such a
+		// peer still accepts the routes this node dials to it.
+		why := "the peer's cluster secret differs from this node's"
+		if m[1] == "" {
+			why = "the peer has no cluster secret (so its own route listener accepts any node)"
+		}
+		a.authRefused(fmt.Errorf("%w: this node refused a route from a peer (connection %s): %s; "+
+			"every node of a cluster must have the same cluster secret", ErrRouteAuth, addr, why), true, false, addr, line)
+		return true
+	}
+	if routeAuthViolationRE.MatchString(line) {
+		// A peer refused the route this node dialled.
+		why := "its cluster secret differs from this node's"
+		if !a.hasSecret {
+			why = "it requires a cluster secret and this node has none"
+		}
+		a.authRefused(fmt.Errorf("%w: a peer (route %s) refused this node's route: %s; "+
+			"every node of a cluster must have the same cluster secret", ErrRouteAuth, addr, why), false, !a.hasSecret, addr, line)
+		return true
+	}
 	if clusterConflictRE.MatchString(line) {
 		// The same refusal again, in nats-server's words.
 		a.log.Debug(line)
 		return true
 	}
 	return false
+}
+
+// authRefused records and logs a refused route authentication: by this
+// node (in), or by a peer (out). noSecret says that a peer refused this
+// node for having no secret.
+func (a *logAdapter) authRefused(err error, in, noSecret bool, addr, line string) {
+	a.mu.Lock()
+	if in {
+		a.authIn = err
+	} else {
+		a.authOut = err
+	}
+	if noSecret && a.noSecret == nil {
+		a.noSecret = err
+	}
+	level := repeatLevel(&a.authLogged)
+	a.mu.Unlock()
+	// err names the peer and says which side refused; the line is
+	// nats-server's, which names the route user, never the secret.
+	a.log.Log(context.Background(), level, "cluster secret does not match a peer's; the route is refused",
+		"peer_addr", addr, "err", err.Error(), "nats", line)
 }
 
 // repeatLevel is the level to log a conflict at now, given when it was
@@ -174,6 +236,15 @@ func (a *logAdapter) state() (fatal, mismatch, dup error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.fatal, a.mismatch, a.dup
+}
+
+// authState returns the latest refused route authentications, those this
+// node refused and those its peers refused joined (nil if none), and the
+// first refusal of this node's routes for its lack of a secret.
+func (a *logAdapter) authState() (auth, noSecret error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return errors.Join(a.authOut, a.authIn), a.noSecret
 }
 
 // fatalError is a Fatalf line with the error it reported, if any.

@@ -91,6 +91,7 @@ func Start(cfg Config) (*Node, error) {
 	}
 	log := cfg.Logger.With("node", cfg.Node)
 	adapter := newLogAdapter(log, cfg.Cluster)
+	adapter.hasSecret = cfg.ClusterSecret != ""
 	ctx := context.Background()
 	srv.SetLoggerV2(adapter, log.Enabled(ctx, slog.LevelDebug), log.Enabled(ctx, LevelTrace), false)
 
@@ -122,6 +123,10 @@ func Start(cfg Config) (*Node, error) {
 	attrs := []any{"cluster", cfg.Cluster, "cluster_addr", cfg.ClusterAddr}
 	if cfg.ClusterAdvertise != "" {
 		attrs = append(attrs, "cluster_advertise", cfg.ClusterAdvertise)
+	}
+	if len(cfg.Peers) > 0 {
+		// Whether there is a secret, never the secret.
+		attrs = append(attrs, "routes_authenticated", cfg.ClusterSecret != "")
 	}
 	log.Info("NATS node started", append(attrs, "peers", len(cfg.Peers), "client_url", clientURL(cfg, srv), "dir", cfg.Dir)...)
 	n := &Node{cfg: cfg, srv: srv, log: log, adapter: adapter, token: token}
@@ -174,12 +179,28 @@ func serverOptions(cfg Config, token string) (*server.Options, error) {
 			return nil, configErr("cluster address: %v", err)
 		}
 		opts.Cluster = server.ClusterOpts{Name: cfg.Cluster, Host: host, Port: port, Advertise: cfg.ClusterAdvertise}
+		var user *url.Userinfo
+		if cfg.ClusterSecret != "" {
+			// The route listener requires them (nats-server's cluster
+			// authorization), and presents them on the routes it dials to
+			// nodes learned by gossip; the routes to Peers carry them in
+			// their URL. nats-server logs route URLs redacted, or only
+			// their host, and redacts passwords in the CONNECT lines it
+			// traces.
+			opts.Cluster.Username, opts.Cluster.Password = routeUser, cfg.ClusterSecret
+			user = url.UserPassword(routeUser, cfg.ClusterSecret)
+		}
 		for _, p := range cfg.Peers {
-			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", Host: p})
+			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", Host: p, User: user})
 		}
 	}
 	return opts, nil
 }
+
+// routeUser is the user name that goes with Config.ClusterSecret on
+// routes. nats-server's route authorization needs one; it logs it when it
+// refuses a route.
+const routeUser = "sluice"
 
 func clientURL(cfg Config, srv *server.Server) string {
 	if cfg.ClientAddr == "" {
@@ -218,9 +239,14 @@ func (n *Node) Server() *server.Server { return n.srv }
 //
 // While it waits, Ready logs at Warn every 5 s how many peers are
 // connected. It returns early with an error wrapping ErrDuplicateNodeName
-// if another node uses this node's name, or ErrStopped if the node stops.
-// When ctx ends first it returns an error wrapping ctx.Err() and, if
-// routes were refused because of a cluster name, ErrClusterNameMismatch.
+// if another node uses this node's name, with one wrapping ErrRouteAuth if
+// this node has no ClusterSecret and a peer refused its route for want of
+// one (the peers have a secret that this node lacks; it would still join
+// them through the routes they dial to it, leaving its own route listener
+// open to anyone), or ErrStopped if the node stops. When ctx ends first
+// it returns an error wrapping ctx.Err() and, if routes were refused
+// because of a cluster name, ErrClusterNameMismatch, and if they were
+// refused because of a cluster secret, ErrRouteAuth.
 //
 // Right after a cluster forms, the meta leader may not have received every
 // peer's statistics yet; until it has, creating a replicated stream fails
@@ -236,6 +262,11 @@ func (n *Node) Ready(ctx context.Context) error {
 		if dup != nil {
 			n.log.Error("node not ready: another node uses this node's name", "err", dup)
 			return dup
+		}
+		auth, noSecret := n.adapter.authState()
+		if noSecret != nil {
+			n.log.Error("node not ready: a peer requires a cluster secret and this node has none", "err", noSecret)
+			return noSecret
 		}
 		if !n.srv.Running() {
 			return fmt.Errorf("%w: %q", ErrStopped, n.cfg.Node)
@@ -256,6 +287,9 @@ func (n *Node) Ready(ctx context.Context) error {
 			if mismatch != nil {
 				attrs = append(attrs, "conflict", mismatch.Error())
 			}
+			if auth != nil {
+				attrs = append(attrs, "route_auth", auth.Error())
+			}
 			if n.fresh.Load() && len(n.cfg.Peers) > 0 {
 				attrs = append(attrs, "hint", "a new cluster elects its first meta leader only once every node in Peers is up; later a majority is enough")
 			}
@@ -268,6 +302,9 @@ func (n *Node) Ready(ctx context.Context) error {
 				n.metaStatus(), ctx.Err())
 			if _, mismatch, _ := n.adapter.state(); mismatch != nil {
 				err = errors.Join(err, mismatch)
+			}
+			if auth, _ := n.adapter.authState(); auth != nil {
+				err = errors.Join(err, auth)
 			}
 			return err
 		case <-tick.C:
