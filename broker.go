@@ -202,13 +202,18 @@ type Broker struct {
 
 // Open opens (or creates) the store, recovers its queues and starts
 // serving.
-func Open(cfg Config) (*Broker, error) {
+func Open(cfg Config) (*Broker, error) { return OpenContext(context.Background(), cfg) }
+
+// OpenContext is Open that gives up when ctx ends: a cluster node waits
+// for a JetStream quorum (ClusterConfig.ReadyTimeout bounds it too), and
+// a signal that stops the process should stop that wait.
+func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Cluster != nil {
-		return openClustered(cfg)
+		return openClustered(ctx, cfg)
 	}
 	st, err := openStore(cfg)
 	if err != nil {
@@ -223,8 +228,8 @@ func Open(cfg Config) (*Broker, error) {
 }
 
 // openClustered opens a broker as a node of a cluster.
-func openClustered(cfg Config) (*Broker, error) {
-	c, st, err := openCluster(cfg)
+func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
+	c, st, err := openCluster(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,7 @@ type clusterNode struct {
 
 // openCluster starts the node's NATS (embedded, or connects), and opens
 // the JetStream store.
-func openCluster(cfg Config) (*clusterNode, store.Store, error) {
+func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, error) {
 	cc := cfg.Cluster.withDefaults()
 	if err := cc.validate(); err != nil {
 		return nil, nil, err
@@ -140,7 +140,6 @@ func openCluster(cfg Config) (*clusterNode, store.Store, error) {
 			return nil, nil, err
 		}
 		c.node = n
-		ctx := context.Background()
 		if cc.ReadyTimeout > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, cc.ReadyTimeout)

@@ -369,3 +369,36 @@ func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 	}
 	t.Logf("%s took over a queue of %d messages from %s in %v", next.name, n, own.name, took)
 }
+
+// A node waiting for a JetStream quorum (its peers are not there) stops
+// waiting when the context of OpenContext ends: sluice serve passes the
+// context its signals cancel, so SIGTERM stops a node that has no quorum.
+func TestOpenContextStopsWaitingForQuorum(t *testing.T) {
+	ports, err := natstest.FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peers []string
+	for _, p := range ports {
+		peers = append(peers, fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // as a signal would, while it waits
+	done := make(chan error, 1)
+	go func() {
+		b, err := sluice.OpenContext(ctx, sluice.Config{Dir: t.TempDir(), Logger: clusterLogger(t),
+			Cluster: &sluice.ClusterConfig{Name: "lonely", Node: "n1", Peers: peers, Listen: peers[0]}})
+		if err == nil {
+			b.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("OpenContext without a quorum, its context cancelled: %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("OpenContext still waits for a quorum 30 s after its context ended")
+	}
+}

@@ -301,7 +301,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	b, err := sluice.Open(cfg)
+	b, err := sluice.OpenContext(ctx, cfg) // a signal stops a wait for a quorum
 	if err != nil {
 		return err
 	}
