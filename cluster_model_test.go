@@ -147,21 +147,32 @@ func startClusterSim(s *sim, seed uint64) *clusterSim {
 	return c
 }
 
+// close stops every node at once (one by one, each would hand its queues
+// to the next).
 func (c *clusterSim) close() {
 	var wg sync.WaitGroup
 	for _, n := range c.nodes {
 		if n.b != nil {
-			wg.Go(func() { c.stop(n, false) })
+			c.keepFigures(n)
+			wg.Go(func() { n.b.Close() })
 		}
 	}
 	wg.Wait()
+	for _, n := range c.nodes {
+		n.b = nil
+	}
+}
+
+// keepFigures adds a node's store figures, before it stops, to the run's.
+func (c *clusterSim) keepFigures(n *simNode) {
+	ss := n.b.StoreStats()
+	c.s.removedBefore += ss.SegmentsRemoved
+	c.s.relocatedBefore += ss.Relocated
 }
 
 // stop closes a node (crash: abandons it) and keeps its figures.
 func (c *clusterSim) stop(n *simNode, crash bool) {
-	ss := n.b.StoreStats()
-	c.s.removedBefore += ss.SegmentsRemoved
-	c.s.relocatedBefore += ss.Relocated
+	c.keepFigures(n)
 	if crash {
 		sluice.Crash(n.b)
 	} else {
