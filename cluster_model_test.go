@@ -202,28 +202,26 @@ func (c *clusterSim) restartNode(crash bool) string {
 		c.s.fail("start %s again: %v", n.name, err)
 	}
 	n.b = b
-	deadline := time.Now().Add(moveWait)
-	for {
-		after, owned := c.owners(), true
+	var after map[string]string
+	if !c.await(func() bool {
+		after = c.owners()
 		for _, o := range after {
-			owned = owned && o != ""
-		}
-		if owned && len(after) == len(before) {
-			for q, o := range before {
-				if o == n.name && after[q] != o && crash {
-					c.failovers++
-				} else if o == n.name && after[q] != o {
-					c.handovers++
-				}
+			if o == "" {
+				return false
 			}
-			c.lastOwners = after
-			break
 		}
-		if time.Now().After(deadline) {
-			c.s.fail("queues without an owner %s after %s stopped: %v", moveWait, n.name, after)
-		}
-		time.Sleep(10 * time.Millisecond) // polls the owners, until the deadline
+		return len(after) == len(before)
+	}) {
+		c.s.fail("queues without an owner %s after %s stopped: %v", moveWait, n.name, after)
 	}
+	for q, o := range before {
+		if o == n.name && after[q] != o && crash {
+			c.failovers++
+		} else if o == n.name && after[q] != o {
+			c.handovers++
+		}
+	}
+	c.lastOwners = after
 	return n.name
 }
 
@@ -241,14 +239,28 @@ func (c *clusterSim) owners() map[string]string {
 // (within moveWait): a deleted queue's owner drops its partition after
 // the catalog's owner told it.
 func (c *clusterSim) settledStats(live int64) sluice.StoreStats {
-	deadline := time.Now().Add(moveWait)
-	for {
-		ss := clusterBroker{c}.StoreStats()
-		if ss.LiveMessages == live || time.Now().After(deadline) {
-			return ss
+	var ss sluice.StoreStats
+	c.await(func() bool {
+		ss = clusterBroker{c}.StoreStats()
+		return ss.LiveMessages == live
+	})
+	return ss
+}
+
+// await polls cond (every 10 ms) until it holds, or moveWait passed: it
+// reports which.
+func (c *clusterSim) await(cond func() bool) bool {
+	deadline := time.After(moveWait)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return cond()
 		}
-		time.Sleep(10 * time.Millisecond) // polls the nodes' figures, until the deadline
 	}
+	return true
 }
 
 // ---- the cluster as one broker ----
@@ -260,8 +272,8 @@ const moveWait = 30 * time.Second
 // owner is the node that serves queue: the owner of its partition, or
 // for a queue that does not exist the catalog's owner (which says so).
 func (c *clusterSim) owner(queue string) *sluice.Broker {
-	deadline := time.Now().Add(moveWait)
-	for {
+	var b *sluice.Broker
+	if !c.await(func() bool {
 		var catalog *sluice.Broker
 		for _, n := range c.nodes {
 			if n.b == nil {
@@ -271,35 +283,38 @@ func (c *clusterSim) owner(queue string) *sluice.Broker {
 				catalog = n.b
 			}
 			if to, err := n.b.Route(queue, "sqs"); err == nil && to == "" {
-				return n.b
+				b = n.b
+				return true
 			}
 		}
 		if catalog != nil {
 			if _, err := catalog.Route(queue, "sqs"); st.CodeOf(err) == st.CodeQueueDoesNotExist {
-				return catalog
+				b = catalog
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			c.s.fail("no node serves queue %s after %s", queue, moveWait)
-		}
-		time.Sleep(10 * time.Millisecond) // polls the nodes' routing, until the deadline
+		return false
+	}) {
+		c.s.fail("no node serves queue %s after %s", queue, moveWait)
 	}
+	return b
 }
 
 // catalog is the node that owns the catalog of queues.
 func (c *clusterSim) catalog() *sluice.Broker {
-	deadline := time.Now().Add(moveWait)
-	for {
+	var b *sluice.Broker
+	if !c.await(func() bool {
 		for _, n := range c.nodes {
 			if n.b != nil && n.b.RouteCatalog("sqs") == "" {
-				return n.b
+				b = n.b
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			c.s.fail("no node owns the catalog after %s", moveWait)
-		}
-		time.Sleep(10 * time.Millisecond) // polls the nodes' routing, until the deadline
+		return false
+	}) {
+		c.s.fail("no node owns the catalog after %s", moveWait)
 	}
+	return b
 }
 
 // call runs f on the node that serves queue, again on the next owner
