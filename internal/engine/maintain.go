@@ -66,7 +66,7 @@ func (e *Engine) snapshotCatalog() error {
 	if !e.ownsCatalog() {
 		return nil // its owner's to do
 	}
-	e.mu.RLock()
+	e.mu.Lock() // it forgets the names free again
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
 	for _, name := range slices.Sorted(maps.Keys(e.names)) { // the same catalog, the same bytes
 		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.names[name]), Name: name})
@@ -75,9 +75,11 @@ func (e *Engine) snapshotCatalog() error {
 	for _, name := range slices.Sorted(maps.Keys(e.freeAt)) {
 		if at := e.freeAt[name]; now.Before(at) {
 			recs = append(recs, &record.Record{Type: record.Drop, Partition: uint64(store.Catalog), Name: name, Until: at.UnixMilli()})
+		} else {
+			delete(e.freeAt, name)
 		}
 	}
-	e.mu.RUnlock()
+	e.mu.Unlock()
 	data := make([]store.Rec, len(recs))
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r)}

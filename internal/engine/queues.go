@@ -98,6 +98,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	if err == nil {
 		e.mu.Lock()
 		e.names[name] = p
+		delete(e.freeAt, name)
 		e.mu.Unlock()
 		e.catalogChanged()
 	}
