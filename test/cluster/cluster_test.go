@@ -39,7 +39,15 @@ type cluster struct {
 
 // startCluster starts three nodes together and waits until each serves
 // and the cluster is healthy (healthy).
-func startCluster(t *testing.T) *cluster {
+func startCluster(t *testing.T) *cluster { return startWired(t, nil) }
+
+// wiring gives each node (by index) the route addresses its --peers
+// lists and further flags, from the nodes' names and route addresses.
+type wiring func(names, routes []string) (peers, extra func(i int) []string)
+
+// startWired is startCluster with the routes wired by wire (nil: every
+// node's --peers lists every node's route address).
+func startWired(t *testing.T, wire wiring) *cluster {
 	t.Helper()
 	ports, err := freePorts(12)
 	if err != nil {
@@ -47,14 +55,18 @@ func startCluster(t *testing.T) *cluster {
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
 	c := &cluster{t: t, name: "t" + strings.ToLower(rand.Text()[:8])}
-	var routes []string
+	var names, routes []string
 	for i := range 3 {
-		routes = append(routes, addr(4*i+2))
+		names, routes = append(names, fmt.Sprintf("n%d", i+1)), append(routes, addr(4*i+2))
+	}
+	peers, extra := func(int) []string { return routes }, func(int) []string { return nil }
+	if wire != nil {
+		peers, extra = wire(names, routes)
 	}
 	dir := t.TempDir()
-	for i := range 3 {
-		n := &node{name: fmt.Sprintf("n%d", i+1), dir: filepath.Join(dir, fmt.Sprintf("n%d", i+1)),
-			sqs: addr(4 * i), admin: addr(4*i + 1), route: addr(4*i + 2), nats: addr(4*i + 3),
+	for i, name := range names {
+		n := &node{name: name, dir: filepath.Join(dir, name),
+			sqs: addr(4 * i), admin: addr(4*i + 1), route: routes[i], nats: addr(4*i + 3),
 			tr: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}
 		if n.logPath, err = logFile(dir, t.Name(), n.name); err != nil {
 			t.Fatal(err)
@@ -62,9 +74,9 @@ func startCluster(t *testing.T) *cluster {
 		if err := os.WriteFile(n.logPath, nil, 0o644); err != nil { // a log kept from an earlier run
 			t.Fatal(err)
 		}
-		n.args = []string{"serve", "--cluster", c.name, "--node", n.name, "--peers", strings.Join(routes, ","),
+		n.args = append([]string{"serve", "--cluster", c.name, "--node", n.name, "--peers", strings.Join(peers(i), ","),
 			"--cluster-addr", n.route, "--sqs-addr", n.sqs, "--admin-addr", n.admin, "--nats-addr", n.nats,
-			"--data-dir", n.dir, "--log-level", "info"}
+			"--data-dir", n.dir, "--log-level", "info"}, extra(i)...)
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(func() {

@@ -2,14 +2,12 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -567,69 +565,16 @@ func allProxied(rn *routeNet, isolated string) error {
 // routeNet, and waits until they serve and agree.
 func startProxiedCluster(t *testing.T) (*cluster, *routeNet) {
 	t.Helper()
-	ports, err := freePorts(12)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	c := &cluster{t: t, name: "t" + strings.ToLower(rand.Text()[:8])}
-	names, routes := []string{"n1", "n2", "n3"}, []string{addr(2), addr(6), addr(10)}
-	rn, err := newRouteNet(names, routes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rn.close) // after the nodes are killed
-	dir := t.TempDir()
-	for i, name := range names {
-		n := &node{name: name, dir: filepath.Join(dir, name),
-			sqs: addr(4 * i), admin: addr(4*i + 1), route: routes[i], nats: addr(4*i + 3),
-			tr: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}
-		if n.logPath, err = logFile(dir, t.Name(), n.name); err != nil {
+	var rn *routeNet
+	c := startWired(t, func(names, routes []string) (peers, extra func(int) []string) {
+		var err error
+		if rn, err = newRouteNet(names, routes); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(n.logPath, nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		n.args = []string{"serve", "--cluster", c.name, "--node", n.name, "--peers", strings.Join(rn.peers(name, n.route), ","),
-			"--cluster-addr", n.route, "--cluster-advertise", rn.advertised(name),
-			"--sqs-addr", n.sqs, "--admin-addr", n.admin, "--nats-addr", n.nats, "--data-dir", n.dir, "--log-level", "info"}
-		c.nodes = append(c.nodes, n)
-	}
-	t.Cleanup(func() {
-		for _, n := range c.nodes {
-			n.kill()
-		}
-		c.mu.Lock()
-		for _, tr := range c.trs {
-			tr.CloseIdleConnections()
-		}
-		c.mu.Unlock()
-		if t.Failed() {
-			for _, n := range c.nodes {
-				t.Logf("---- %s (full log: %s): %v\n%s", n.name, n.logPath, n.figures(), n.tails())
-			}
-		}
+		t.Cleanup(rn.close) // after the nodes are killed
+		return func(i int) []string { return rn.peers(names[i], routes[i]) },
+			func(i int) []string { return []string{"--cluster-advertise", rn.advertised(names[i])} }
 	})
-	begin := time.Now()
-	procs := make([]*process, 3)
-	for i, n := range c.nodes {
-		if procs[i], err = n.start(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i, n := range c.nodes {
-		wg.Go(func() { errs[i] = n.awaitServing(procs[i], startTimeout) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.healthy(time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("cluster %s: three nodes, every route through a proxy, serve and agree %v after exec", c.name, time.Since(begin).Round(time.Millisecond))
 	return c, rn
 }
 
