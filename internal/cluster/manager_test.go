@@ -341,18 +341,7 @@ func testLost(t *testing.T, nats []*natsnode.Node) {
 
 	// Lost never deletes another node's key: with an intruder's key in
 	// place of n1's (written on n1's revision), n1's Lost leaves it.
-	nc, err := nats[1].Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	intruder, _ := json.Marshal(holder{Node: "intruder", Instance: "x"})
-	if _, err := js.Publish(t.Context(), "$KV."+bucketName(e.name)+"."+partKey(p), intruder,
-		jetstream.WithExpectLastSequencePerSubject(after.Revision()), jetstream.WithMsgTTL(time.Minute)); err != nil {
+	if err := intrude(t, nats[1], e.name, p, after.Revision(), time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	hs[0].forget(p)
@@ -381,16 +370,6 @@ func testRenewalRefused(t *testing.T, nats []*natsnode.Node) {
 	// An intruder takes the key over, fenced on n1's revision, with a TTL.
 	// A renewal in flight, or a stale read, refuses its write: try again.
 	kv := e.kv()
-	nc, err := nats[1].Connect()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	intruder, _ := json.Marshal(holder{Node: "intruder", Instance: "x"})
 	var start time.Time
 	waitFor(t, 30*time.Second, "the intruder to write n1's lease", func() bool {
 		en, err := kv.Get(t.Context(), partKey(p))
@@ -401,9 +380,7 @@ func testRenewalRefused(t *testing.T, nats []*natsnode.Node) {
 			return false
 		}
 		start = time.Now()
-		_, err = js.Publish(t.Context(), "$KV."+bucketName(e.name)+"."+partKey(p), intruder,
-			jetstream.WithExpectLastSequencePerSubject(en.Revision()), jetstream.WithMsgTTL(ttl))
-		return err == nil
+		return intrude(t, nats[1], e.name, p, en.Revision(), ttl) == nil
 	})
 	waitFor(t, 30*time.Second, "n1 to release the partition", func() bool {
 		return hs[0].count(hs[0].released, p) > released && !ms[0].Owned(p)
@@ -415,6 +392,24 @@ func testRenewalRefused(t *testing.T, nats []*natsnode.Node) {
 		return settled(ms, hs, parts)
 	})
 	t.Logf("partition %d owned again %s after the intrusion: %s", p, time.Since(start).Round(time.Millisecond), layout(hs))
+}
+
+// intrude writes p's lease key as a holder no manager knows ("intruder"),
+// fenced on revision rev, expiring after ttl.
+func intrude(t *testing.T, n *natsnode.Node, bucket string, p store.PartitionID, rev uint64, ttl time.Duration) error {
+	nc, err := n.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	intruder, _ := json.Marshal(holder{Node: "intruder", Instance: "x"})
+	_, err = js.Publish(t.Context(), "$KV."+bucketName(bucket)+"."+partKey(p), intruder,
+		jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(ttl))
+	return err
 }
 
 // A partition the hosts no longer list (a deleted queue) is given up
