@@ -220,11 +220,15 @@ func (c *cluster) createQueue(i int, name string, attrs map[string]string) strin
 	return url
 }
 
-// clusterJSON is what a node's GET /api/cluster says.
+// clusterJSON is what a node's GET /api/cluster says, with its counters.
 type clusterJSON struct {
-	Node    string            `json:"node"`
-	Members []string          `json:"members"`
-	Owners  map[string]string `json:"owners"`
+	Node          string            `json:"node"`
+	Members       []string          `json:"members"`
+	CatalogOwner  string            `json:"catalog_owner"`
+	Owners        map[string]string `json:"owners"`
+	Owned         int               `json:"owned"`
+	Failovers     uint64            `json:"failovers"`
+	RenewFailures uint64            `json:"lease_renew_failures"`
 }
 
 // clusterStatus asks n for the cluster as it sees it.

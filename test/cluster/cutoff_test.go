@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -112,13 +111,13 @@ func TestClusterNodeCutOff(t *testing.T) {
 	defer tr.stop()
 	settle(t, l, time.Now(), 0)
 
-	before, err := own.status()
+	before, err := own.clusterStatus()
 	if err != nil {
 		t.Fatal(err)
 	}
-	majBefore := map[string]nodeStatus{}
+	majBefore := map[string]clusterJSON{}
 	for _, n := range maj {
-		if majBefore[n.name], err = n.status(); err != nil {
+		if majBefore[n.name], err = n.clusterStatus(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -148,7 +147,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 	agreed := time.Since(cut)
 	t.Logf("(a) a send through the other two was acknowledged %v after the cut (%d attempts); %s serves the queue from %v after the cut (its log), both name it the owner %v after the cut",
 		took.Round(time.Millisecond), attempts, newOwner.name, served.Sub(cut).Round(time.Millisecond), agreed.Round(time.Millisecond))
-	if st, err := newOwner.status(); err != nil {
+	if st, err := newOwner.clusterStatus(); err != nil {
 		t.Error(err)
 	} else if st.Failovers <= majBefore[newOwner.name].Failovers {
 		t.Errorf("%s took the queue over without counting a failover (%d before, %d now): its lease did not expire?", newOwner.name,
@@ -169,9 +168,9 @@ func TestClusterNodeCutOff(t *testing.T) {
 		t.Fatalf("no send through the cut node ended: %v", err)
 	}
 	first := calls[slices.IndexFunc(calls, isSend)]
-	var during nodeStatus
+	var during clusterJSON
 	if err := poll(30*time.Second, 200*time.Millisecond, func() (bool, error) {
-		during, err = own.status()
+		during, err = own.clusterStatus()
 		return err == nil && during.RenewFailures > before.RenewFailures, err
 	}); err != nil {
 		t.Errorf("the cut node's unanswered lease renewals (%d before the cut): %v", before.RenewFailures, err)
@@ -391,7 +390,7 @@ func afterHeal(nodes []*node, offs map[*node]int64, p int, heal time.Time) strin
 // and answered at answered.
 type sample struct {
 	sent, answered time.Time
-	st             nodeStatus
+	st             clusterJSON
 	err            error
 }
 
@@ -411,7 +410,7 @@ func startSampler(n *node) *sampler {
 		defer tick.Stop()
 		for {
 			sent := time.Now()
-			st, err := n.status()
+			st, err := n.clusterStatus()
 			s.got = append(s.got, sample{sent: sent, answered: time.Now(), st: st, err: err})
 			select {
 			case <-ctx.Done():
@@ -492,7 +491,7 @@ func checkCut(t *testing.T, mc *cluster, rn *routeNet, own *node, stream string,
 	var members time.Duration
 	err = poll(time.Minute, 100*time.Millisecond, func() (bool, error) {
 		for _, n := range mc.nodes {
-			st, err := n.status()
+			st, err := n.clusterStatus()
 			if err != nil {
 				return false, err
 			}
@@ -576,34 +575,6 @@ func startProxiedCluster(t *testing.T) (*cluster, *routeNet) {
 			func(i int) []string { return []string{"--cluster-advertise", rn.advertised(names[i])} }
 	})
 	return c, rn
-}
-
-// nodeStatus is what a node's GET /api/cluster says, with its counters.
-type nodeStatus struct {
-	Members       []string          `json:"members"`
-	CatalogOwner  string            `json:"catalog_owner"`
-	Owners        map[string]string `json:"owners"`
-	Owned         int               `json:"owned"`
-	Failovers     uint64            `json:"failovers"`
-	RenewFailures uint64            `json:"lease_renew_failures"`
-}
-
-func (n *node) status() (nodeStatus, error) {
-	var st nodeStatus
-	hc := &http.Client{Transport: n.tr, Timeout: 10 * time.Second}
-	resp, err := hc.Get("http://" + n.admin + "/api/cluster")
-	if err != nil {
-		return st, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return st, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return st, fmt.Errorf("%s: /api/cluster answered %s: %s", n.name, resp.Status, raw)
-	}
-	return st, json.Unmarshal(raw, &st)
 }
 
 // metric reads a metric without labels from n's /metrics.
