@@ -614,9 +614,6 @@ func (s *sim) purge(q int) {
 	now := s.clk.Now()
 	refused := !mq.lastPurge.IsZero() && now.Sub(mq.lastPurge) < time.Minute
 	err := s.b.Purge(ctx, mq.name)
-	if refused && err == nil && s.cl != nil {
-		refused = false // the queue moved since its last purge
-	}
 	switch {
 	case refused && code(err) == st.CodePurgeQueueInProgress:
 		s.fig.purgeRefused++

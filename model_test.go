@@ -137,9 +137,9 @@ type mQueue struct {
 	dlq    int // its dead-letter queue, -1 if none
 	weight int
 	attrs  map[string]string // as created
-	// lastPurge is its last PurgeQueue since the broker opened (zero:
-	// none), which SQS allows once every 60 seconds. In a cluster the
-	// queue's owner remembers it, and forgets it when the queue moves.
+	// lastPurge is its last acknowledged PurgeQueue (zero: none), which
+	// SQS allows once every 60 seconds: across restarts, power losses
+	// and, in a cluster, moves to another node.
 	lastPurge time.Time
 	// deleted: the queue is deleted (DeleteQueue), since deletedAt. Its
 	// name is free again 60 seconds after (the catalog remembers).
@@ -396,9 +396,6 @@ func (s *sim) open() {
 		s.fail("open: %v", err)
 	}
 	s.b = b
-	for _, q := range s.m.queues {
-		q.lastPurge = time.Time{} // the catalog remembers deletions, not purges
-	}
 }
 
 func (s *sim) close() {

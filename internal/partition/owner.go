@@ -105,7 +105,9 @@ type Owner struct {
 	cfg  attr.Config
 	q    *queue.Queue
 	// state: serving, or why not (deleted, relinquished).
-	state     state
+	state state
+	// lastPurge is this owner's last purge, durable or being written (the
+	// queue knows the durable ones, also those of earlier owners).
 	lastPurge time.Time
 	ctr       figures.Counters
 	// waiting are the long polls waiting on the queue.

@@ -152,13 +152,15 @@ func (o *Owner) Purge(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if !o.lastPurge.IsZero() && now.Sub(o.lastPurge) < 60*time.Second {
+	// The queue knows the last durable purge (its record and snapshots
+	// carry the time); lastPurge also covers one being written.
+	if !o.q.PurgeAllowed(now) || !o.lastPurge.IsZero() && now.Sub(o.lastPurge) < queue.PurgeInterval {
 		o.unlock()
 		return st.Errorf(st.CodePurgeQueueInProgress, "Only one PurgeQueue operation on %s is allowed every 60 seconds.", o.meta.Name)
 	}
 	last := o.lastPurge
 	o.lastPurge = now
-	err = o.persistLocked([]*record.Record{o.q.PurgeRecord()})
+	err = o.persistLocked([]*record.Record{o.q.PurgeRecord(now)})
 	if err != nil && o.lastPurge.Equal(now) {
 		o.lastPurge = last // not purged: it may be tried again at once
 	}

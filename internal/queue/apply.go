@@ -79,12 +79,14 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		}
 	case record.Purge:
 		q.purge(r.Pos)
+		q.purgeUntil = max(q.purgeUntil, r.Until)
 	case record.Dedup:
 		if r.Until > ms(now) {
 			q.dedup.Hold(r.Key, dedup.Entry{ID: r.ID, SeqNum: r.SeqNum, Until: r.Until})
 		}
 	case record.State:
 		q.dedup.SetLast(r.NextSeqNum)
+		q.purgeUntil = max(q.purgeUntil, r.Until)
 	case record.Delivered:
 		mk := q.origins[r.Partition]
 		mk.durable = max(mk.durable, r.Seq)
@@ -308,7 +310,11 @@ func (q *Queue) LetGoAll() []Gone {
 func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 	t := ms(now)
 	q.dedup.Expire(t)
-	if !emit(&record.Record{Type: record.State, NextSeqNum: q.dedup.Last()}) {
+	state := &record.Record{Type: record.State, NextSeqNum: q.dedup.Last()}
+	if q.purgeUntil > t {
+		state.Until = q.purgeUntil
+	}
+	if !emit(state) {
 		return
 	}
 	more := true

@@ -346,10 +346,19 @@ func (q *Queue) VisibilityRecord(seq uint64, at int64) *record.Record {
 	return &record.Record{Type: record.Visibility, Pos: q.take(), Seq: seq, VisibleAt: at}
 }
 
+// PurgeInterval is how often a queue may be purged (PurgeQueue).
+const PurgeInterval = 60 * time.Second
+
 // PurgeRecord is the record that purges every message before it (applied
-// once durable).
-func (q *Queue) PurgeRecord() *record.Record {
-	return &record.Record{Type: record.Purge, Pos: q.take()}
+// once durable), at now: no other purge for PurgeInterval after it.
+func (q *Queue) PurgeRecord(now time.Time) *record.Record {
+	return &record.Record{Type: record.Purge, Pos: q.take(), Until: now.Add(PurgeInterval).UnixMilli()}
+}
+
+// PurgeAllowed reports whether a purge at now keeps the interval after
+// the last durable one.
+func (q *Queue) PurgeAllowed(now time.Time) bool {
+	return now.UnixMilli() >= q.purgeUntil
 }
 
 // EpochRecord is the record a new owner writes before it serves: node is

@@ -121,6 +121,10 @@ type Queue struct {
 	delayed  int
 	leaving  int
 	last     uint64 // the last position taken in the queue's partition
+	// purgeUntil is when the last durable PurgeQueue allows another (unix
+	// ms): a purge's record carries it, and so do snapshots, so that the
+	// 60-second rule holds across restarts and owners.
+	purgeUntil int64
 }
 
 // Origin is where a delivered message comes from: a record of another

@@ -301,7 +301,7 @@ func TestPurgeForgetsTenants(t *testing.T) {
 				t.Fatalf("received %d", len(got))
 			}
 			q.TakeEffects()
-			purge := q.PurgeRecord()
+			purge := q.PurgeRecord(now)
 			if partial {
 				send(t, q, now, "late", 0) // sent after the purge's record: it stays
 			}
@@ -357,4 +357,48 @@ func apply(t testing.TB, q *Queue, now time.Time, r *record.Record) {
 func (r *refQueue) findMsg(seq uint64) *refMsg {
 	_, m := r.find(seq)
 	return m
+}
+
+// TestPurgeIntervalOutlivesReplay: a durable purge refuses another for
+// PurgeInterval, also in a queue rebuilt from the log (a restart, a new
+// owner) or from a snapshot taken within the interval, and no longer
+// after it.
+func TestPurgeIntervalOutlivesReplay(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	q := New(Config{VisibilityTimeout: 30 * time.Second})
+	if !q.PurgeAllowed(now) {
+		t.Fatal("a new queue refuses a purge")
+	}
+	send(t, q, now, "", 0)
+	purge := q.PurgeRecord(now)
+	apply(t, q, now, purge)
+	later := now.Add(PurgeInterval - time.Millisecond)
+	if q.PurgeAllowed(later) {
+		t.Fatal("a purge is allowed within the interval")
+	}
+	fromLog := New(Config{VisibilityTimeout: 30 * time.Second})
+	decoded, err := record.Decode(record.Encode(purge), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded.Pos = purge.Pos
+	apply(t, fromLog, later, decoded)
+	fromSnap := New(Config{VisibilityTimeout: 30 * time.Second})
+	for _, r := range q.Snapshot(later) {
+		apply(t, fromSnap, later, r)
+	}
+	for name, r := range map[string]*Queue{"the log": fromLog, "a snapshot": fromSnap} {
+		if r.PurgeAllowed(later) {
+			t.Fatalf("rebuilt from %s: a purge is allowed within the interval", name)
+		}
+		if !r.PurgeAllowed(now.Add(PurgeInterval)) {
+			t.Fatalf("rebuilt from %s: a purge is refused after the interval", name)
+		}
+	}
+	// A snapshot after the interval carries nothing of it.
+	for _, r := range q.Snapshot(now.Add(PurgeInterval)) {
+		if r.Type == record.State && r.Until != 0 {
+			t.Fatalf("a snapshot after the interval keeps it: %+v", r)
+		}
+	}
 }

@@ -162,7 +162,7 @@ func TestReplayMatchesLive(t *testing.T) {
 						t.Fatal(err)
 					}
 				case op == 9 && rng.Intn(20) == 0:
-					p := q.PurgeRecord()
+					p := q.PurgeRecord(now)
 					r.keep(now, p, Loc{})
 					q.Apply(now, p, Loc{})
 				default:

@@ -96,6 +96,7 @@ func Append(b []byte, r *Record) []byte {
 		e.u(r.Seq)
 		e.byte1(r.Reason)
 	case Purge:
+		e.i(r.Until)
 	case Update:
 		e.u(r.Seq)
 		encodeMsg(e, r.Msg)
@@ -106,6 +107,7 @@ func Append(b []byte, r *Record) []byte {
 		e.i(r.Until)
 	case State:
 		e.u(r.NextSeqNum)
+		e.i(r.Until)
 	case Create:
 		e.u(r.Partition)
 		e.str(r.Name)
@@ -348,6 +350,9 @@ func Decode(b []byte, body bool) (*Record, error) {
 	case Delete:
 		r.Seq, r.Reason = d.u(), d.byte1()
 	case Purge:
+		if len(d.b) > 0 { // since purges outlive restarts
+			r.Until = d.i()
+		}
 	case Update:
 		r.Seq = d.u()
 		r.Msg = decodeMsg(d)
@@ -355,6 +360,9 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Key, r.ID, r.SeqNum, r.Until = d.str(), d.str(), d.str(), d.i()
 	case State:
 		r.NextSeqNum = d.u()
+		if len(d.b) > 0 { // since purges outlive restarts
+			r.Until = d.i()
+		}
 	case Create:
 		r.Partition, r.Name = d.u(), d.str()
 	case Drop:

@@ -28,9 +28,11 @@ func samples() []*Record {
 		{Type: Visibility, Seq: 9, VisibleAt: -5},
 		{Type: Delete, Seq: 9, Reason: ByWatermark},
 		{Type: Purge},
+		{Type: Purge, Until: 1_700_000_060_000},
 		{Type: Update, Seq: 42, Msg: msg},
 		{Type: Dedup, Key: "k", ID: "i", SeqNum: "n", Until: 99},
 		{Type: State, NextSeqNum: 123},
+		{Type: State, NextSeqNum: 123, Until: 1_700_000_060_000},
 		{Type: Create, Partition: 5, Name: "orders"},
 		{Type: Drop, Partition: 5},
 		{Type: Drop, Partition: 5, Name: "orders", Until: 1_700_000_060_000},
@@ -56,6 +58,24 @@ func TestRoundTrip(t *testing.T) {
 // TestEncodeRawEqualsPayload: a Send encoded from its payload encoded in
 // advance (the header written into the room before it) is the same bytes
 // as one encoded whole, also when the header is too long for the room.
+// TestDecodesOlderRecords: records written before a field was added
+// decode with the field zero.
+func TestDecodesOlderRecords(t *testing.T) {
+	for _, c := range []struct {
+		raw  []byte
+		want Record
+	}{
+		{[]byte{Version, byte(Purge)}, Record{Type: Purge}},
+		{[]byte{Version, byte(State), 123}, Record{Type: State, NextSeqNum: 123}},
+		{[]byte{Version, byte(Drop), 5}, Record{Type: Drop, Partition: 5}},
+	} {
+		got, err := Decode(c.raw, true)
+		if err != nil || !reflect.DeepEqual(*got, c.want) {
+			t.Fatalf("% x: got %+v, %v; want %+v", c.raw, got, err, c.want)
+		}
+	}
+}
+
 func TestEncodeRawEqualsPayload(t *testing.T) {
 	for _, group := range []string{"g", strings.Repeat("x", 200)} {
 		r := samples()[1]

@@ -69,9 +69,12 @@ const (
 //
 //	Meta: Meta                 Send: Msg, Payload     Index: Msgs (each with its Hint)
 //	Receive: Seq, Count, First, Last, VisibleAt, Fence, Level
-//	Visibility: Seq, VisibleAt Delete: Seq, Reason   Purge: (its position)
+//	Visibility: Seq, VisibleAt Delete: Seq, Reason
+//	Purge: (its position), Until (unix ms: no other purge before then;
+//	       older Purges have none)
 //	Update: Seq, Msg (level, failure, count, visibility)
-//	Dedup: Key, ID, SeqNum, Until   State: NextSeqNum
+//	Dedup: Key, ID, SeqNum, Until
+//	State: NextSeqNum, Until (as a Purge's, while it is ahead)
 //	Create: Partition, Name    Catalog: NextPartition
 //	Drop: Partition, and the queue's Name with Until (unix ms: the name
 //	      is not used again before then; older Drops have neither). A
