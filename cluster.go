@@ -204,7 +204,8 @@ func (c *clusterNode) start(e *engine.Engine) error {
 		Remote: func(p store.PartitionID, name string) partition.Destination {
 			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
 		},
-		Sources: c.sources,
+		Sources:  c.sources,
+		Settings: c.settings,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
@@ -219,7 +220,8 @@ func (c *clusterNode) start(e *engine.Engine) error {
 
 // askSubject is where every node answers the others' question (asks):
 // "stats", its queues' figures; "sources", the queues it owns whose
-// dead-letter queue is the ARN asked about.
+// dead-letter queue is the ARN asked about; "settings", the attributes of
+// the queue asked about if it owns it (else null).
 func (c *clusterNode) askSubject(question string) string {
 	return "sluice." + strings.ToLower(c.cfg.Name) + ".ask." + question
 }
@@ -241,7 +243,13 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 	}
 	return errors.Join(
 		answer("stats", func([]byte) any { return b.Stats() }),
-		answer("sources", func(arn []byte) any { return c.e.LocalSourcesOf(string(arn)) }))
+		answer("sources", func(arn []byte) any { return c.e.LocalSourcesOf(string(arn)) }),
+		answer("settings", func(name []byte) any {
+			if attrs, ok := c.e.LocalSettingsOf(string(name)); ok {
+				return attrs
+			}
+			return nil
+		}))
 }
 
 // ask asks every node a question (this one's included) and returns the
@@ -307,6 +315,19 @@ func (c *clusterNode) sources(arn string) []string {
 		}
 	}
 	return out
+}
+
+// settings asks every node for the attributes of queue name; the node
+// that owns it answers them.
+func (c *clusterNode) settings(ctx context.Context, name string) (map[string]string, bool) {
+	answers, _ := c.ask(ctx, "settings", []byte(name))
+	for _, a := range answers {
+		var attrs map[string]string
+		if json.Unmarshal(a, &attrs) == nil && attrs != nil {
+			return attrs, true
+		}
+	}
+	return nil, false
 }
 
 // clusterHost is the engine as the manager drives it, with this node's

@@ -28,6 +28,10 @@ type Hooks struct {
 	// dead-letter queue is arn: a queue's RedrivePolicy is in its own
 	// partition, which its owner reads.
 	Sources func(arn string) []string
+	// Settings asks the node that owns queue name for the queue's
+	// attributes (its own partition holds them); ok is false when that
+	// node did not answer.
+	Settings func(ctx context.Context, name string) (attrs map[string]string, ok bool)
 }
 
 // SetHooks connects a clustered engine to its cluster's manager (made

@@ -49,23 +49,22 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	}
 	e.mu.Lock()
 	if _, ok := e.names[name]; ok && e.queues[name] == nil {
-		// Another node of the cluster owns it: it exists. (Its settings
-		// are there; they are not compared with the request's.)
+		// Another node of the cluster owns it (and its settings).
 		e.mu.Unlock()
+		have, err := e.remoteSettings(ctx, name)
+		if err != nil {
+			return st.QueueInfo{}, err
+		}
+		if err := sameAttrs(have, clean); err != nil {
+			return st.QueueInfo{}, err
+		}
 		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: fifo}, nil
 	}
 	if o := e.queues[name]; o != nil {
 		e.mu.Unlock()
 		meta := o.Meta()
-		names := make([]string, 0, len(clean))
-		for k := range clean {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		for _, k := range names {
-			if attr.Effective(meta.Attrs, k) != attr.Effective(clean, k) {
-				return st.QueueInfo{}, st.Errorf(st.CodeQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
-			}
+		if err := sameAttrs(meta.Attrs, clean); err != nil {
+			return st.QueueInfo{}, err
 		}
 		return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: meta.FIFO}, nil
 	}
@@ -117,6 +116,51 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	return st.QueueInfo{Name: name, ARN: e.ARN(name), FIFO: fifo}, nil
 }
 
+// sameAttrs answers a CreateQueue of an existing queue: an error naming
+// the first attribute asked for whose value differs from the queue's.
+func sameAttrs(have, asked map[string]string) error {
+	names := make([]string, 0, len(asked))
+	for k := range asked {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if attr.Effective(have, k) != attr.Effective(asked, k) {
+			return st.Errorf(st.CodeQueueNameExists, "A queue already exists with the same name and a different value for attribute %s", k)
+		}
+	}
+	return nil
+}
+
+// remoteSettings asks the node that owns queue name (another one) for
+// the queue's attributes: its own partition holds them.
+func (e *Engine) remoteSettings(ctx context.Context, name string) (map[string]string, error) {
+	var attrs map[string]string
+	ok := false
+	if h := e.hooksOf(); h != nil && h.Settings != nil {
+		attrs, ok = h.Settings(ctx, name)
+	}
+	if !ok {
+		return nil, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
+			Message: "The node that owns queue " + name + " did not answer with its attributes; retry the request."}
+	}
+	return attrs, nil
+}
+
+// LocalSettingsOf returns the attributes of queue name if this node owns
+// it (for another node's remoteSettings).
+func (e *Engine) LocalSettingsOf(name string) (map[string]string, bool) {
+	o, err := e.Queue(name)
+	if err != nil {
+		return nil, false
+	}
+	attrs := map[string]string{}
+	for k, v := range o.Meta().Attrs {
+		attrs[k] = v
+	}
+	return attrs, true
+}
+
 func cloneTags(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
@@ -146,24 +190,33 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 	if err != nil || !st.Authorized(ctx, name) {
 		return missing
 	}
+	var dfifo bool
+	var allow *attr.RedriveAllowPolicy
 	dlq, err := e.Queue(name)
-	if err != nil && e.cfg.Clustered {
-		// Another node owns it: its type is in its name; its
-		// RedriveAllowPolicy is on that node and is not checked (a
-		// limit of cluster mode, docs/cluster.md).
+	switch {
+	case err != nil && e.cfg.Clustered:
+		// Another node owns it, and its settings: its type is in its name.
 		if _, _, rerr := e.Route(name); rerr != nil {
 			return missing
 		}
-		if strings.HasSuffix(name, ".fifo") != fifo {
-			return attr.InvalidValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
+		have, err := e.remoteSettings(ctx, name)
+		if err != nil {
+			return err
 		}
-		return nil
-	}
-	if err != nil {
+		dfifo = strings.HasSuffix(name, ".fifo")
+		if v := have["RedriveAllowPolicy"]; v != "" {
+			p, err := attr.ParseRedriveAllowPolicy(v)
+			if err != nil {
+				return err // checked when it was set: not expected
+			}
+			allow = &p
+		}
+	case err != nil:
 		return missing
+	default:
+		dcfg := dlq.Config()
+		dfifo, allow = dcfg.Queue.FIFO, dcfg.RedriveAllowPolicy
 	}
-	dcfg := dlq.Config()
-	dfifo, allow := dcfg.Queue.FIFO, dcfg.RedriveAllowPolicy
 	if dfifo != fifo {
 		return attr.InvalidValue("RedrivePolicy", "Dead-letter target must be of the same type as the source queue (standard or FIFO)")
 	}
