@@ -123,6 +123,7 @@ type clusterNode struct {
 	handlers map[string]http.Handler        // by service: "sqs", "admin"
 	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
 	subs     []*nats.Subscription           // the answers to asks
+	leads    sync.WaitGroup                 // lead's requests in flight
 }
 
 // openCluster starts the node's NATS (embedded, or connects), and opens
@@ -190,6 +191,7 @@ func (c *clusterNode) start(e *engine.Engine) error {
 			}
 			return term, err
 		},
+		Created: c.lead,
 		Lost: func(p store.PartitionID) {
 			c.unserve(p)
 			if m := c.m.Load(); m != nil {
@@ -342,6 +344,7 @@ func (h clusterHost) Acquire(p store.PartitionID, term uint64) error {
 		return err
 	}
 	h.c.serve(p)
+	h.c.lead(p)
 	return nil
 }
 
@@ -380,6 +383,26 @@ func (c *clusterNode) serve(p store.PartitionID) {
 		}
 	}
 	c.served[p] = stops
+}
+
+// lead asks, in the background, that the stream of p (which this node
+// now owns) be led by this node's NATS server: the owner's writes then go
+// to its own server, and to the replicas from there, instead of first
+// crossing a route to a leader elsewhere.
+func (c *clusterNode) lead(p store.PartitionID) {
+	js, ok := c.e.Store().(*jsstore.Store)
+	if !ok {
+		return
+	}
+	c.leads.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if asked, err := js.Lead(ctx, p); err != nil {
+			c.log.Info("could not move a partition's stream leader to its owner", "partition", p, "err", err)
+		} else if asked {
+			c.log.Debug("moved a partition's stream leader to its owner", "partition", p)
+		}
+	})
 }
 
 func (c *clusterNode) unserve(p store.PartitionID) {
@@ -443,6 +466,7 @@ func (c *clusterNode) close() {
 	for _, p := range ps {
 		c.unserve(p)
 	}
+	c.leads.Wait()
 }
 
 func (c *clusterNode) closeNATS() {

@@ -166,6 +166,7 @@ func TestClusterServesAnyQueueFromAnyNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ownersLead(t, nodes, "dead", "jobs", "orders")
 	// Every node knows the queues.
 	for i, n := range nodes {
 		out, err := n.client.ListQueues(ctx, &awssqs.ListQueuesInput{})
@@ -287,6 +288,34 @@ func TestClusterServesAnyQueueFromAnyNode(t *testing.T) {
 		t.Fatalf("after the owner stopped: %d of %d messages back", len(seen), len(left))
 	}
 	t.Logf("all %d messages served by %s %v after the stop", len(seen), owner(t, rest, "orders").name, time.Since(start))
+	ownersLead(t, rest, "dead", "jobs", "orders")
+}
+
+// ownersLead waits until each queue's owner leads the queue's stream
+// (each owner asks for it, so that its writes do not cross a route to
+// reach the leader; JetStream alone places leaders at random).
+func ownersLead(t *testing.T, nodes []*clusterNode, queues ...string) {
+	t.Helper()
+	tick := time.NewTicker(50 * time.Millisecond) // polled until the deadline
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	for {
+		var wrong []string
+		for _, q := range queues {
+			own := owner(t, nodes, q)
+			if l := own.b.StreamLeaders(context.Background())[q]; l != own.name {
+				wrong = append(wrong, fmt.Sprintf("%s owned by %s, its stream led by %q", q, own.name, l))
+			}
+		}
+		if len(wrong) == 0 {
+			return
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("owners do not lead their streams: %v", wrong)
+		}
+	}
 }
 
 var takeoverMessages = flag.Int("cluster.takeover-messages", 20000, "TestClusterTakeoverOfLargeQueue: messages in the queue whose owner stops (the issue's figure: 1000000)")

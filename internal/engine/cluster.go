@@ -16,6 +16,9 @@ type Hooks struct {
 	// Claim takes the lease of a partition this node creates (a queue's,
 	// on the catalog's owner) and returns its term.
 	Claim func(p store.PartitionID) (term uint64, err error)
+	// Created says that the partition Claim took holds its queue now (its
+	// settings are written, and the catalog names it).
+	Created func(p store.PartitionID)
 	// Lost says that this node no longer owns p: another node fenced its
 	// owner off, or its queue was deleted.
 	Lost func(p store.PartitionID)

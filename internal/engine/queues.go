@@ -100,6 +100,9 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		delete(e.freeAt, name)
 		e.mu.Unlock()
 		e.catalogChanged()
+		if h := e.hooksOf(); h != nil && h.Created != nil {
+			h.Created(p)
+		}
 	}
 	if err != nil {
 		e.mu.Lock()

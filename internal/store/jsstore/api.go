@@ -415,3 +415,31 @@ func (s *Store) sleep(d time.Duration) bool {
 		return false
 	}
 }
+
+// Lead asks partition p's stream to make the server this store is
+// connected to its leader, if another server leads it: an owner whose
+// stream's leader is its own server writes and reads without crossing a
+// route. It reports whether it asked. The leader hands over at once (a
+// Raft leadership transfer); writes in flight are sent again to the new
+// one, as after any change of leader.
+func (s *Store) Lead(ctx context.Context, p store.PartitionID) (bool, error) {
+	me := s.nc.ConnectedServerName()
+	leader, err := s.Leader(ctx, p)
+	if err != nil || leader == "" || me == "" || leader == me {
+		return false, err
+	}
+	type placement struct {
+		Preferred string `json:"preferred"`
+	}
+	req := struct {
+		Placement placement `json:"placement"`
+	}{placement{me}}
+	var r struct {
+		apiResponse
+		Success bool `json:"success"`
+	}
+	if err := s.request(ctx, "STREAM.LEADER.STEPDOWN."+s.streamName(p), req, &r); err != nil {
+		return false, fmt.Errorf("jsstore: asking %s's leader %s to hand over to %s: %w", s.streamName(p), leader, me, err)
+	}
+	return true, nil
+}
