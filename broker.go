@@ -247,7 +247,7 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b := &Broker{e: e, tools: redrive.New(e), cl: c}
-	if err := c.serveQuestions(b); err != nil {
+	if err := errors.Join(c.serveQuestions(b), c.serveTasks(b)); err != nil {
 		b.Close()
 		return nil, err
 	}

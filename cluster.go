@@ -228,21 +228,25 @@ func (c *clusterNode) askSubject(question string) string {
 	return "sluice." + strings.ToLower(c.cfg.Name) + ".ask." + question
 }
 
+// answer serves one question of the other nodes' asks: f's answer to
+// the question's data, as JSON.
+func (c *clusterNode) answer(question string, f func(data []byte) any) error {
+	sub, err := c.nc.Subscribe(c.askSubject(question), func(m *nats.Msg) {
+		if data, err := json.Marshal(f(m.Data)); err == nil {
+			_ = m.Respond(data)
+		}
+	})
+	if err == nil {
+		c.mu.Lock()
+		c.subs = append(c.subs, sub)
+		c.mu.Unlock()
+	}
+	return err
+}
+
 // serveQuestions answers the other nodes' asks with what this node owns.
 func (c *clusterNode) serveQuestions(b *Broker) error {
-	answer := func(question string, f func(data []byte) any) error {
-		sub, err := c.nc.Subscribe(c.askSubject(question), func(m *nats.Msg) {
-			if data, err := json.Marshal(f(m.Data)); err == nil {
-				_ = m.Respond(data)
-			}
-		})
-		if err == nil {
-			c.mu.Lock()
-			c.subs = append(c.subs, sub)
-			c.mu.Unlock()
-		}
-		return err
-	}
+	answer := c.answer
 	return errors.Join(
 		answer("stats", func([]byte) any { return b.Stats() }),
 		answer("sources", func(arn []byte) any { return c.e.LocalSourcesOf(string(arn)) }),

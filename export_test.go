@@ -3,7 +3,8 @@ package sluice
 // Crash stops a broker as a crash of its process would, for tests: a
 // cluster node's NATS server and connection go first, so that it writes
 // nothing more and its leases expire (nothing is handed over), then the
-// rest of it stops.
+// rest of it stops, the engine before the move tasks' runners (which
+// would write their progress).
 func Crash(b *Broker) {
 	if b.cl != nil {
 		b.cl.closeNATS()
@@ -11,6 +12,6 @@ func Crash(b *Broker) {
 			m.Abandon()
 		}
 	}
-	b.tools.StopAll()
 	_ = b.e.Close()
+	b.tools.StopAll()
 }

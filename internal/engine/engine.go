@@ -95,6 +95,9 @@ type Engine struct {
 	snapshotMu    sync.Mutex // one round of snapshots at a time
 
 	relocated atomic.Int64
+
+	// started is told of every owner that starts serving (OnStart).
+	started atomic.Pointer[func(o *partition.Owner)]
 }
 
 // Open recovers the queues the store holds and starts serving.
@@ -126,7 +129,7 @@ func newEngine(cfg Config) *Engine {
 		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, freeAt: map[string]time.Time{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
-		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced}
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted}
 	if e.cfg.Node == "" {
 		e.cfg.Node = "local"
 	}
@@ -151,8 +154,27 @@ func (e *Engine) Close() error {
 	return e.st.Close()
 }
 
+// OnStart has f told of every owner that starts serving a queue's
+// partition from now on (after a takeover, a hand-over to this node, a
+// fenced owner's replacement), on the goroutine that started it, and
+// returns the owners serving already (recovered at Open, or acquired
+// since): one may be both returned and told of.
+func (e *Engine) OnStart(f func(o *partition.Owner)) []*partition.Owner {
+	e.started.Store(&f)
+	return e.all()
+}
+
+func (e *Engine) ownerStarted(o *partition.Owner) {
+	if f := e.started.Load(); f != nil {
+		(*f)(o)
+	}
+}
+
 // Closing is closed when the engine closes.
 func (e *Engine) Closing() <-chan struct{} { return e.closing }
+
+// Log is the engine's logger.
+func (e *Engine) Log() *slog.Logger { return e.log }
 
 // Clock is the engine's time source.
 func (e *Engine) Clock() clock.Clock { return e.clock }

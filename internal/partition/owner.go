@@ -56,6 +56,10 @@ type Host struct {
 	// owner. The owner has stopped; whoever owns the registry finds the
 	// partition a new owner.
 	Fenced func(o *Owner)
+	// Started, when set, is told that an owner serves its partition (Start:
+	// after a recovery, a takeover, a hand-over to this node), so that
+	// the work kept in the partition (move tasks) goes on here.
+	Started func(o *Owner)
 	// Unreadable counts the messages of every queue dropped because their
 	// body could not be read back.
 	Unreadable atomic.Int64
@@ -106,6 +110,8 @@ type Owner struct {
 	q    *queue.Queue
 	// state: serving, or why not (deleted, relinquished).
 	state state
+	// stopped is closed when state leaves serving.
+	stopped chan struct{}
 	// lastPurge is this owner's last purge, durable or being written (the
 	// queue knows the durable ones, also those of earlier owners).
 	lastPurge time.Time
@@ -170,7 +176,7 @@ func New(h *Host, p store.PartitionID, meta record.QueueMeta) *Owner {
 	if meta.Attrs == nil {
 		meta.Attrs = map[string]string{}
 	}
-	o := &Owner{h: h, p: p, meta: meta, cfg: attr.Parse(&meta)}
+	o := &Owner{h: h, p: p, meta: meta, cfg: attr.Parse(&meta), stopped: make(chan struct{})}
 	o.cond = sync.NewCond(&o.mu)
 	o.waiting.Changed = o.cond.Broadcast
 	o.q = queue.New(o.cfg.Queue)

@@ -67,6 +67,9 @@ func (o *Owner) Deleted() (last uint64, owned bool) {
 		o.mu.Unlock()
 		return 0, false
 	}
+	if o.state == serving {
+		close(o.stopped)
+	}
 	o.state = deleted
 	o.waiting.WakeAll()
 	gone := o.q.LetGoAll()
@@ -92,9 +95,14 @@ func (o *Owner) relinquishLocked() {
 		return
 	}
 	o.state = relinquished
+	close(o.stopped)
 	o.waiting.WakeAll()
 	o.h.Log.Warn("stopped owning a queue's partition", "queue", o.meta.Name, "partition", o.p)
 }
+
+// Stopped is closed once the owner no longer serves its partition (its
+// queue was deleted, or it let the partition go).
+func (o *Owner) Stopped() <-chan struct{} { return o.stopped }
 
 // Serving reports whether the owner still serves its partition.
 func (o *Owner) Serving() bool {
@@ -298,7 +306,46 @@ func (o *Owner) Start() {
 			o.h.Log.Warn("deleting the messages without a body failed; the next start will", "queue", o.meta.Name, "err", err)
 		}
 	}
+	serving := o.state == serving
 	o.unlock()
+	if serving && o.h.Started != nil {
+		o.h.Started(o)
+	}
+}
+
+// ---- move tasks ----
+
+// Tasks returns the queue's move tasks as its partition holds them,
+// oldest first.
+func (o *Owner) Tasks() ([]record.MoveTask, error) {
+	now, err := o.locked()
+	if err != nil {
+		return nil, err
+	}
+	ts := o.q.Tasks(now)
+	o.unlock()
+	return ts, nil
+}
+
+// Task returns the move task of handle as the partition holds it.
+func (o *Owner) Task(handle string) (record.MoveTask, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.q.Task(handle)
+}
+
+// SaveTask writes a move task's state to the queue's partition and waits
+// (fenced like every write: an owner that no longer serves writes
+// nothing).
+func (o *Owner) SaveTask(t record.MoveTask) error {
+	o.lock()
+	if err := o.stoppedLocked(); err != nil {
+		o.mu.Unlock()
+		return err
+	}
+	err := o.persistLocked([]*record.Record{o.q.TaskRecord(t)})
+	o.unlock()
+	return err
 }
 
 // Verify reads back the body of every message of a replayed queue (no

@@ -100,6 +100,11 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		if r.Until > q.now {
 			q.dedup.Confirm(enteredKey(r.Key), dedup.Entry{Until: r.Until}, r.Pos)
 		}
+	case record.Task:
+		if r.Task == nil {
+			return fmt.Errorf("queue: a task record without its task")
+		}
+		q.applyTask(*r.Task)
 	default:
 		return fmt.Errorf("queue: a %s record is not a queue's", r.Type)
 	}
@@ -300,7 +305,7 @@ func (q *Queue) LetGoAll() []Gone {
 // SnapshotEach hands emit, one at a time, the records that rebuild the
 // queue's state (its settings aside: the owner's Meta comes first): the
 // FIFO sequence counter, the deduplication ids in their window, how far
-// each origin's deliveries went, and every
+// each origin's deliveries went, its move tasks, and every
 // message's index entry in sequence order, IndexChunk to an Index record
 // (a message leaving is written as it was: its move is not recorded yet).
 // An Index record's Msgs are reused once
@@ -325,6 +330,13 @@ func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 	for _, p := range slices.Sorted(maps.Keys(q.origins)) {
 		if more && q.origins[p].durable > 0 {
 			more = emit(&record.Record{Type: record.Delivered, Partition: p, Seq: q.origins[p].durable})
+		}
+	}
+	q.forgetTasks(t)
+	for i := range q.tasks {
+		if more {
+			tk := q.tasks[i]
+			more = emit(&record.Record{Type: record.Task, Task: &tk})
 		}
 	}
 	if !more {

@@ -125,6 +125,9 @@ type Queue struct {
 	// ms): a purge's record carries it, and so do snapshots, so that the
 	// 60-second rule holds across restarts and owners.
 	purgeUntil int64
+	// tasks are the message move tasks out of the queue, as their latest
+	// durable Task records say, oldest first (tasks.go).
+	tasks []record.MoveTask
 }
 
 // Origin is where a delivered message comes from: a record of another

@@ -128,8 +128,64 @@ func Append(b []byte, r *Record) []byte {
 	case Entered:
 		e.str(r.Key)
 		e.i(r.Until)
+	case Task:
+		encodeTask(e, r.Task)
 	}
 	return e.b
+}
+
+func encodeTask(e *enc, t *MoveTask) {
+	if t == nil {
+		t = &MoveTask{}
+	}
+	e.str(t.Handle)
+	e.str(t.Source)
+	e.str(t.Destination)
+	e.u(uint64(t.Rate))
+	e.byte1(uint8(t.Status))
+	e.i(t.Started)
+	e.i(t.Ended)
+	e.i(t.ToMove)
+	e.i(t.Moved)
+	e.str(t.Failure)
+	e.u(t.Bound)
+	e.flag(t.Filter != nil)
+	if f := t.Filter; f != nil {
+		e.str(f.Tenant)
+		e.str(f.Source)
+		e.str(f.Reason)
+		e.i(f.Since)
+		e.i(f.Until)
+	}
+	e.u(uint64(len(t.Allowed)))
+	for _, a := range t.Allowed {
+		e.str(a)
+	}
+}
+
+func decodeTask(d *dec) *MoveTask {
+	t := &MoveTask{Handle: d.str(), Source: d.str(), Destination: d.str()}
+	rate := d.u()
+	if rate > math.MaxInt32 {
+		d.err = ErrShort
+	}
+	t.Rate = int32(rate)
+	t.Status = TaskStatus(d.byte1())
+	t.Started, t.Ended, t.ToMove, t.Moved = d.i(), d.i(), d.i(), d.i()
+	t.Failure = d.str()
+	t.Bound = d.u()
+	if d.flag() {
+		t.Filter = &TaskFilter{Tenant: d.str(), Source: d.str(), Reason: d.str(), Since: d.i(), Until: d.i()}
+	}
+	n := d.u()
+	if n > uint64(len(d.b)) { // each takes a byte at least
+		d.err = ErrShort
+		return t
+	}
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		t.Allowed = append(t.Allowed, d.str())
+	}
+	return t
 }
 
 func encodeMsg(e *enc, m *Msg) {
@@ -378,6 +434,8 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Name, r.Seq = d.str(), d.u()
 	case Entered:
 		r.Key, r.Until = d.str(), d.i()
+	case Task:
+		r.Task = decodeTask(d)
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

@@ -40,6 +40,11 @@ func samples() []*Record {
 		{Type: Delivered, Partition: 9, Seq: 1 << 40},
 		{Type: Epoch, Name: "n2", Seq: 77},
 		{Type: Entered, Key: "7/1234", Until: 1_700_000_000_000},
+		{Type: Task, Task: &MoveTask{Handle: "eyJ0YXNrSWQiOiJ4In0=", Source: "arn:aws:sqs:us-east-1:000000000000:dlq", Rate: 50,
+			Status: TaskRunning, Started: 1_700_000_000_000, ToMove: 200, Moved: 100, Bound: 1 << 33, Allowed: []string{"src", "other"}}},
+		{Type: Task, Task: &MoveTask{Handle: "h", Source: "arn:aws:sqs:us-east-1:000000000000:dlq", Destination: "arn:aws:sqs:us-east-1:000000000000:q",
+			Status: TaskFailed, Started: 1, Ended: 2, ToMove: 3, Moved: 1, Failure: "AWS.SimpleQueueService.NonExistentQueue", Bound: 9,
+			Filter: &TaskFilter{Tenant: "a", Source: "src", Reason: "Reject", Since: 10, Until: 20}, Allowed: []string{"q"}}},
 	}
 }
 

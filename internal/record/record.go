@@ -6,7 +6,9 @@
 // record states a result, not a change, so that one replayed on top of a
 // snapshot that already holds it does no harm. A queue fed from another
 // partition (a topic's subscription) also holds how far it has taken that
-// partition (Delivered), written with the message it delivered.
+// partition (Delivered), written with the message it delivered. A
+// dead-letter queue holds its message move tasks (Task), each record the
+// task's whole latest state.
 //
 // The codec is binary (a version byte, a type byte, then the type's fields
 // as varints and length-prefixed strings), so the hot path and recovery do
@@ -44,10 +46,11 @@ const (
 	Epoch // a new owner took the partition over: its node and term
 	// Queue partitions.
 	Entered // a message another queue handed over was entered under a key (written with its Send)
+	Task    // a message move task out of the queue, its latest state whole (also in snapshots)
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered"}
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered", "task"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -82,6 +85,7 @@ const (
 //	Delivered: Partition, Seq (the origin partition and the position there)
 //	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
 //	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
+//	Task: Task
 type Record struct {
 	Type Type
 	// Pos is the record's position in its partition (set by the writer of
@@ -98,6 +102,7 @@ type Record struct {
 	Reason    uint8
 
 	Meta    *QueueMeta
+	Task    *MoveTask
 	Msg     *Msg
 	Msgs    []Msg // Index: up to IndexChunk entries
 	Payload *Payload
@@ -167,6 +172,65 @@ func cloneMap(m map[string]string) map[string]string {
 	}
 	return out
 }
+
+// MoveTask is a message move task as its source queue's partition keeps
+// it: enough to list it and, on a new owner of the partition, to resume
+// it. The messages it moves are not listed: they are the source's
+// messages below Bound (that Filter matches) as the source is when the
+// task runs; one moved is no longer there, so a resumed task moves
+// nothing twice.
+type MoveTask struct {
+	Handle      string // the task's handle (its id and source ARN)
+	Source      string // the source queue's ARN
+	Destination string // ARN; "": each message back to the queue it was dead-lettered from
+	Rate        int32  // messages a second; 0: unlimited
+	Status      TaskStatus
+	Started     int64 // unix ms
+	Ended       int64 // unix ms; 0 while running
+	ToMove      int64 // messages to move, as counted at the start
+	Moved       int64 // messages moved, as of this record (behind while running)
+	Failure     string
+	// Bound: the task moves messages whose sequence is below it (the
+	// queue's next position when the task started).
+	Bound  uint64
+	Filter *TaskFilter // nil: every message
+	// Allowed are the queues the task may move messages into: those of
+	// its destination or its messages' sources that its starter was
+	// allowed to use when it started (the starter's authorizer is not
+	// kept; this is what it answered).
+	Allowed []string
+}
+
+// TaskFilter is what a filtered redrive task moves (index fields only).
+type TaskFilter struct {
+	Tenant, Source, Reason string
+	Since, Until           int64 // unix ms; 0: unbounded
+}
+
+// TaskStatus is where a move task is in its life.
+type TaskStatus uint8
+
+// Move task statuses. A task ends once: a record of an ended task is
+// never followed by one that runs it again.
+const (
+	TaskRunning TaskStatus = iota + 1
+	TaskCompleted
+	TaskCancelled
+	TaskFailed
+)
+
+var taskStatusNames = [...]string{"", "RUNNING", "COMPLETED", "CANCELLED", "FAILED"}
+
+// String is the status as SQS names it.
+func (s TaskStatus) String() string {
+	if int(s) < len(taskStatusNames) {
+		return taskStatusNames[s]
+	}
+	return "UNKNOWN"
+}
+
+// Ended reports whether the status is an end.
+func (s TaskStatus) Ended() bool { return s > TaskRunning }
 
 // Msg is a message's index entry as records carry it.
 type Msg struct {
