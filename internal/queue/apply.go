@@ -163,7 +163,9 @@ func (q *Queue) applyVisibility(now time.Time, seq uint64, at int64) {
 	m.VisibleAt = at
 	heap.Fix(&q.timers, int(m.heapIdx))
 	q.eff.WakeAll = true
-	q.Advance(now)
+	// No Advance here: Apply advances after every record, and Replay must
+	// not (an advance now would time out a delivery that a later record
+	// of the log extends, and that record would then find it visible).
 }
 
 // purge removes every message with a sequence below upTo.

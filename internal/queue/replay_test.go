@@ -280,3 +280,57 @@ func TestReplayKeepsExtendedVisibility(t *testing.T) {
 		t.Fatalf("counts after replay: %+v", c)
 	}
 }
+
+// TestReplayedChangeTimesOutNoOther: recovery applies a log's records at
+// one later moment, so applying one must not move time on: a visibility
+// change replayed for one message would time out another whose delivery a
+// later record of the log extends, and that record would then find it
+// visible (a power loss lost acknowledged visibility changes so).
+func TestReplayedChangeTimesOutNoOther(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	cfg := Config{VisibilityTimeout: 30 * time.Second}
+	q := New(cfg)
+	var log []*record.Record
+	for _, body := range []string{"a", "b"} {
+		res := q.Send(t0, &SendSpec{Payload: &record.Payload{ID: body, Body: body}})
+		apply(t, q, t0, res.Record)
+		q.Hold(res.Record.Msg.Seq, Loc{Seg: 1, Off: uint32(res.Record.Pos)})
+		log = append(log, res.Record)
+	}
+	ds := q.ReceiveAll(t0, 2, 30*time.Second)
+	if len(ds) != 2 {
+		t.Fatalf("received %d", len(ds))
+	}
+	for _, d := range ds {
+		log = append(log, d.Record)
+	}
+	// Ten seconds on, both deliveries are extended to 15 minutes, b's first.
+	t1 := t0.Add(10 * time.Second)
+	for _, d := range []Delivery{ds[1], ds[0]} {
+		r := q.VisibilityRecord(d.Msg.Seq, t1.Add(15*time.Minute).UnixMilli())
+		apply(t, q, t1, r)
+		log = append(log, r)
+	}
+	// A power loss; recovery a minute after the receive.
+	now := t0.Add(time.Minute)
+	replay := New(cfg)
+	for _, r := range log {
+		loc := Loc{}
+		if r.Type == record.Send {
+			loc = Loc{Seg: 1, Off: uint32(r.Pos)}
+		}
+		if err := replay.Replay(now, r, loc); err != nil {
+			t.Fatal(err)
+		}
+		if r.Type == record.Send {
+			replay.Hold(r.Msg.Seq, loc)
+		}
+	}
+	replay.Advance(now)
+	for _, d := range ds {
+		m, ok := replay.Lookup(d.Msg.Seq)
+		if !ok || m.State != InFlight || m.VisibleAt != t1.Add(15*time.Minute).UnixMilli() {
+			t.Fatalf("message %d after replay: %+v (found %v), want in flight until %d", d.Msg.Seq, m, ok, t1.Add(15*time.Minute).UnixMilli())
+		}
+	}
+}
