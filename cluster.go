@@ -53,10 +53,19 @@ type ClusterConfig struct {
 	// Secret, when set, authenticates the routes between the embedded
 	// NATS servers: every node must have the same one, and a node that
 	// presents another one (or none) is refused. At least 16 bytes of
-	// ASCII letters, digits and "-._~+/="; sent in clear text, since
-	// routes are not encrypted. Default "": routes are not authenticated.
+	// ASCII letters, digits and "-._~+/="; sent in clear text unless the
+	// routes use TLS (TLSCert). Default "": routes are not authenticated.
 	// Only with Peers.
 	Secret string
+	// TLSCert, TLSKey and TLSCA turn on TLS on the routes between the
+	// embedded NATS servers, verified both ways: the paths of this node's
+	// certificate (PEM, with any intermediates), of its private key (PEM),
+	// and of the CA bundle (PEM) the peers' certificates must chain to.
+	// The certificate must name every host its peers dial it at and allow
+	// serverAuth and clientAuth (natsnode.Config.ClusterTLSCert says
+	// more). All three or none. Default "": plain TCP routes. Only with
+	// Peers.
+	TLSCert, TLSKey, TLSCA string
 	// ClientListen is the embedded NATS server's client listener
 	// (host:port), for NATS tools; "" serves no NATS clients but this
 	// process.
@@ -136,7 +145,8 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
-			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret, Logger: cfg.Logger})
+			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
+			ClusterTLSCert: cc.TLSCert, ClusterTLSKey: cc.TLSKey, ClusterTLSCA: cc.TLSCA, Logger: cfg.Logger})
 		if err != nil {
 			return nil, nil, err
 		}

@@ -469,6 +469,54 @@ func TestServeClusterFlags(t *testing.T) {
 		}
 	}
 
+	// Route TLS: three files, from the flags or the environment (flag
+	// wins), passed on as they are (natsnode reads and checks them).
+	tlsFlags := append(peers, "--cluster-tls-cert", "/etc/sluice/a.pem", "--cluster-tls-key", "/etc/sluice/a-key.pem", "--cluster-tls-ca", "/etc/sluice/ca.pem")
+	tlsEnv := map[string]string{"SLUICE_CLUSTER_TLS_CERT": "/env/a.pem", "SLUICE_CLUSTER_TLS_KEY": "/env/a-key.pem", "SLUICE_CLUSTER_TLS_CA": "/env/ca.pem"}
+	for _, tc := range []struct {
+		args            []string
+		env             map[string]string
+		cert, key, cafi string
+	}{
+		{tlsFlags, nil, "/etc/sluice/a.pem", "/etc/sluice/a-key.pem", "/etc/sluice/ca.pem"},
+		{peers, tlsEnv, "/env/a.pem", "/env/a-key.pem", "/env/ca.pem"},
+		{append(peers, "--cluster-tls-ca", "/etc/sluice/ca.pem"), tlsEnv, "/env/a.pem", "/env/a-key.pem", "/etc/sluice/ca.pem"},
+		{peers, nil, "", "", ""},
+	} {
+		fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }})
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := c.brokerConfig(nil)
+		if err != nil || cfg.Cluster.TLSCert != tc.cert || cfg.Cluster.TLSKey != tc.key || cfg.Cluster.TLSCA != tc.cafi {
+			t.Errorf("serve %v with %v: %+v, %v; want %s, %s, %s", tc.args, tc.env, cfg.Cluster, err, tc.cert, tc.key, tc.cafi)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{append(peers, "--cluster-tls-cert", "a.pem"), nil, "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together; missing: --cluster-tls-key, --cluster-tls-ca"},
+		{append(peers, "--cluster-tls-cert", "a.pem", "--cluster-tls-key", "a-key.pem"), nil, "go together; missing: --cluster-tls-ca"},
+		{peers, map[string]string{"SLUICE_CLUSTER_TLS_CA": "ca.pem"}, "go together; missing: --cluster-tls-cert, --cluster-tls-key"},
+		{tlsFlags[6:], nil, "--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca and --nats-url need --cluster"},
+		{append([]string{"--cluster", "prod", "--node", "a"}, tlsFlags[6:]...), nil, "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca need --peers"},
+		{append([]string{"--cluster", "prod", "--node", "a", "--nats-url", "nats://h1:4222"}, tlsFlags[6:]...), nil, "they do not apply with --nats-url"},
+		{nil, map[string]string{"SLUICE_CLUSTER_TLS_KEY": "a-key.pem"}, "need --cluster"},
+		// natsnode reads the files at start, and names the one it cannot.
+		{tlsFlags, nil, "cluster TLS certificate: open /etc/sluice/a.pem"},
+	} {
+		// Bounded: a node that did start would wait for a quorum.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var errb bytes.Buffer
+		code := Run(ctx, append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(k string) string { return tc.env[k] }})
+		cancel()
+		if code == 0 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("serve %v with %v: code %d: %s\nwant %s", tc.args, tc.env, code, errb.String(), tc.want)
+		}
+	}
+
 	for _, tc := range []struct {
 		args []string
 		flag string

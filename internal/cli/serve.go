@@ -61,6 +61,11 @@ type ServeConfig struct {
 	// in ps), or given in the environment.
 	ClusterSecretFile string // --cluster-secret-file, SLUICE_CLUSTER_SECRET_FILE: the file holding it (wins over SLUICE_CLUSTER_SECRET)
 	ClusterSecret     string // SLUICE_CLUSTER_SECRET only: the secret itself; no flag
+
+	// TLS on the routes between embedded NATS servers, verified both ways.
+	ClusterTLSCert string // --cluster-tls-cert, SLUICE_CLUSTER_TLS_CERT: this node's certificate (PEM, with any intermediates)
+	ClusterTLSKey  string // --cluster-tls-key, SLUICE_CLUSTER_TLS_KEY: its private key (PEM)
+	ClusterTLSCA   string // --cluster-tls-ca, SLUICE_CLUSTER_TLS_CA: the CA bundle (PEM) the peers' certificates must chain to
 }
 
 func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
@@ -98,6 +103,9 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.ClusterAdvertise, "cluster-advertise", def("SLUICE_CLUSTER_ADVERTISE", ""), "the route address (host:port) the other nodes reach this one at, when not --cluster-addr (behind NAT, in a container)")
 	fs.StringVar(&c.ClusterSecretFile, "cluster-secret-file", def("SLUICE_CLUSTER_SECRET_FILE", ""), "file holding the secret that authenticates the routes between nodes, the same on every node (or SLUICE_CLUSTER_SECRET; with --peers)")
 	c.ClusterSecret = env.Getenv("SLUICE_CLUSTER_SECRET")
+	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", def("SLUICE_CLUSTER_TLS_CERT", ""), "this node's certificate (PEM) for TLS on the routes between nodes; with --cluster-tls-key and --cluster-tls-ca, and --peers")
+	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", def("SLUICE_CLUSTER_TLS_KEY", ""), "the private key (PEM) of --cluster-tls-cert")
+	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", def("SLUICE_CLUSTER_TLS_CA", ""), "the CA bundle (PEM) that the other nodes' route certificates must be signed by")
 	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none)")
 	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
@@ -110,8 +118,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 // (nil without --cluster).
 func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if c.Cluster == "" {
-		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" {
-			return nil, errors.New("--node, --peers, --cluster-advertise, --cluster-secret-file (SLUICE_CLUSTER_SECRET) and --nats-url need --cluster")
+		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" || c.clusterTLS() {
+			return nil, errors.New("--node, --peers, --cluster-advertise, --cluster-secret-file (SLUICE_CLUSTER_SECRET), --cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca and --nats-url need --cluster")
 		}
 		return nil, nil
 	}
@@ -152,7 +160,30 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 		}
 		return nil, errors.New("--cluster-secret-file (SLUICE_CLUSTER_SECRET) needs --peers: it authenticates the routes between the embedded NATS servers")
 	}
+	if c.clusterTLS() {
+		const flags = "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca"
+		switch {
+		case cc.NATSURL != "":
+			return nil, errors.New(flags + " are for the routes of the embedded NATS servers (--peers); they do not apply with --nats-url (use a tls:// URL)")
+		case len(cc.Peers) == 0:
+			return nil, errors.New(flags + " need --peers: they encrypt the routes between the embedded NATS servers")
+		case c.ClusterTLSCert == "" || c.ClusterTLSKey == "" || c.ClusterTLSCA == "":
+			var missing []string
+			for _, f := range []struct{ flag, v string }{{"--cluster-tls-cert", c.ClusterTLSCert}, {"--cluster-tls-key", c.ClusterTLSKey}, {"--cluster-tls-ca", c.ClusterTLSCA}} {
+				if f.v == "" {
+					missing = append(missing, f.flag)
+				}
+			}
+			return nil, fmt.Errorf("%s go together; missing: %s", flags, strings.Join(missing, ", "))
+		}
+		cc.TLSCert, cc.TLSKey, cc.TLSCA = c.ClusterTLSCert, c.ClusterTLSKey, c.ClusterTLSCA
+	}
 	return cc, nil
+}
+
+// clusterTLS reports whether any of the route TLS flags is set.
+func (c *ServeConfig) clusterTLS() bool {
+	return c.ClusterTLSCert != "" || c.ClusterTLSKey != "" || c.ClusterTLSCA != ""
 }
 
 // clusterSecret reads the cluster secret from --cluster-secret-file, or

@@ -76,10 +76,32 @@ type Config struct {
 	// presents it. Every node of the cluster must have the same one. At
 	// least MinClusterSecret (16) bytes of ASCII letters, digits and
 	// "-._~+/=" (what hex, base32 and base64 encodings produce), at most
-	// 256. It crosses the network in clear text, since routes are not
-	// encrypted, and is never logged. Default "": routes are not
+	// 256. It crosses the network in clear text unless the routes use TLS
+	// (ClusterTLSCert), and is never logged. Default "": routes are not
 	// authenticated. Only with Peers.
 	ClusterSecret string
+
+	// ClusterTLSCert, ClusterTLSKey and ClusterTLSCA turn on TLS on the
+	// routes between nodes, verified both ways: they are the paths of this
+	// node's certificate (PEM: the certificate, then any intermediate CA
+	// certificates), of its private key (PEM), and of the CA bundle (PEM,
+	// one or more certificates) that the certificates of the peers must
+	// chain to. Every route, accepted or dialled, is TLS 1.3 on which
+	// both nodes present their certificate; a node refuses a peer whose
+	// certificate the bundle does not verify, and on the routes it dials
+	// also one whose certificate does not name the host it dialled (an IP
+	// address or DNS name among the certificate's subject alternative
+	// names). So each node's certificate names every host its peers may
+	// dial it at: its host in Peers, ClusterAdvertise's host, and its IP
+	// address (peers learn routes by gossip at the address a route came
+	// from). It must allow TLS server and client use (extended key usage
+	// serverAuth and clientAuth, or none), and verify against the bundle
+	// itself: Start reads the three files and checks all that, and that
+	// the key is the certificate's. The files are read once, at Start.
+	// All three or none; only with Peers. Default "": plain TCP routes.
+	ClusterTLSCert string
+	ClusterTLSKey  string
+	ClusterTLSCA   string
 
 	// MaxStore is the JetStream file storage limit, in bytes. Default
 	// DefaultMaxStore (64 GiB). Keep it below the free space of Dir's
@@ -99,6 +121,11 @@ type Config struct {
 	// slog.LevelDebug, and trace lines only for LevelTrace. Default: the
 	// log is discarded.
 	Logger *slog.Logger
+}
+
+// routeTLS reports whether any of the route TLS files is set.
+func (c Config) routeTLS() bool {
+	return c.ClusterTLSCert != "" || c.ClusterTLSKey != "" || c.ClusterTLSCA != ""
 }
 
 // LevelTrace is the slog level of nats-server's trace lines (each protocol
@@ -157,6 +184,9 @@ func (c Config) validate() error {
 		if c.ClusterSecret != "" {
 			return configErr("cluster secret is set but there are no peers; a single node has no routes to authenticate")
 		}
+		if c.routeTLS() {
+			return configErr("cluster TLS files are set but there are no peers; a single node has no routes to encrypt")
+		}
 	} else {
 		if c.Cluster == "" {
 			return configErr("cluster name is required when peers are set")
@@ -178,6 +208,24 @@ func (c Config) validate() error {
 		if c.ClusterSecret != "" {
 			if err := CheckClusterSecret(c.ClusterSecret); err != nil {
 				return configErr("%v", err)
+			}
+		}
+		if c.routeTLS() {
+			var missing []string
+			for _, f := range []struct{ name, path string }{
+				{"certificate (ClusterTLSCert)", c.ClusterTLSCert},
+				{"key (ClusterTLSKey)", c.ClusterTLSKey},
+				{"CA bundle (ClusterTLSCA)", c.ClusterTLSCA},
+			} {
+				if f.path == "" {
+					missing = append(missing, f.name)
+				}
+			}
+			switch len(missing) {
+			case 1:
+				return configErr("cluster TLS needs a certificate, its key and a CA bundle; the %s is missing", missing[0])
+			case 2:
+				return configErr("cluster TLS needs a certificate, its key and a CA bundle; the %s and the %s are missing", missing[0], missing[1])
 			}
 		}
 		seen := make(map[string]bool, len(c.Peers))

@@ -36,7 +36,11 @@
 // Ready fails at once with ErrDuplicateNodeName (and with ErrRouteAuth on
 // a node without a secret that a peer refused for it), and the error Ready
 // returns when it gives up wraps ErrClusterNameMismatch or ErrRouteAuth.
-// The secret itself is never logged.
+// The secret itself is never logged. A route whose TLS handshake fails
+// (Config.ClusterTLSCert: a certificate of another CA, expired, or not
+// naming the host dialled; one side without TLS) is logged at Warn in
+// plain words with the peer's address (once per 30 s for one host and
+// reason), and Ready's error when it gives up wraps ErrRouteTLS.
 //
 // # In-process clients
 //

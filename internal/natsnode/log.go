@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"regexp"
 	"strings"
 	"sync"
@@ -27,6 +28,13 @@ var ErrDuplicateNodeName = errors.New("natsnode: another node uses this node's n
 // quorum together. Either side may be the misconfigured one, except that
 // a node without a secret that a peer refuses lacks the cluster's secret.
 var ErrRouteAuth = errors.New("natsnode: cluster secret does not match a peer's")
+
+// ErrRouteTLS says that the TLS handshake of a route between this node
+// and a peer failed (Config.ClusterTLSCert): a certificate that the other
+// side's CA bundle does not verify, that has expired, or that does not
+// name the host dialled; or one side without route TLS. The two never
+// route to each other. Either side may be the misconfigured one.
+var ErrRouteTLS = errors.New("natsnode: route TLS handshake failed")
 
 // conflictRepeat is how long a recognised conflict is logged at Debug after
 // it was logged at Error: nats-server retries a refused route every second.
@@ -54,6 +62,10 @@ var (
 	routeAuthViolationRE = regexp.MustCompile(`Route Error 'Authorization Violation'`)
 	// The connection prefix of a route's log lines.
 	routePrefixRE = regexp.MustCompile(`^(\S+) - rid:\d+ - `)
+	// Logged at Error by both sides of a route whose TLS handshake failed
+	// (client.go, doTLSHandshake), followed by the subjects of the
+	// certificates it could not verify, if any.
+	routeTLSRE = regexp.MustCompile(`^\S+ - rid:\d+ - TLS route handshake error: (.*)$`)
 )
 
 // logAdapter implements nats-server's server.Logger on top of slog, and
@@ -62,6 +74,7 @@ type logAdapter struct {
 	log       *slog.Logger
 	cluster   string // this node's cluster name
 	hasSecret bool   // this node has a cluster secret; set before the server starts
+	hasTLS    bool   // this node's routes use TLS; set before the server starts
 
 	mu             sync.Mutex
 	fatal          error     // the first Fatalf: nats-server gave up starting
@@ -73,7 +86,21 @@ type logAdapter struct {
 	mismatchLogged time.Time // when a mismatch was last logged at Error
 	dupLogged      time.Time // when a duplicate name was last logged at Error
 	authLogged     time.Time // when a refused route authentication was last logged at Error
+	tls            error     // the latest failed route TLS handshake, ErrRouteTLS
+	// When a failed route TLS handshake was last logged at Warn, by the
+	// peer's host and what failed. Bounded: cleared when full.
+	tlsLogged map[string]time.Time
 }
+
+// plainRefusedTLS is what a node without route TLS and without a cluster
+// secret says of a route that did not start with a CONNECT (nats-server
+// calls that an authentication error, parser.go): most likely a peer's
+// TLS handshake.
+const plainRefusedTLS = "the peer sent something other than a route's CONNECT: most likely it uses route TLS and this node does not; every node of a cluster needs route TLS, or none"
+
+// maxTLSLogged bounds logAdapter.tlsLogged: anyone who reaches the route
+// port can fail handshakes from many hosts.
+const maxTLSLogged = 256
 
 func newLogAdapter(log *slog.Logger, cluster string) *logAdapter {
 	return &logAdapter{log: log, cluster: cluster}
@@ -170,10 +197,21 @@ func (a *logAdapter) conflict(line string) bool {
 		return true
 	}
 	if m := routeAuthRefusedRE.FindStringSubmatch(line); m != nil {
+		// nats-server logs this for a route whose first bytes are not a
+		// CONNECT, as well as for one whose CONNECT lacks the secret: a
+		// TLS ClientHello from a peer with route TLS, here where there is
+		// none, is one such.
+		if m[1] == "" && !a.hasSecret && !a.hasTLS {
+			a.tlsFailed(addr, plainRefusedTLS, "", line)
+			return true
+		}
 		// A peer dialled this node with another secret, or none. Such a
 		// peer still accepts the routes this node dials to it.
 		why := "the peer's cluster secret differs from this node's"
-		if m[1] == "" {
+		switch {
+		case m[1] == "" && !a.hasTLS:
+			why = "the peer has no cluster secret (so its own route listener accepts any node), or it uses route TLS and this node does not"
+		case m[1] == "":
 			why = "the peer has no cluster secret (so its own route listener accepts any node)"
 		}
 		a.authRefused(fmt.Errorf("%w: this node refused a route from a peer (connection %s): %s; "+
@@ -188,6 +226,10 @@ func (a *logAdapter) conflict(line string) bool {
 		}
 		a.authRefused(fmt.Errorf("%w: a peer (route %s) refused this node's route: %s; "+
 			"every node of a cluster must have the same cluster secret", ErrRouteAuth, addr, why), false, !a.hasSecret, addr, line)
+		return true
+	}
+	if m := routeTLSRE.FindStringSubmatch(line); m != nil {
+		a.tlsFailed(addr, tlsReason(m[1]), m[1], line)
 		return true
 	}
 	if clusterConflictRE.MatchString(line) {
@@ -219,6 +261,63 @@ func (a *logAdapter) authRefused(err error, in, noSecret bool, addr, line string
 		"peer_addr", addr, "err", err.Error(), "nats", line)
 }
 
+// tlsFailed records and logs a failed route TLS handshake with the peer at
+// addr: at Warn, then at Debug while the same failure with the same host
+// repeats within conflictRepeat (nats-server retries every second).
+func (a *logAdapter) tlsFailed(addr, reason, cause, line string) {
+	err := fmt.Errorf("%w: route with a peer (connection %s): %s", ErrRouteTLS, addr, reason)
+	host := addr
+	if h, _, splitErr := net.SplitHostPort(addr); splitErr == nil {
+		host = h // an accepted route's port is the peer's ephemeral one
+	}
+	key := host + " " + reason
+	a.mu.Lock()
+	a.tls = err
+	now := time.Now()
+	level := slog.LevelDebug
+	if now.Sub(a.tlsLogged[key]) >= conflictRepeat {
+		if a.tlsLogged == nil || len(a.tlsLogged) >= maxTLSLogged {
+			a.tlsLogged = make(map[string]time.Time)
+		}
+		a.tlsLogged[key] = now
+		level = slog.LevelWarn
+	}
+	a.mu.Unlock()
+	attrs := []any{"peer_addr", addr, "reason", reason}
+	if cause != "" {
+		attrs = append(attrs, "tls_error", cause)
+	}
+	a.log.Log(context.Background(), level, "route TLS handshake failed; the route is refused", append(attrs, "nats", line)...)
+}
+
+// tlsReason says in words why a route's TLS handshake failed, from the
+// error nats-server logged. The side that logs it may be the one that
+// dialled or the one that accepted.
+func tlsReason(cause string) string {
+	for _, r := range []struct{ in, reason string }{
+		{"certificate signed by unknown authority", "the peer's certificate is not signed by a CA of this node's CA bundle"},
+		{"remote error: tls: unknown certificate authority", "the peer refused this node's certificate: it is not signed by a CA of the peer's CA bundle"},
+		{"remote error: tls: bad certificate", "the peer refused this node's certificate (not signed by a CA of the peer's CA bundle, expired, or not naming the host the peer dialled: the peer's log says which)"},
+		{"certificate has expired or is not yet valid", "the peer's certificate has expired or is not valid yet (or the two machines' clocks disagree)"},
+		{"remote error: tls: expired certificate", "the peer refused this node's certificate: it has expired or is not valid yet (or the two machines' clocks disagree)"},
+		{"certificate is valid for", "the peer's certificate does not name the host this node dialled it at (an IP address or DNS name in its subject alternative names)"},
+		{"certificate is not valid for any names", "the peer's certificate names no host (it needs its IP address or DNS name in its subject alternative names)"},
+		{"incompatible key usage", "the certificate's extended key usage does not allow this use: a node's certificate needs serverAuth and clientAuth"},
+		{"client didn't provide a certificate", "the peer presented no certificate"},
+		{"first record does not look like a TLS handshake", "the peer does not use TLS on its routes: every node of a cluster needs route TLS, or none"},
+		{"remote error: tls: certificate required", "the peer requires a certificate and this node presented none"},
+		{"remote error: tls: protocol version not supported", "the peer does not speak TLS 1.3"},
+		{"i/o timeout", "the handshake timed out: the peer may not use TLS on its routes, or be too slow to answer"},
+		{"EOF", "the peer closed the connection during the handshake: it may not use TLS on its routes, or have refused this node's certificate"},
+		{"connection reset by peer", "the peer closed the connection during the handshake: it may not use TLS on its routes, or have refused this node's certificate"},
+	} {
+		if strings.Contains(cause, r.in) {
+			return r.reason
+		}
+	}
+	return "the TLS handshake failed"
+}
+
 // repeatLevel is the level to log a conflict at now, given when it was
 // last logged at Error: Error at most once per conflictRepeat, Debug in
 // between. The caller holds the adapter's lock.
@@ -245,6 +344,13 @@ func (a *logAdapter) authState() (auth, noSecret error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return errors.Join(a.authOut, a.authIn), a.noSecret
+}
+
+// tlsState returns the latest failed route TLS handshake, nil if none.
+func (a *logAdapter) tlsState() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.tls
 }
 
 // fatalError is a Fatalf line with the error it reported, if any.

@@ -3,6 +3,8 @@ package natsnode
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -81,7 +83,14 @@ func Start(cfg Config) (*Node, error) {
 	if cfg.ClientAddr == "" && len(cfg.Peers) > 0 {
 		token = rand.Text()
 	}
-	opts, err := serverOptions(cfg, token)
+	var routeTLS *tls.Config
+	var leaf *x509.Certificate
+	if cfg.routeTLS() {
+		if routeTLS, leaf, err = routeTLSConfig(cfg, time.Now()); err != nil {
+			return nil, err
+		}
+	}
+	opts, err := serverOptions(cfg, token, routeTLS)
 	if err != nil {
 		return nil, err
 	}
@@ -92,6 +101,7 @@ func Start(cfg Config) (*Node, error) {
 	log := cfg.Logger.With("node", cfg.Node)
 	adapter := newLogAdapter(log, cfg.Cluster)
 	adapter.hasSecret = cfg.ClusterSecret != ""
+	adapter.hasTLS = routeTLS != nil
 	ctx := context.Background()
 	srv.SetLoggerV2(adapter, log.Enabled(ctx, slog.LevelDebug), log.Enabled(ctx, LevelTrace), false)
 
@@ -126,17 +136,23 @@ func Start(cfg Config) (*Node, error) {
 	}
 	if len(cfg.Peers) > 0 {
 		// Whether there is a secret, never the secret.
-		attrs = append(attrs, "routes_authenticated", cfg.ClusterSecret != "")
+		attrs = append(attrs, "routes_authenticated", cfg.ClusterSecret != "", "routes_tls", routeTLS != nil)
 	}
 	log.Info("NATS node started", append(attrs, "peers", len(cfg.Peers), "client_url", clientURL(cfg, srv), "dir", cfg.Dir)...)
+	if leaf != nil {
+		if problem := checkRouteTLSHost(cfg, leaf); problem != "" {
+			log.Warn(problem, "cert", cfg.ClusterTLSCert)
+		}
+	}
 	n := &Node{cfg: cfg, srv: srv, log: log, adapter: adapter, token: token}
 	n.fresh.Store(fresh)
 	return n, nil
 }
 
 // serverOptions translates cfg into nats-server's options.
-// A non-empty token is required from every client (see Node.Connect).
-func serverOptions(cfg Config, token string) (*server.Options, error) {
+// A non-empty token is required from every client (see Node.Connect);
+// a non-nil routeTLS is the routes' TLS configuration.
+func serverOptions(cfg Config, token string, routeTLS *tls.Config) (*server.Options, error) {
 	opts := &server.Options{
 		ServerName: cfg.Node,
 		JetStream:  true,
@@ -193,6 +209,14 @@ func serverOptions(cfg Config, token string) (*server.Options, error) {
 		for _, p := range cfg.Peers {
 			opts.Routes = append(opts.Routes, &url.URL{Scheme: "nats", Host: p, User: user})
 		}
+		if routeTLS != nil {
+			// Every route, accepted or dialled, then starts with a TLS
+			// handshake (before nats-server's INFO and CONNECT, so the
+			// secret too is encrypted), and nats-server refuses a route
+			// whose handshake fails.
+			opts.Cluster.TLSConfig = routeTLS
+			opts.Cluster.TLSTimeout = routeTLSTimeout.Seconds()
+		}
 	}
 	return opts, nil
 }
@@ -245,8 +269,9 @@ func (n *Node) Server() *server.Server { return n.srv }
 // them through the routes they dial to it, leaving its own route listener
 // open to anyone), or ErrStopped if the node stops. When ctx ends first
 // it returns an error wrapping ctx.Err() and, if routes were refused
-// because of a cluster name, ErrClusterNameMismatch, and if they were
-// refused because of a cluster secret, ErrRouteAuth.
+// because of a cluster name, ErrClusterNameMismatch, if they were
+// refused because of a cluster secret, ErrRouteAuth, and if a route's TLS
+// handshake failed, ErrRouteTLS.
 //
 // Right after a cluster forms, the meta leader may not have received every
 // peer's statistics yet; until it has, creating a replicated stream fails
@@ -290,6 +315,9 @@ func (n *Node) Ready(ctx context.Context) error {
 			if auth != nil {
 				attrs = append(attrs, "route_auth", auth.Error())
 			}
+			if tlsErr := n.adapter.tlsState(); tlsErr != nil {
+				attrs = append(attrs, "route_tls", tlsErr.Error())
+			}
 			if n.fresh.Load() && len(n.cfg.Peers) > 0 {
 				attrs = append(attrs, "hint", "a new cluster elects its first meta leader only once every node in Peers is up; later a majority is enough")
 			}
@@ -305,6 +333,9 @@ func (n *Node) Ready(ctx context.Context) error {
 			}
 			if auth, _ := n.adapter.authState(); auth != nil {
 				err = errors.Join(err, auth)
+			}
+			if tlsErr := n.adapter.tlsState(); tlsErr != nil {
+				err = errors.Join(err, tlsErr)
 			}
 			return err
 		case <-tick.C:
