@@ -285,7 +285,11 @@ func (m *Manager) giveUp(p store.PartitionID, to, why string) bool {
 func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	key := partKey(p)
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
+	// Attempts of at most a second, tried again at the next tick: while
+	// the bucket elects a leader (its leader died with the owner, 4-9 s)
+	// a create is unanswered, and the first one sent after the election
+	// should not wait out an older attempt's timeout.
+	ctx, cancel := context.WithTimeout(m.ctx, min(m.opTimeout, time.Second))
 	rev, err := m.create(ctx, key)
 	cancel()
 	if err != nil && !conflict(err) && m.ctx.Err() == nil {
@@ -300,7 +304,7 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	default:
 		if m.ctx.Err() == nil {
 			m.log.Warn("taking a partition's lease failed", "partition", p, "err", err)
-			ls.retryAt[p] = time.Now().Add(m.cfg.RankStep)
+			ls.retryAt[p] = time.Now().Add(min(m.cfg.RankStep, m.cfg.Tick))
 		}
 		return
 	}
