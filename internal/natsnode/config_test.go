@@ -53,14 +53,7 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := valid()
 			tc.modify(&cfg)
-			n, err := natsnode.Start(cfg)
-			if err == nil {
-				n.Close()
-				t.Fatal("Start succeeded")
-			}
-			if !errors.Is(err, natsnode.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Start: %v\nwant an ErrConfig containing %q", err, tc.want)
-			}
+			startRefused(t, cfg, tc.want)
 		})
 	}
 }
@@ -94,4 +87,19 @@ func TestStartAddressInUse(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startRefused starts a node with cfg, which must be refused with an
+// ErrConfig containing want, and returns the error.
+func startRefused(t *testing.T, cfg natsnode.Config, want string) error {
+	t.Helper()
+	n, err := natsnode.Start(cfg)
+	if err == nil {
+		n.Close()
+		t.Fatal("Start succeeded")
+	}
+	if !errors.Is(err, natsnode.ErrConfig) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Start: %v\nwant an ErrConfig containing %q", err, want)
+	}
+	return err
 }

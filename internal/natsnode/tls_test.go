@@ -469,14 +469,7 @@ func TestRouteTLSRejectsBad(t *testing.T) {
 			if tc.peers != nil {
 				cfg.ClusterAddr = peers[0]
 			}
-			n, err := natsnode.Start(cfg)
-			if err == nil {
-				n.Close()
-				t.Fatal("Start succeeded")
-			}
-			if !errors.Is(err, natsnode.ErrConfig) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Start: %v\nwant an ErrConfig containing %q", err, tc.want)
-			}
+			err := startRefused(t, cfg, tc.want)
 			if strings.Contains(err.Error(), keyBody) || strings.Contains(err.Error(), "BEGIN PRIVATE KEY") {
 				t.Errorf("Start: %v quotes a file", err)
 			}
