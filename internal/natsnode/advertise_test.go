@@ -103,11 +103,7 @@ func TestClusterAdvertise(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), natstest.ReadyTimeout)
 	defer cancel()
-	for _, n := range nodes {
-		if err := n.Ready(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	mustReady(ctx, t, nodes)
 	names := func(n *natsnode.Node) []string {
 		var out []string
 		for _, p := range n.Peers() {

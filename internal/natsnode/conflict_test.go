@@ -210,3 +210,14 @@ func TestDuplicateNodeName(t *testing.T) {
 		}
 	}
 }
+
+// mustReady waits until every node has its JetStream quorum (Ready), or
+// ends the test.
+func mustReady(ctx context.Context, t *testing.T, nodes []*natsnode.Node) {
+	t.Helper()
+	for _, n := range nodes {
+		if err := n.Ready(ctx); err != nil {
+			t.Fatalf("%s: %v", n.Name(), err)
+		}
+	}
+}

@@ -81,11 +81,7 @@ func TestClusterSecret(t *testing.T) {
 	nodes := startNodes(t, 3, cfgs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	for _, n := range nodes {
-		if err := n.Ready(ctx); err != nil {
-			t.Fatalf("%s: %v", n.Name(), err)
-		}
-	}
+	mustReady(ctx, t, nodes)
 	peerNames := func(n *natsnode.Node) string {
 		var names []string
 		for _, p := range n.Peers() {

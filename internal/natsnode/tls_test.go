@@ -143,11 +143,7 @@ func TestRouteTLS(t *testing.T) {
 	nodes := startNodes(t, 3, cfgs)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	for _, n := range nodes {
-		if err := n.Ready(ctx); err != nil {
-			t.Fatalf("%s: %v", n.Name(), err)
-		}
-	}
+	mustReady(ctx, t, nodes)
 	eventually(t, "every node routed to both others", func() error {
 		for _, n := range nodes {
 			if p := n.Peers(); len(p) != 2 {

@@ -60,6 +60,13 @@ type Remote struct {
 	Cancel func(ctx context.Context, queue, handle string) (int64, error)
 }
 
+// remoteOf returns how the tools reach other nodes (zero: a single node).
+func (t *Tools) remoteOf() Remote {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.remote
+}
+
 // SetRemote connects the tools to the other nodes of a cluster.
 func (t *Tools) SetRemote(r Remote) {
 	t.mu.Lock()
@@ -538,13 +545,8 @@ func (t *Tools) ListMoveTasks(ctx context.Context, src string, max int) ([]st.Mo
 		return nil, resourceNotFound("SourceArn")
 	}
 	out, err := t.ListLocal(name, max)
-	if errors.Is(err, partition.ErrNotOwner) {
-		t.mu.Lock()
-		list := t.remote.List
-		t.mu.Unlock()
-		if list != nil {
-			return list(ctx, name, max)
-		}
+	if list := t.remoteOf().List; errors.Is(err, partition.ErrNotOwner) && list != nil {
+		return list(ctx, name, max)
 	}
 	return out, err
 }
@@ -636,13 +638,8 @@ func (t *Tools) CancelMoveTask(ctx context.Context, handle string) (int64, error
 		return 0, invalidHandle()
 	}
 	moved, err := t.CancelLocal(name, handle)
-	if errors.Is(err, partition.ErrNotOwner) {
-		t.mu.Lock()
-		cancel := t.remote.Cancel
-		t.mu.Unlock()
-		if cancel != nil {
-			return cancel(ctx, name, handle)
-		}
+	if cancel := t.remoteOf().Cancel; errors.Is(err, partition.ErrNotOwner) && cancel != nil {
+		return cancel(ctx, name, handle)
 	}
 	return moved, err
 }
