@@ -132,14 +132,20 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	case m.closed:
 		return Failed(ErrClosed)
 	}
-	mp := m.part(p)
+	var last uint64 // 0 for a partition never written or dropped
+	if mp := m.parts[p]; mp != nil {
+		last = mp.last
+	}
 	if m.fail != nil {
 		m.stats.FailedWrites++
-		return Failed(&AppendError{Err: m.fail, P: p, Last: mp.last})
+		return Failed(&AppendError{Err: m.fail, P: p, Last: last})
 	}
-	if prev != mp.last {
-		return Failed(&AppendError{Err: ErrFenced, P: p, Last: mp.last})
+	if prev != last {
+		// Creates nothing: a late write to a dropped partition leaves it
+		// dropped.
+		return Failed(&AppendError{Err: ErrFenced, P: p, Last: last})
 	}
+	mp := m.part(p)
 	if snapshot {
 		mp.recs = mp.recs[:0:0]
 		mp.snapAt = prev + 1

@@ -55,7 +55,12 @@
 //   - Drop(p, prev) removes a partition: once the drop is durable nothing
 //     of it is replayed or read again. It is fenced as an append is: prev
 //     must be p's last position, so a stale owner cannot drop what a new
-//     one writes.
+//     one writes. A write after the drop at one of p's old positions (a
+//     late compaction copy, a writer that does not know) is fenced and
+//     brings nothing back. A store may refuse p for good (the disk log
+//     does); a shared one starts p anew on an append at position 0 (the
+//     owner reserves a partition id in its catalog before it writes
+//     there, so a node reuses one only when its catalog write failed).
 //   - ReplayPartition(p, 0, fn) is how an owner takes p over (acquire):
 //     it hands over p's newest snapshot and the records after it, and
 //     makes this store the writer of p from the last position replayed,

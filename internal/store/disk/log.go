@@ -233,7 +233,11 @@ type Log struct {
 	lastSync time.Time
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64
-	frame    []format.Record // scratch: the records of the frame being encoded
+	// gone: partitions dropped in this process or named by the manifest
+	// at replay. A later write to one is fenced: it would bring back a
+	// partition no one snapshots or drops, holding the floor for good.
+	gone  map[store.PartitionID]bool
+	frame []format.Record // scratch: the records of the frame being encoded
 
 	reader *segread.Reader    // reads bodies back
 	prep   *prealloc.Preparer // prepares the next segment, if Preallocate
@@ -262,7 +266,7 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}),
 		segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
-		dropLast: map[store.PartitionID]uint32{}, last: map[store.PartitionID]uint64{}, kick: make(chan struct{}, 1),
+		dropLast: map[store.PartitionID]uint32{}, last: map[store.PartitionID]uint64{}, gone: map[store.PartitionID]bool{}, kick: make(chan struct{}, 1),
 		recovering: true}
 	l.cond = sync.NewCond(&l.mu)
 	l.disk = freespace.New(fs, dir, opts.Logger, l.dropPrepared)
@@ -365,7 +369,9 @@ func (l *Log) Snapshot(p store.PartitionID, prev uint64, recs iter.Seq[store.Rec
 }
 
 // Drop removes p, fenced on its last position prev: once the future
-// resolves nothing of it is replayed.
+// resolves nothing of it is replayed, and every later write to it is
+// fenced (its id is not used again: the engine reserves ids in its
+// catalog before it writes to them).
 // Leave does nothing: the log's partitions have no other writer.
 func (l *Log) Leave(store.PartitionID) {}
 
@@ -422,7 +428,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 		switch o.kind {
 		case opAppend, opSnapshot, opSnapFile:
 			last := l.last[o.p]
-			if o.prev != last {
+			if o.prev != last || l.gone[o.p] {
 				o.fut.Resolve(nil, 0, &store.AppendError{Err: store.ErrFenced, P: o.p, Last: last})
 				continue
 			}
@@ -432,11 +438,17 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			l.last[o.p] = last + o.count()
 			o.end = l.last[o.p]
 		case opDrop:
-			if last := l.last[o.p]; o.prev != last {
+			last := l.last[o.p]
+			if o.prev != last || l.gone[o.p] {
 				o.fut.Resolve(nil, 0, &store.AppendError{Err: store.ErrFenced, P: o.p, Last: last})
 				continue
 			}
+			if last == 0 && l.parts[o.p] == nil {
+				o.fut.Resolve(nil, 0, nil) // never written: nothing to drop
+				continue
+			}
 			dropped = append(dropped, o.p)
+			l.gone[o.p] = true
 		}
 		o.frameOff = len(buf)
 		buf = l.appendOp(buf, o, dropped)
@@ -450,6 +462,9 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 	if err != nil {
 		for p, v := range restore {
 			l.last[p] = v
+		}
+		for _, p := range dropped {
+			delete(l.gone, p)
 		}
 		for _, o := range ok {
 			o.fut.Resolve(nil, 0, &store.AppendError{Err: err, P: o.p, Last: l.last[o.p]})

@@ -510,6 +510,74 @@ func TestCompaction(t *testing.T) {
 	}
 }
 
+// TestMoveAfterDropBringsNothingBack: compaction may copy a body of a
+// partition forward just after the partition was dropped (it chose the
+// body before). Once the drop is older than the floor the manifest no
+// longer names the partition: replay must not take the copy for a live
+// partition, which no one would snapshot or drop again, so that it held
+// the floor, and the disk, for good.
+func TestMoveAfterDropBringsNothingBack(t *testing.T) {
+	dir := t.TempDir()
+	opts := Options{SegmentBytes: 16 << 10, Logger: quiet()}
+	l, _ := openLog(t, vfs.OS{}, dir, opts)
+	o := &liveOwner{hints: map[uint64]store.Hint{}}
+	var last uint64
+	for i := 0; i < 100; i++ {
+		o.hints[last+1] = appendOne(t, l, 1, last, true, fmt.Sprintf("body-%03d-%s", i, strings.Repeat("b", 500)))
+		last++
+	}
+	for pos, h := range o.hints {
+		if pos%10 != 0 {
+			l.Release(1, pos, h)
+			delete(o.hints, pos)
+		}
+	}
+	if err := l.Snapshot(1, last, slices.Values([]store.Rec{{Data: []byte("index")}})).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Drop(1, last+1).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dropSeg := l.active
+	// Partition 2 fills the segment of the drop; partition 3 starts in a
+	// later one and holds the floor there, below the copies.
+	var last2, last3 uint64
+	for l.active == dropSeg {
+		appendOne(t, l, 2, last2, false, strings.Repeat("x", 500))
+		last2++
+	}
+	appendOne(t, l, 3, last3, false, "three")
+	last3++
+	if l.Compact(1<<20, o); o.moved == 0 {
+		t.Fatal("compaction moved nothing of the dropped partition")
+	}
+	snapshot := func(p store.PartitionID, last *uint64) {
+		t.Helper()
+		if err := l.Snapshot(p, *last, slices.Values([]store.Rec{{Data: []byte("index")}})).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		*last++
+	}
+	snapshot(2, &last2)
+	if len(l.man.Dropped) != 0 || l.man.Floor > uint64(l.active) {
+		t.Fatalf("the manifest names dropped partitions %v, floor %d: the test does not reach the case", l.man.Dropped, l.man.Floor)
+	}
+	l.Close()
+	l, r := openLog(t, vfs.OS{}, dir, opts)
+	if len(r[1]) != 0 {
+		t.Fatalf("replay handed over %d records of the dropped partition", len(r[1]))
+	}
+	if ps, err := l.Partitions(); err != nil || !slices.Equal(ps, []store.PartitionID{2, 3}) {
+		t.Fatalf("partitions after the reopen: %v %v, want [2 3]", ps, err)
+	}
+	l.Recovered()
+	snapshot(2, &last2)
+	snapshot(3, &last3)
+	if floor, active := l.man.Floor, uint64(l.active); floor != active {
+		t.Fatalf("after a snapshot of every partition the floor is segment %d, the active one %d", floor, active)
+	}
+}
+
 // TestCompactionAfterRestart: a segment below the floor that a restart
 // found (replay does not read it, so how many records were written in it
 // is unknown) is still compacted once mostly dead: disk use follows live

@@ -52,6 +52,7 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	skip := map[store.PartitionID]bool{}
 	for _, p := range man.Dropped {
 		skip[p] = true
+		l.gone[p] = true
 	}
 	var good int64
 	for _, s := range segs {
@@ -205,6 +206,14 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 			}
 			h := store.Hint{A: seg, B: uint32(off), C: uint32(flen), D: uint32(i)}
 			pt := l.parts[r.P]
+			if pt == nil && r.Kind == format.KindMoved {
+				// A copy compaction made of a body of a partition dropped
+				// meanwhile, whose drop the manifest no longer names (a
+				// live partition's records start before any copy of its
+				// bodies). Nobody keeps it; taken for a partition, it
+				// would hold the floor for good.
+				continue
+			}
 			if pt == nil {
 				pt = &part{from: seg}
 				l.parts[r.P] = pt

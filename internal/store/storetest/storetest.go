@@ -495,6 +495,14 @@ func drop(t *testing.T, h *Harness) {
 	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{5}) {
 		t.Fatalf("partitions after the drop: %v %v, want [5]", ps, err)
 	}
+	// A write after the drop, by a writer that does not know of it, is
+	// fenced: it neither brings the partition back nor keeps its space.
+	if err := s.Append(4, 2, recs(true, "late")).Wait(ctx); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("an append after the drop: %v, want ErrFenced", err)
+	}
+	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{5}) {
+		t.Fatalf("partitions after a late append to a dropped one: %v %v, want [5]", ps, err)
+	}
 	s = h.Reopen()
 	r := replayAll(t, s)
 	if ps, err := s.Partitions(); err != nil || !equal(ps, []store.PartitionID{5}) {
