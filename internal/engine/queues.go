@@ -87,7 +87,14 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 	// what it creates (the cluster may hand it to another node later).
 	e.queues[name], e.byPart[p] = o, o
 	e.mu.Unlock()
-	err = e.claim(p)
+	// The catalog reserves the id before anything is written under it:
+	// should the creation fail and its partition be dropped, no later
+	// queue gets the id again after a restart (a store may refuse a
+	// dropped partition for good).
+	err = e.catalogAppend(&record.Record{Type: record.Catalog, NextPartition: uint64(p) + 1})
+	if err == nil {
+		err = e.claim(p)
+	}
 	if err == nil {
 		err = o.Create()
 	}
