@@ -7,7 +7,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -181,8 +183,9 @@ func (c *clusterSim) stop(n *simNode, crash bool) {
 	n.b = nil
 }
 
-// restartNode stops a random node, gracefully or as a crash, and starts
-// it again on its data, then waits until every queue has an owner.
+// restartNode stops a node, gracefully or as a crash, waits until the
+// others own its queues, starts it again on its data, then waits until
+// every queue has an owner.
 func (c *clusterSim) restartNode(crash bool) string {
 	before := c.owners()
 	for q, o := range before {
@@ -190,13 +193,47 @@ func (c *clusterSim) restartNode(crash bool) string {
 			c.rebalanced++ // moved while operations ran
 		}
 	}
-	n := c.nodes[c.s.rng.IntN(len(c.nodes))]
+	// The node stopped owns a queue, when one does, so that every
+	// restart and crash of the run moves one.
+	var owning []*simNode
+	for _, m := range c.nodes {
+		if slices.Contains(slices.Collect(maps.Values(before)), m.name) {
+			owning = append(owning, m)
+		}
+	}
+	if len(owning) == 0 {
+		owning = c.nodes
+	}
+	n := owning[c.s.rng.IntN(len(owning))]
 	if crash {
 		c.crashes++
 	} else {
 		c.restarts++
 	}
 	c.stop(n, crash)
+	// The node stays down until the others took its queues (handed over,
+	// or once its leases expired), as a machine that does not come back
+	// at once: otherwise it may win its own leases back.
+	var during map[string]string
+	if !c.await(func() bool {
+		during = c.owners()
+		for _, o := range during {
+			if o == "" || o == n.name {
+				return false
+			}
+		}
+		return len(during) == len(before)
+	}) {
+		c.s.fail("%s stopped: its queues not taken over after %s: %v", n.name, moveWait, during)
+	}
+	for _, o := range before {
+		switch {
+		case o == n.name && crash:
+			c.failovers++
+		case o == n.name:
+			c.handovers++
+		}
+	}
 	b, err := sluice.Open(n.cfg)
 	if err != nil {
 		c.s.fail("start %s again: %v", n.name, err)
@@ -213,13 +250,6 @@ func (c *clusterSim) restartNode(crash bool) string {
 		return len(after) == len(before)
 	}) {
 		c.s.fail("queues without an owner %s after %s stopped: %v", moveWait, n.name, after)
-	}
-	for q, o := range before {
-		if o == n.name && after[q] != o && crash {
-			c.failovers++
-		} else if o == n.name && after[q] != o {
-			c.handovers++
-		}
 	}
 	c.lastOwners = after
 	return n.name
