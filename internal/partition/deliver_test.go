@@ -2,9 +2,11 @@ package partition
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,7 +85,7 @@ func TestDeliverOncePerOriginPosition(t *testing.T) {
 		from := make([]queue.Origin, len(pos))
 		for i, p := range pos {
 			in[i] = st.SendInput{Body: "m" + string(rune('0'+p))}
-			from[i] = queue.Origin{Partition: 9, Pos: p}
+			from[i] = queue.Origin{Partition: 9, Pos: p, After: p - 1}
 		}
 		res, errs, err := o.Send(ctx, in, from, true)
 		if err != nil {
@@ -135,7 +137,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 	ctx := context.Background()
 	o := openWithQueue(t, nil)
 	in := []st.SendInput{{Body: "9:1"}, {Body: ""}, {Body: "9:3"}, {Body: "8:1"}}
-	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2}, {Partition: 9, Pos: 3}, {Partition: 8, Pos: 1}}
+	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2, After: 1}, {Partition: 9, Pos: 3, After: 2}, {Partition: 8, Pos: 1}}
 	res, errs, err := o.Send(ctx, in, from, true)
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +150,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 	}
 	// The origin delivers 2 again (now valid), then 3: both are taken.
 	for _, pos := range []uint64{2, 3} {
-		res, errs, err := o.Send(ctx, []st.SendInput{{Body: "9:" + string(rune('0'+pos))}}, []queue.Origin{{Partition: 9, Pos: pos}}, true)
+		res, errs, err := o.Send(ctx, []st.SendInput{{Body: "9:" + string(rune('0'+pos))}}, []queue.Origin{{Partition: 9, Pos: pos, After: pos - 1}}, true)
 		if err != nil || errs[0] != nil || res[0].MessageID == "" {
 			t.Fatalf("9:%d delivered again: %v %v", pos, err, errs[0])
 		}
@@ -156,5 +158,64 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 	bodies := receiveBodies(t, o)
 	if !slices.Equal(bodies, []string{"8:1", "9:1", "9:2", "9:3"}) {
 		t.Fatalf("the queue holds %v", bodies)
+	}
+}
+
+// A delivery names the position it follows, and is refused when the
+// queue's mark of its origin is elsewhere: a delivery throttled (its
+// tenant over its send limit) is not passed over by the next one, which
+// would make it a "duplicate" when delivered again, and lose it. One call
+// writes one Delivered record an origin, however many it takes.
+func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := store.NewMemory()
+	o := New(testHost(t, s, clk), 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"TenantSendRate": "1", "TenantSendBurst": "1"}})
+	if err := o.Create(); err != nil {
+		t.Fatal(err)
+	}
+	send := func(origins []queue.Origin, tenants ...string) []error {
+		t.Helper()
+		in := make([]st.SendInput, len(origins))
+		for i, f := range origins {
+			in[i] = st.SendInput{Body: fmt.Sprintf("9:%d", f.Pos), GroupID: tenants[i]}
+		}
+		_, errs, err := o.Send(ctx, in, origins, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return errs
+	}
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 1}}, "a"); errs[0] != nil {
+		t.Fatalf("9:1: %v", errs[0])
+	}
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}}, "a"); st.CodeOf(errs[0]) != st.CodeRequestThrottled {
+		t.Fatalf("9:2 over tenant a's limit: %v, want throttled", errs[0])
+	}
+	// Position 4 follows 2 (3 was filtered out): refused, the mark is at 1.
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 4, After: 2}}, "b"); st.CodeOf(errs[0]) != st.CodeServiceUnavailable ||
+		!strings.Contains(errs[0].Error(), "up to position 1") {
+		t.Fatalf("9:4 after the refused 9:2: %v, want refused naming position 1", errs[0])
+	}
+	clk.Advance(2 * time.Second)
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}, {Partition: 9, Pos: 4, After: 2}}, "a", "b"); errs[0] != nil || errs[1] != nil {
+		t.Fatalf("9:2 and 9:4 again: %v %v", errs[0], errs[1])
+	}
+	if bodies := receiveBodies(t, o); !slices.Equal(bodies, []string{"9:1", "9:2", "9:4"}) {
+		t.Fatalf("the queue holds %v, want 9:1, 9:2, 9:4 once each", bodies)
+	}
+	var marks []uint64
+	err := s.Replay(func(e store.Entry) error {
+		r, err := record.Decode(e.Data, false)
+		if err == nil && r.Type == record.Delivered {
+			marks = append(marks, r.Seq)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(marks, []uint64{1, 4}) {
+		t.Fatalf("Delivered records at %v, want one a write: [1 4]", marks)
 	}
 }

@@ -21,13 +21,15 @@ import (
 // from, when not nil, delivers messages that come from records of other
 // partitions (a topic's publishes), each at most once: from[i] is where
 // in[i] comes from, and deliveries from one origin partition come in
-// position order. A message from a position the queue has taken already
-// is answered as sent, with no message id, and not sent again: a cursor
-// that delivers again after a crash makes no duplicate. The queue's mark
-// of how far it took each origin is written in the same append as the
-// message. A message refused (errs[i]) takes no position, and the later
-// messages of its origin in the call are refused with it: deliver them
-// again after it.
+// position order, each naming the one it follows (queue.Origin). A
+// message from a position the queue has taken already is answered as
+// sent, with no message id, and not sent again: a cursor that delivers
+// again after a crash makes no duplicate. One that does not follow the
+// queue's mark of its origin is refused (the error names the mark): a
+// refused delivery is never passed over. The marks are written in the
+// same append as the messages, one record an origin. A message refused
+// (errs[i]) takes no position, and the later messages of its origin in
+// the call are refused with it: deliver them again after it.
 func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
 	if batch {
 		if err := message.CheckBatch(in); err != nil {
@@ -74,7 +76,8 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	now := h.Clock.Now()
 	var recs []*record.Record
 	var sent []int
-	var held []uint64 // with from: the origins with a message refused in this call
+	var held []uint64   // with from: the origins with a message refused in this call
+	var marked []uint64 // the origins whose marks moved: one Delivered record each
 	for i, spec := range specs {
 		if from != nil && (errs[i] != nil || slices.Contains(held, from[i].Partition)) {
 			// Nothing after a refused message of an origin is taken: the
@@ -97,6 +100,10 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 			if from != nil {
 				held = append(held, from[i].Partition)
 			}
+		case r.Gap:
+			errs[i] = st.Errorf(st.CodeServiceUnavailable, "Not delivered: the queue has taken partition %d up to position %d, and this delivery follows %d; deliver from there.",
+				from[i].Partition, r.Mark, from[i].After)
+			held = append(held, from[i].Partition)
 		case r.Dup:
 			res[i].MessageID, res[i].SequenceNumber = r.DupID, r.SeqNum
 		default:
@@ -104,10 +111,11 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 			recs = append(recs, r.Record)
 			sent = append(sent, i)
 		}
-		if r.Mark != nil {
-			recs = append(recs, r.Mark)
+		if r.Marked && !slices.Contains(marked, from[i].Partition) {
+			marked = append(marked, from[i].Partition)
 		}
 	}
+	recs = append(recs, o.q.Marks(marked)...)
 	if len(recs) == 0 {
 		o.mu.Unlock()
 		if !batch && errs[0] != nil {

@@ -37,9 +37,15 @@ type SendResult struct {
 	// already (DupID "").
 	Dup   bool
 	DupID string
-	// Mark is the Delivered record to persist with a delivery from a new
-	// origin position (with Record, or alone for a FIFO duplicate).
-	Mark *record.Record
+	// Marked: a delivery from a new origin position (taken, or a FIFO
+	// duplicate) moved its origin's mark; Marks makes the Delivered
+	// record to persist with the call's records.
+	Marked bool
+	// Gap: a delivery that does not follow its origin's mark (Mark, the
+	// last position taken from it) is refused: taking it would pass over
+	// the positions in between.
+	Gap  bool
+	Mark uint64
 	// Throttled: over the tenant's send limit; try again after RetryAfter.
 	Throttled  bool
 	RetryAfter time.Duration
@@ -54,8 +60,12 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	t := ms(now)
 	q.now = max(q.now, t)
 	if o := in.Origin; o != nil {
-		if mk := q.origins[o.Partition]; o.Pos <= max(mk.durable, mk.pending) {
+		mk := q.origins[o.Partition]
+		switch at := max(mk.durable, mk.pending); {
+		case o.Pos <= at:
 			return SendResult{Dup: true}
+		case o.After != at:
+			return SendResult{Gap: true, Mark: at}
 		}
 	}
 	if ok, after := q.s.AllowSend(t, in.Tenant, 1); !ok {
@@ -66,9 +76,20 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 		mk := q.origins[o.Partition]
 		mk.pending = o.Pos
 		q.origins[o.Partition] = mk
-		res.Mark = &record.Record{Type: record.Delivered, Pos: q.take(), Partition: o.Partition, Seq: o.Pos}
+		res.Marked = true
 	}
 	return res
+}
+
+// Marks returns the Delivered records of the origins whose marks moved
+// (Marked) since their last ones: one an origin, however many deliveries
+// of it one write holds.
+func (q *Queue) Marks(origins []uint64) []*record.Record {
+	var recs []*record.Record
+	for _, p := range origins {
+		recs = append(recs, &record.Record{Type: record.Delivered, Pos: q.take(), Partition: p, Seq: q.origins[p].pending})
+	}
+	return recs
 }
 
 func (q *Queue) send(t int64, now time.Time, in *SendSpec) SendResult {

@@ -133,8 +133,12 @@ type Queue struct {
 // Origin is where a delivered message comes from: a record of another
 // partition (a topic's publish). Deliveries from one origin partition
 // come in position order, so one mark per origin partition tells which
-// were taken.
-type Origin struct{ Partition, Pos uint64 }
+// were taken. Each names the position of the delivery it follows (After:
+// the last one its sender delivered to this queue, 0 for none); the queue
+// takes it only when its mark is there, so a delivery refused (throttled,
+// or its write failed) is never passed over by a later one. Positions in
+// between (publishes a filter kept from this queue) need no delivery.
+type Origin struct{ Partition, Pos, After uint64 }
 
 // mark is how far deliveries from one origin went: durable, and pending
 // (written now; 0: none).

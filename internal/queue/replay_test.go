@@ -79,17 +79,24 @@ func TestReplayMatchesLive(t *testing.T) {
 						Delay: time.Duration(rng.Intn(3)) * time.Second * time.Duration(btoi(!fifo)), Payload: &record.Payload{ID: fmt.Sprint(step), Body: "b"}}
 					if rng.Intn(3) == 0 { // a delivery from another partition: the next position, or one taken again
 						p := uint64(100 + rng.Intn(2))
-						spec.Origin = &Origin{Partition: p, Pos: sent[p] + uint64(rng.Intn(3))}
+						spec.Origin = &Origin{Partition: p, Pos: sent[p] + uint64(rng.Intn(3)), After: sent[p]}
+						if rng.Intn(8) == 0 { // a sender out of step: refused
+							spec.Origin.After = sent[p] + 1
+						}
 					}
 					res := q.Send(now, spec)
 					if o := spec.Origin; o != nil && res.Dup != (o.Pos <= taken[o.Partition]) {
 						t.Fatalf("delivery of %d:%d (taken up to %d): Dup=%v", o.Partition, o.Pos, taken[o.Partition], res.Dup)
 					}
+					if o := spec.Origin; o != nil && res.Gap != (o.Pos > taken[o.Partition] && o.After != taken[o.Partition]) {
+						t.Fatalf("delivery of %d:%d after %d (taken up to %d): Gap=%v", o.Partition, o.Pos, o.After, taken[o.Partition], res.Gap)
+					}
 					var recs []*record.Record
-					for _, rec := range []*record.Record{res.Record, res.Mark} {
-						if rec != nil {
-							recs = append(recs, rec)
-						}
+					if res.Record != nil {
+						recs = append(recs, res.Record)
+					}
+					if res.Marked {
+						recs = append(recs, q.Marks([]uint64{spec.Origin.Partition})...)
 					}
 					if len(recs) == 0 {
 						continue
@@ -207,8 +214,8 @@ func TestReplayMatchesLive(t *testing.T) {
 			// Replayed or rebuilt, the queue takes nothing twice from an origin.
 			for p, pos := range taken {
 				for name, q := range map[string]*Queue{"replayed": replay, "rebuilt": fresh} {
-					spec := &SendSpec{Dedup: "again", Payload: &record.Payload{ID: "again", Body: "b"}, Origin: &Origin{Partition: p, Pos: pos}}
-					if res := q.Send(now, spec); !res.Dup || res.Record != nil || res.Mark != nil {
+					spec := &SendSpec{Dedup: "again", Payload: &record.Payload{ID: "again", Body: "b"}, Origin: &Origin{Partition: p, Pos: pos, After: pos - 1}}
+					if res := q.Send(now, spec); !res.Dup || res.Record != nil || res.Marked {
 						t.Fatalf("%s queue: delivery of %d:%d again was taken (%+v)", name, p, pos, res)
 					}
 				}
