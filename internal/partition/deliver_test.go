@@ -162,23 +162,23 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 }
 
 // A delivery names the position it follows, and is refused when the
-// queue's mark of its origin is elsewhere: a delivery throttled (its
-// tenant over its send limit) is not passed over by the next one, which
-// would make it a "duplicate" when delivered again, and lose it. One call
-// writes one Delivered record an origin, however many it takes.
+// queue's mark of its origin is elsewhere: a delivery refused in one call
+// is not passed over by the next one in a later call, which would make it
+// a "duplicate" when delivered again, and lose it. One call writes one
+// Delivered record an origin, however many it takes.
 func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	s := store.NewMemory()
-	o := New(testHost(t, s, clk), 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"TenantSendRate": "1", "TenantSendBurst": "1"}})
+	o := New(testHost(t, s, clk), 1, record.QueueMeta{ID: 1, Name: "q"})
 	if err := o.Create(); err != nil {
 		t.Fatal(err)
 	}
-	send := func(origins []queue.Origin, tenants ...string) []error {
+	send := func(origins []queue.Origin, bodies ...string) []error {
 		t.Helper()
 		in := make([]st.SendInput, len(origins))
-		for i, f := range origins {
-			in[i] = st.SendInput{Body: fmt.Sprintf("9:%d", f.Pos), GroupID: tenants[i]}
+		for i := range origins {
+			in[i] = st.SendInput{Body: bodies[i]}
 		}
 		_, errs, err := o.Send(ctx, in, origins, true)
 		if err != nil {
@@ -186,19 +186,18 @@ func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 		}
 		return errs
 	}
-	if errs := send([]queue.Origin{{Partition: 9, Pos: 1}}, "a"); errs[0] != nil {
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 1}}, "9:1"); errs[0] != nil {
 		t.Fatalf("9:1: %v", errs[0])
 	}
-	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}}, "a"); st.CodeOf(errs[0]) != st.CodeRequestThrottled {
-		t.Fatalf("9:2 over tenant a's limit: %v, want throttled", errs[0])
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}}, ""); errs[0] == nil {
+		t.Fatal("9:2 with an empty body was taken")
 	}
 	// Position 4 follows 2 (3 was filtered out): refused, the mark is at 1.
-	if errs := send([]queue.Origin{{Partition: 9, Pos: 4, After: 2}}, "b"); st.CodeOf(errs[0]) != st.CodeServiceUnavailable ||
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 4, After: 2}}, "9:4"); st.CodeOf(errs[0]) != st.CodeServiceUnavailable ||
 		!strings.Contains(errs[0].Error(), "up to position 1") {
 		t.Fatalf("9:4 after the refused 9:2: %v, want refused naming position 1", errs[0])
 	}
-	clk.Advance(2 * time.Second)
-	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}, {Partition: 9, Pos: 4, After: 2}}, "a", "b"); errs[0] != nil || errs[1] != nil {
+	if errs := send([]queue.Origin{{Partition: 9, Pos: 2, After: 1}, {Partition: 9, Pos: 4, After: 2}}, "9:2", "9:4"); errs[0] != nil || errs[1] != nil {
 		t.Fatalf("9:2 and 9:4 again: %v %v", errs[0], errs[1])
 	}
 	if bodies := receiveBodies(t, o); !slices.Equal(bodies, []string{"9:1", "9:2", "9:4"}) {
@@ -217,5 +216,46 @@ func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 	}
 	if !slices.Equal(marks, []uint64{1, 4}) {
 		t.Fatalf("Delivered records at %v, want one a write: [1 4]", marks)
+	}
+}
+
+// A delivery over its tenant's send limit is taken, and becomes visible
+// once within the limit, its tenant's messages spaced at its rate: it
+// neither holds its origin back nor delays another tenant's messages.
+func TestDeliveryOverItsTenantsLimitWaitsAlone(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	o := New(testHost(t, store.NewMemory(), clk), 1, record.QueueMeta{ID: 1, Name: "q",
+		Attrs: map[string]string{"TenantSendRate": "1", "TenantSendBurst": "1"}})
+	if err := o.Create(); err != nil {
+		t.Fatal(err)
+	}
+	var in []st.SendInput
+	var from []queue.Origin
+	for i, tenant := range []string{"a", "a", "a", "b"} {
+		in = append(in, st.SendInput{Body: fmt.Sprintf("%s%d", tenant, i+1), GroupID: tenant})
+		from = append(from, queue.Origin{Partition: 9, Pos: uint64(i + 1), After: uint64(i)})
+	}
+	_, errs, err := o.Send(ctx, in, from, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range errs {
+		if e != nil {
+			t.Fatalf("delivery %d over its tenant's limit refused: %v", i+1, e)
+		}
+	}
+	if got := receiveBodies(t, o); !slices.Equal(got, []string{"a1", "b4"}) {
+		t.Fatalf("at once: %v, want a1 (a's burst) and b4", got)
+	}
+	for _, want := range []string{"a2", "a3"} {
+		clk.Advance(time.Second)
+		if got := receiveBodies(t, o); !slices.Equal(got, []string{want}) {
+			t.Fatalf("a second later: %v, want [%s]", got, want)
+		}
+	}
+	// A plain send of tenant a is refused meanwhile: its limit was spent.
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "plain", GroupID: "a"}}, nil, false); st.CodeOf(err) != st.CodeRequestThrottled {
+		t.Fatalf("a plain send over the limit: %v, want throttled", err)
 	}
 }

@@ -68,7 +68,12 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 			return SendResult{Gap: true, Mark: at}
 		}
 	}
-	if ok, after := q.s.AllowSend(t, in.Tenant, 1); !ok {
+	if in.Origin != nil {
+		// A delivery over its tenant's limit is taken, later visible:
+		// refused, it would hold back every later delivery of its origin,
+		// of every tenant.
+		in.Delay = max(in.Delay, q.s.ReserveSend(t, in.Tenant, 1))
+	} else if ok, after := q.s.AllowSend(t, in.Tenant, 1); !ok {
 		return SendResult{Throttled: true, RetryAfter: after}
 	}
 	res := q.send(t, now, in)

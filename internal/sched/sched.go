@@ -873,6 +873,21 @@ func (s *Sched) sideline(now int64, pt *ptenant) {
 // AllowSend asks whether a tenant may send n messages now. When not, it
 // returns how long to wait before trying again.
 func (s *Sched) AllowSend(now int64, name string, n int) (bool, time.Duration) {
+	return s.send(now, name, n, false)
+}
+
+// ReserveSend takes n sends of tenant name within its send limit even when
+// it has no room now, and returns how long until they are within it: a
+// message that must not be refused (a topic's delivery, whose origin would
+// wait behind it) is taken now and becomes visible that much later. Each
+// reservation goes after the ones before it, so the tenant's messages come
+// out at its rate and nobody else's wait.
+func (s *Sched) ReserveSend(now int64, name string, n int) time.Duration {
+	_, wait := s.send(now, name, n, true)
+	return wait
+}
+
+func (s *Sched) send(now int64, name string, n int, reserve bool) (bool, time.Duration) {
 	t := s.tenants[name]
 	if t == nil {
 		if s.limits(name).SendRate == 0 {
@@ -896,14 +911,17 @@ func (s *Sched) AllowSend(now int64, name string, n int) (bool, time.Duration) {
 	if t.lim.SendRate == 0 {
 		burst = max(limit, 1)
 	}
-	if t.send.tokens(now, limit, burst) < float64(n) {
-		need := float64(n) - t.send.tokens(now, limit, burst)
-		return false, time.Duration(math.Ceil(need/limit*1000)) * time.Millisecond
+	var wait time.Duration
+	if have := t.send.tokens(now, limit, burst); have < float64(n) {
+		wait = time.Duration(math.Ceil((float64(n)-have)/limit*1000)) * time.Millisecond
+		if !reserve {
+			return false, wait
+		}
 	}
 	t.send.take(now, limit, burst)
 	t.send.v -= float64(n - 1)
 	t.winCount += float64(n)
-	return true, 0
+	return wait == 0, wait
 }
 
 func (t *tenant) sendLimit() float64 {

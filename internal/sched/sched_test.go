@@ -3,7 +3,9 @@ package sched
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
+	"time"
 )
 
 // TestDifferential drives the scheduler with random operations next to a
@@ -318,6 +320,27 @@ func TestBacklogBackpressureFromDrainRate(t *testing.T) {
 	}
 	if allowed < 5 || allowed > 20 {
 		t.Fatalf("%d sends allowed in 10 s, want about 10", allowed)
+	}
+}
+
+// TestReserveSendSpacesAtTheRate: reservations over the limit are taken,
+// each later than the one before by the rate's interval; a plain send
+// meanwhile finds no room, and another tenant is not touched.
+func TestReserveSendSpacesAtTheRate(t *testing.T) {
+	h := newHarness(Config{Fair: true, Limits: Limits{SendRate: 2, SendBurst: 1}})
+	var waits []time.Duration
+	for range 4 {
+		waits = append(waits, h.s.ReserveSend(h.now, "a", 1))
+	}
+	if want := []time.Duration{0, 500 * time.Millisecond, time.Second, 1500 * time.Millisecond}; !slices.Equal(waits, want) {
+		t.Fatalf("reservations wait %v, want %v", waits, want)
+	}
+	h.now += 1000
+	if ok, wait := h.s.AllowSend(h.now, "a", 1); ok || wait != time.Second {
+		t.Fatalf("a plain send a second later: %v, wait %v; want refused, 1s", ok, wait)
+	}
+	if ok, _ := h.s.AllowSend(h.now, "b", 1); !ok {
+		t.Fatal("another tenant's send refused")
 	}
 }
 
