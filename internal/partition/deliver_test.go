@@ -2,9 +2,11 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -257,5 +259,41 @@ func TestDeliveryOverItsTenantsLimitWaitsAlone(t *testing.T) {
 	// A plain send of tenant a is refused meanwhile: its limit was spent.
 	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "plain", GroupID: "a"}}, nil, false); st.CodeOf(err) != st.CodeRequestThrottled {
 		t.Fatalf("a plain send over the limit: %v, want throttled", err)
+	}
+}
+
+// A queue's marks can be read (a cursor starts after them) and an
+// origin's mark forgotten once its topic is gone, durably: the queue
+// rebuilt from its log holds no mark of it.
+func TestOriginMarksReadAndForgotten(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	fs := vfs.NewMem()
+	open := func() *disk.Log {
+		l, err := disk.Open(fs, "/d", disk.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := open()
+	o := ownerOn(t, l, clk)
+	in := []st.SendInput{{Body: "9:1"}, {Body: "9:2"}, {Body: "8:5"}}
+	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2, After: 1}, {Partition: 8, Pos: 5}}
+	if _, errs, err := o.Send(ctx, in, from, true); err != nil || errors.Join(errs...) != nil {
+		t.Fatal(err, errs)
+	}
+	if m, err := o.OriginMarks(); err != nil || !maps.Equal(m, map[uint64]uint64{9: 2, 8: 5}) {
+		t.Fatalf("marks %v %v, want 9:2 8:5", m, err)
+	}
+	if err := o.ForgetOrigin(ctx, 9); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open()
+	defer l.Close()
+	o = ownerOn(t, l, clk)
+	if m, err := o.OriginMarks(); err != nil || !maps.Equal(m, map[uint64]uint64{8: 5}) {
+		t.Fatalf("marks after a restart %v %v, want 8:5", m, err)
 	}
 }

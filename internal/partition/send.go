@@ -13,6 +13,31 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
+// OriginMarks reports how far the queue took each origin partition
+// (durably): a topic's cursor delivers after it.
+func (o *Owner) OriginMarks() (map[uint64]uint64, error) {
+	if _, err := o.locked(); err != nil {
+		return nil, err
+	}
+	defer o.unlock()
+	return o.q.OriginMarks(), nil
+}
+
+// ForgetOrigin drops, durably, the queue's mark of origin partition p,
+// whose topic was deleted (partition ids are not used again, so the mark
+// would only stay in every snapshot).
+func (o *Owner) ForgetOrigin(ctx context.Context, p uint64) error {
+	if _, err := o.locked(); err != nil {
+		return err
+	}
+	defer o.unlock()
+	r := o.q.ForgetRecord(p)
+	if r == nil {
+		return nil
+	}
+	return o.persistLocked([]*record.Record{r})
+}
+
 // Send sends messages in one durable write; errs[i] is nil when entry i
 // succeeded (batch says it is a batch: some errors differ). (The number
 // of entries is the wire's concern: SQS allows 1 to 10, which the SQS

@@ -88,6 +88,10 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		q.dedup.SetLast(r.NextSeqNum)
 		q.purgeUntil = max(q.purgeUntil, r.Until)
 	case record.Delivered:
+		if r.Seq == 0 { // ForgetRecord
+			delete(q.origins, r.Partition)
+			break
+		}
 		mk := q.origins[r.Partition]
 		mk.durable = max(mk.durable, r.Seq)
 		if mk.pending <= mk.durable {

@@ -86,6 +86,28 @@ func (q *Queue) Send(now time.Time, in *SendSpec) SendResult {
 	return res
 }
 
+// OriginMarks reports, by origin partition, the last position taken from
+// it and durable: a sender starts after it (its next delivery's After).
+func (q *Queue) OriginMarks() map[uint64]uint64 {
+	out := make(map[uint64]uint64, len(q.origins))
+	for p, mk := range q.origins {
+		if mk.durable > 0 {
+			out[p] = mk.durable
+		}
+	}
+	return out
+}
+
+// ForgetRecord is the record that forgets origin p's mark (a Delivered
+// record at position 0 there), for an origin that is gone: its topic was
+// deleted. Nil when the queue holds no mark of p.
+func (q *Queue) ForgetRecord(p uint64) *record.Record {
+	if _, ok := q.origins[p]; !ok {
+		return nil
+	}
+	return &record.Record{Type: record.Delivered, Pos: q.take(), Partition: p}
+}
+
 // Marks returns the Delivered records of the origins whose marks moved
 // (Marked) since their last ones: one an origin, however many deliveries
 // of it one write holds.

@@ -82,7 +82,7 @@ const (
 //	Drop: Partition, and the queue's Name with Until (unix ms: the name
 //	      is not used again before then; older Drops have neither). A
 //	      catalog snapshot keeps those not yet past as Drops of partition 0.
-//	Delivered: Partition, Seq (the origin partition and the position there)
+//	Delivered: Partition, Seq (the origin partition and the position there; Seq 0: the origin is gone, forget its mark)
 //	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
 //	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
 //	Task: Task
