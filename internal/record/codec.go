@@ -108,6 +108,9 @@ func Append(b []byte, r *Record) []byte {
 	case State:
 		e.u(r.NextSeqNum)
 		e.i(r.Until)
+		if r.Seq != 0 { // a topic's: its last publish number
+			e.u(r.Seq)
+		}
 	case Create:
 		e.u(r.Partition)
 		e.str(r.Name)
@@ -130,6 +133,21 @@ func Append(b []byte, r *Record) []byte {
 		e.i(r.Until)
 	case Task:
 		encodeTask(e, r.Task)
+	case TopicCreate, TopicDrop:
+		e.u(r.Partition)
+		e.str(r.Name)
+	case TopicMeta:
+		raw, err := json.Marshal(r.Topic)
+		if err != nil {
+			panic(fmt.Sprintf("record: encoding topic metadata: %v", err)) // plain data: cannot fail
+		}
+		e.bytes(raw)
+	case Publish:
+		e.u(r.Seq)
+		encodePayload(e, r.Payload)
+		e.str(r.Name)
+		e.str(r.Key)
+		e.i(r.First)
 	}
 	return e.b
 }
@@ -419,6 +437,9 @@ func Decode(b []byte, body bool) (*Record, error) {
 		if len(d.b) > 0 { // since purges outlive restarts
 			r.Until = d.i()
 		}
+		if len(d.b) > 0 { // a topic's
+			r.Seq = d.u()
+		}
 	case Create:
 		r.Partition, r.Name = d.u(), d.str()
 	case Drop:
@@ -436,6 +457,20 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.Key, r.Until = d.str(), d.i()
 	case Task:
 		r.Task = decodeTask(d)
+	case TopicCreate, TopicDrop:
+		r.Partition, r.Name = d.u(), d.str()
+	case TopicMeta:
+		raw := d.raw()
+		if d.err == nil {
+			r.Topic = &TopicInfo{}
+			if err := json.Unmarshal(raw, r.Topic); err != nil {
+				return nil, fmt.Errorf("record: topic metadata: %w", err)
+			}
+		}
+	case Publish:
+		r.Seq = d.u()
+		r.Payload = decodePayload(d, true)
+		r.Name, r.Key, r.First = d.str(), d.str(), d.i()
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

@@ -45,6 +45,15 @@ func samples() []*Record {
 		{Type: Task, Task: &MoveTask{Handle: "h", Source: "arn:aws:sqs:us-east-1:000000000000:dlq", Destination: "arn:aws:sqs:us-east-1:000000000000:q",
 			Status: TaskFailed, Started: 1, Ended: 2, ToMove: 3, Moved: 1, Failure: "AWS.SimpleQueueService.NonExistentQueue", Bound: 9,
 			Filter: &TaskFilter{Tenant: "a", Source: "src", Reason: "Reject", Since: 10, Until: 20}, Allowed: []string{"q"}}},
+		{Type: TopicCreate, Partition: 12, Name: "orders"},
+		{Type: TopicDrop, Partition: 12, Name: "orders"},
+		{Type: TopicMeta, Topic: &TopicInfo{ID: 12, Name: "orders.fifo", FIFO: true, Attrs: map[string]string{"ContentBasedDeduplication": "true"},
+			Tags: map[string]string{"team": "a"}, Created: 1, Modified: 2, Subs: map[string]Subscription{
+				"5f0c": {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:q.fifo", Owner: "000000000000",
+					Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"a":["b"]}`}, Created: 3}}}},
+		{Type: State, NextSeqNum: 7, Seq: 1 << 35},
+		{Type: Publish, Seq: 1 << 33, Payload: &Payload{ID: "m-1", Body: "hello", Dedup: "d", SeqNum: "10000000000000000001", Sender: "AKID",
+			Attrs: map[string]st.AttributeValue{"n": {DataType: "Number", StringValue: ptr("1.5")}}}, Name: "subject", Key: "group", First: 1_700_000_000_123},
 	}
 }
 

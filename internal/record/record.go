@@ -47,10 +47,17 @@ const (
 	// Queue partitions.
 	Entered // a message another queue handed over was entered under a key (written with its Send)
 	Task    // a message move task out of the queue, its latest state whole (also in snapshots)
+	// The catalog partition: topics (their names are apart from queues').
+	TopicCreate // a topic created: its partition and name
+	TopicDrop   // a topic deleted
+	// Topic partitions.
+	TopicMeta // the topic's identity, settings and subscriptions, whole
+	Publish   // a message published to the topic
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered", "task"}
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered", "task",
+	"topic-create", "topic-drop", "topic-meta", "publish"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) {
@@ -86,6 +93,16 @@ const (
 //	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
 //	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
 //	Task: Task
+//	TopicCreate, TopicDrop: Partition, Name
+//	TopicMeta: Topic
+//	Publish: Seq (the publish's number in its topic: subscriptions' queues
+//	         mark it, as it keeps its number in snapshots, unlike its
+//	         position), Payload (ID, Body: the message as subscribers get
+//	         it, Dedup, SeqNum, Sender: the publisher, Attrs), Name (the
+//	         Subject), Key (the MessageGroupId), First (unix ms)
+//	Topic partitions' snapshots hold TopicMeta, State (Seq: the last
+//	publish number), Dedup and the Publishes some subscription has not
+//	taken yet.
 type Record struct {
 	Type Type
 	// Pos is the record's position in its partition (set by the writer of
@@ -102,6 +119,7 @@ type Record struct {
 	Reason    uint8
 
 	Meta    *QueueMeta
+	Topic   *TopicInfo
 	Task    *MoveTask
 	Msg     *Msg
 	Msgs    []Msg // Index: up to IndexChunk entries
@@ -135,6 +153,30 @@ type QueueMeta struct {
 	Modified int64             `json:"modified"`
 	// Tenants holds per-tenant overrides of weight and limits (admin API).
 	Tenants map[string]TenantLimits `json:"tenants,omitempty"`
+}
+
+// TopicInfo is a topic's identity, settings and subscriptions, persisted
+// whole on every change (so its record is idempotent).
+type TopicInfo struct {
+	ID       uint64            `json:"id"`
+	Name     string            `json:"name"`
+	FIFO     bool              `json:"fifo,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Created  int64             `json:"created"`
+	Modified int64             `json:"modified"`
+	// Subs are the topic's subscriptions by id (the last part of the
+	// subscription's ARN).
+	Subs map[string]Subscription `json:"subs,omitempty"`
+}
+
+// Subscription is one subscription of a topic.
+type Subscription struct {
+	Protocol string            `json:"protocol"`
+	Endpoint string            `json:"endpoint"` // a queue's ARN
+	Owner    string            `json:"owner,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Created  int64             `json:"created"`
 }
 
 // TenantLimits are one tenant's overrides (zero: the queue's setting).
