@@ -1,0 +1,271 @@
+package topic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+)
+
+// Host is what the owners of a broker's topics share.
+type Host struct {
+	Store store.Store
+	Clock clock.Clock
+	Log   *slog.Logger
+	// Deliver and Marks reach the queues subscriptions deliver into
+	// (package deliver.go says how they are used).
+	Queues Queues
+	// Format makes the message a subscription's queue gets for a publish
+	// (the SNS envelope, or the raw message and attributes).
+	Format Formatter
+}
+
+// Owner owns one topic's partition: it writes the topic's records,
+// applies them once durable, and delivers its publishes to its
+// subscriptions' queues (Deliver).
+type Owner struct {
+	h *Host
+	p store.PartitionID
+
+	mu     sync.Mutex
+	t      *Topic
+	writes []*write // appends in flight, in order
+	epoch  uint64   // moves on when a write fails: the writes behind it fail too
+	closed bool     // relinquished or deleted: writes nothing more
+	named  atomic.Pointer[string]
+
+	// delivery is the state of each subscription's cursor (deliver.go).
+	delivery deliveryState
+}
+
+// write is an append in flight.
+type write struct {
+	f     store.Future
+	prev  uint64
+	epoch uint64
+	recs  []*record.Record // applied once durable
+}
+
+// ErrNotOwner: the owner was relinquished (another node took the topic,
+// or it was deleted); nothing was written.
+var ErrNotOwner = errors.New("topic: not the owner of the topic's partition")
+
+// NewOwner returns the owner of partition p, a topic with info (not
+// written: Create writes it; recovery applies what the log holds).
+func NewOwner(h *Host, p store.PartitionID, info record.TopicInfo) *Owner {
+	o := &Owner{h: h, p: p, t: New(info)}
+	o.delivery.init()
+	o.named.Store(&info.Name)
+	return o
+}
+
+// Partition is the topic's partition.
+func (o *Owner) Partition() store.PartitionID { return o.p }
+
+// Info returns the topic's settings and subscriptions.
+func (o *Owner) Info() record.TopicInfo {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.drainLocked()
+	return o.t.Info()
+}
+
+// Create writes the topic's settings: the first record of its partition.
+func (o *Owner) Create() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.persistLocked([]*record.Record{o.t.MetaRecord(o.t.info)})
+}
+
+// Replayed applies a record recovery read.
+func (o *Owner) Replayed(e store.Entry) error {
+	r, err := record.Decode(e.Data, true)
+	if err != nil {
+		return err
+	}
+	r.Pos = e.Pos
+	if r.Type == record.TopicMeta && r.Topic != nil {
+		o.named.Store(&r.Topic.Name)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.t.Apply(r)
+}
+
+// Recovered ends recovery: last is the partition's last position.
+func (o *Owner) Recovered(last uint64) {
+	o.mu.Lock()
+	o.t.SetLast(max(last, o.t.Last()))
+	o.mu.Unlock()
+	o.delivery.kick()
+}
+
+// Update changes the topic's settings or subscriptions: f edits a copy
+// (an error from it changes nothing), written whole.
+func (o *Owner) Update(f func(*record.TopicInfo) error) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.drainLocked()
+	info := o.t.Info()
+	if err := f(&info); err != nil {
+		return err
+	}
+	if err := o.persistLocked([]*record.Record{o.t.MetaRecord(info)}); err != nil {
+		return err
+	}
+	o.delivery.kick() // a new subscription, a new filter
+	return nil
+}
+
+// Publish publishes messages in one durable write (however many
+// subscriptions the topic has): res[i] is in[i]'s outcome (a FIFO
+// duplicate is answered with the first message's id).
+func (o *Owner) Publish(ctx context.Context, in []PublishSpec) ([]PublishResult, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.drainLocked()
+	now := o.h.Clock.Now()
+	res := make([]PublishResult, len(in))
+	var recs []*record.Record
+	for i := range in {
+		res[i] = o.t.Publish(now, in[i])
+		if res[i].Record != nil {
+			recs = append(recs, res[i].Record)
+		}
+	}
+	if len(recs) > 0 {
+		if err := o.persistLocked(recs); err != nil {
+			return nil, err
+		}
+		o.delivery.kick()
+	}
+	return res, nil
+}
+
+// Snapshot writes the topic's state as its partition's new start, so
+// that the store lets go of what came before (publishes every
+// subscription went past among it).
+func (o *Owner) Snapshot() error {
+	o.mu.Lock()
+	o.drainLocked()
+	for len(o.writes) > 0 { // a snapshot follows every write before it
+		w := o.writes[len(o.writes)-1]
+		o.mu.Unlock()
+		_ = w.f.Wait(context.Background())
+		o.mu.Lock()
+		o.drainLocked()
+	}
+	if o.closed {
+		o.mu.Unlock()
+		return ErrNotOwner
+	}
+	recs := o.t.Snapshot(o.h.Clock.Now())
+	prev := o.t.Last()
+	data := make([]store.Rec, len(recs))
+	for i, r := range recs {
+		data[i] = store.Rec{Data: record.Encode(r)}
+	}
+	f := o.h.Store.Snapshot(o.p, prev, slices.Values(data))
+	o.mu.Unlock()
+	err := f.Wait(context.Background())
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if err != nil {
+		o.failedLocked(err, prev)
+		return fmt.Errorf("topic: snapshot of partition %d: %w", o.p, err)
+	}
+	o.t.SetLast(max(o.t.Last(), f.Last()))
+	return nil
+}
+
+// Relinquish stops the owner: it writes nothing more (another node owns
+// the topic now, or it was deleted), and stops delivering.
+func (o *Owner) Relinquish() {
+	o.mu.Lock()
+	o.closed = true
+	o.mu.Unlock()
+	o.delivery.stop()
+}
+
+// persistLocked writes recs and waits, applying them once durable (the
+// lock is let go meanwhile, so that other writes join the same group
+// commit).
+func (o *Owner) persistLocked(recs []*record.Record) error {
+	w := o.appendLocked(recs)
+	o.mu.Unlock()
+	err := w.f.Wait(context.Background())
+	o.mu.Lock()
+	o.drainLocked()
+	return err
+}
+
+func (o *Owner) appendLocked(recs []*record.Record) *write {
+	data := make([]store.Rec, len(recs))
+	for i, r := range recs {
+		data[i] = store.Rec{Data: record.Encode(r)}
+	}
+	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, recs: recs}
+	if o.closed {
+		w.f = store.Failed(ErrNotOwner)
+	} else {
+		w.f = o.h.Store.Append(o.p, w.prev, data)
+	}
+	o.writes = append(o.writes, w)
+	return w
+}
+
+// drainLocked applies, in order, the writes that have finished, up to the
+// first still under way. A failed write changes nothing; the first
+// failure resets the topic's positions to where the partition ends (the
+// writes behind it fail too).
+func (o *Owner) drainLocked() {
+	i := 0
+	for ; i < len(o.writes); i++ {
+		w := o.writes[i]
+		done, err := w.f.Done()
+		if !done {
+			break
+		}
+		if err != nil {
+			if w.epoch == o.epoch {
+				o.failedLocked(err, w.prev)
+			}
+			for _, r := range w.recs {
+				o.t.Unwritten(r)
+			}
+			continue
+		}
+		for _, r := range w.recs {
+			if err := o.t.Apply(r); err != nil {
+				o.h.Log.Error("applying a topic record failed", "topic", o.name(), "err", err)
+			}
+		}
+	}
+	n := copy(o.writes, o.writes[i:])
+	clear(o.writes[n:])
+	o.writes = o.writes[:n]
+}
+
+// failedLocked notes a failed write that started after prev: the topic's
+// end goes back to where the store says the partition ends, and a fenced
+// write (another owner wrote) stops this owner.
+func (o *Owner) failedLocked(err error, prev uint64) {
+	last, ok := store.LastPosition(err)
+	if !ok {
+		last = prev
+	}
+	o.t.SetLast(last)
+	o.epoch++
+	if errors.Is(err, store.ErrFenced) && !o.closed {
+		o.closed = true
+		o.h.Log.Warn("a topic's write was fenced: another owner took it", "topic", o.name(), "partition", o.p)
+		go o.delivery.stop()
+	}
+}
