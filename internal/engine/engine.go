@@ -23,6 +23,7 @@ import (
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/topic"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -42,6 +43,9 @@ type Config struct {
 	// Node names this engine in the epoch records it writes when it takes
 	// a partition over ("" in a single node: "local").
 	Node string
+	// TopicFormat makes the message a topic's subscription delivers into
+	// its queue (the SNS front's envelope or raw message).
+	TopicFormat topic.Formatter
 	// Clustered: the engine is one node of a cluster. Open replays
 	// nothing; partitions are acquired and released as the cluster's
 	// leases say (Acquire, Release), and the catalog is read as a view
@@ -68,6 +72,13 @@ type Engine struct {
 	// again from the catalog partition when it changes.
 	names    map[string]store.PartitionID
 	catOwned bool
+	// topics are the topics (a single node: all of them), by name and by
+	// partition; topicIDs the catalog's. topicMu serialises their
+	// creations and deletions.
+	topics      map[string]*topic.Owner
+	topicByPart map[store.PartitionID]*topic.Owner
+	topicIDs    map[string]store.PartitionID
+	topicMu     sync.Mutex
 	// freeAt: when each recently deleted queue's name may be used again
 	// (60 seconds after its deletion), as the catalog's Drops say.
 	freeAt   map[string]time.Time
@@ -127,6 +138,7 @@ func newEngine(cfg Config) *Engine {
 	}
 	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, freeAt: map[string]time.Time{},
+		topics: map[string]*topic.Owner{}, topicByPart: map[store.PartitionID]*topic.Owner{}, topicIDs: map[string]store.PartitionID{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
 		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted}

@@ -44,12 +44,20 @@ func (e *Engine) Snapshot() error {
 			return err
 		}
 	}
+	for _, t := range e.allTopics() {
+		if err := t.Snapshot(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
 func (e *Engine) snapshot(p store.PartitionID) error {
 	if p == store.Catalog {
 		return e.snapshotCatalog()
+	}
+	if t := e.topicOf(p); t != nil {
+		return t.Snapshot()
 	}
 	e.mu.RLock()
 	o := e.byPart[p]
@@ -70,6 +78,9 @@ func (e *Engine) snapshotCatalog() error {
 	recs := []*record.Record{{Type: record.Catalog, NextPartition: uint64(e.nextPart)}}
 	for _, name := range slices.Sorted(maps.Keys(e.names)) { // the same catalog, the same bytes
 		recs = append(recs, &record.Record{Type: record.Create, Partition: uint64(e.names[name]), Name: name})
+	}
+	for _, name := range slices.Sorted(maps.Keys(e.topicIDs)) {
+		recs = append(recs, &record.Record{Type: record.TopicCreate, Partition: uint64(e.topicIDs[name]), Name: name})
 	}
 	now := e.clock.Now()
 	for _, name := range slices.Sorted(maps.Keys(e.freeAt)) {

@@ -3,12 +3,15 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/topic"
 )
 
 // rebuilt is what a replay rebuilt: the catalog's queues by partition,
@@ -18,6 +21,10 @@ type rebuilt struct {
 	names map[store.PartitionID]string
 	parts map[store.PartitionID]*partition.Owner
 	last  map[store.PartitionID]uint64
+	// topicNames are the catalog's topics; topics the partitions whose
+	// records are a topic's.
+	topicNames map[store.PartitionID]string
+	topics     map[store.PartitionID]*topic.Owner
 }
 
 // ids lists the partitions rebuilt, in order.
@@ -42,7 +49,9 @@ func (r rebuilt) live(p store.PartitionID) (string, bool) {
 func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	cat := newCatalogView()
 	parts := map[store.PartitionID]*partition.Owner{}
+	topics := map[store.PartitionID]*topic.Owner{}
 	last := map[store.PartitionID]uint64{}
+	th := e.topicHost()
 	err := e.st.Replay(func(en store.Entry) error {
 		if en.P == store.Catalog {
 			e.catLast = max(e.catLast, en.Pos)
@@ -50,6 +59,15 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 		}
 		e.nextPart = max(e.nextPart, en.P+1)
 		last[en.P] = max(last[en.P], en.Pos)
+		if t := topics[en.P]; t != nil || isTopicRecord(en.Data) {
+			// A topic's partition: its first record (and a snapshot's) is
+			// the topic's settings.
+			if t == nil || en.Reset {
+				t = topic.NewOwner(th, en.P, record.TopicInfo{})
+				topics[en.P] = t
+			}
+			return t.Replayed(en)
+		}
 		o := parts[en.P]
 		if en.Reset || o == nil {
 			o = partition.New(e.host, en.P, record.QueueMeta{ID: uint64(en.P)})
@@ -62,7 +80,7 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	})
 	e.nextPart = max(e.nextPart, cat.next)
 	e.freeAt = cat.freeAt
-	return rebuilt{cat.names, parts, last}, err
+	return rebuilt{cat.names, parts, last, cat.topics, topics}, err
 }
 
 // catalogView is what the catalog's records say: the queues by partition,
@@ -70,12 +88,13 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 // again.
 type catalogView struct {
 	names  map[store.PartitionID]string
+	topics map[store.PartitionID]string
 	next   store.PartitionID
 	freeAt map[string]time.Time
 }
 
 func newCatalogView() *catalogView {
-	return &catalogView{names: map[store.PartitionID]string{}, next: 1, freeAt: map[string]time.Time{}}
+	return &catalogView{names: map[store.PartitionID]string{}, topics: map[store.PartitionID]string{}, next: 1, freeAt: map[string]time.Time{}}
 }
 
 // apply applies one catalog record.
@@ -86,6 +105,7 @@ func (c *catalogView) apply(en store.Entry) error {
 	}
 	if en.Reset {
 		clear(c.names)
+		clear(c.topics)
 		clear(c.freeAt)
 	}
 	switch r.Type {
@@ -103,6 +123,11 @@ func (c *catalogView) apply(en store.Entry) error {
 		}
 	case record.Catalog:
 		c.next = max(c.next, store.PartitionID(r.NextPartition))
+	case record.TopicCreate:
+		c.topics[store.PartitionID(r.Partition)] = r.Name
+		c.next = max(c.next, store.PartitionID(r.Partition)+1)
+	case record.TopicDrop:
+		delete(c.topics, store.PartitionID(r.Partition))
 	case record.Epoch:
 	default:
 		return fmt.Errorf("a %s record in the catalog", r.Type)
@@ -139,6 +164,16 @@ func (e *Engine) recover() error {
 		e.queues[name], e.byPart[p], e.names[name] = o, o, p
 		live = append(live, o)
 	}
+	var topics []*topic.Owner
+	for _, p := range slices.Sorted(maps.Keys(r.topics)) {
+		t := r.topics[p]
+		if name, ok := r.topicNames[p]; !ok || t.Info().Name != name {
+			orphans = append(orphans, p) // a topic's creation or deletion cut short
+			continue
+		}
+		t.Recovered(r.last[p])
+		topics = append(topics, t)
+	}
 	for _, p := range orphans {
 		if err := e.st.Drop(p, r.last[p]).Wait(context.Background()); err != nil {
 			e.log.Warn("dropping a partition no queue owns failed", "partition", p, "err", err)
@@ -151,6 +186,12 @@ func (e *Engine) recover() error {
 	for _, o := range live {
 		o.Start()
 	}
+	// Topics deliver what their subscriptions' queues have not taken.
+	e.mu.Lock()
+	for _, t := range topics {
+		e.startTopicLocked(t.Info().Name, t)
+	}
+	e.mu.Unlock()
 	if len(e.queues) > 0 {
 		e.log.Info("recovered", "queues", len(e.queues), "messages_without_body", missing)
 	}

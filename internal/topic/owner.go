@@ -194,6 +194,26 @@ func (o *Owner) Relinquish() {
 	o.delivery.stop()
 }
 
+// Deleted stops the owner, as Relinquish does, once the writes under way
+// finished, and returns the partition's last position, for the drop of a
+// deleted topic (owned false: a newer owner fenced it off, and drops).
+func (o *Owner) Deleted() (last uint64, owned bool) {
+	o.mu.Lock()
+	for len(o.writes) > 0 {
+		w := o.writes[len(o.writes)-1]
+		o.mu.Unlock()
+		_ = w.f.Wait(context.Background())
+		o.mu.Lock()
+		o.drainLocked()
+	}
+	owned = !o.closed
+	o.closed = true
+	last = o.t.Last()
+	o.mu.Unlock()
+	o.delivery.stop()
+	return last, owned
+}
+
 // persistLocked writes recs and waits, applying them once durable (the
 // lock is let go meanwhile, so that other writes join the same group
 // commit).
