@@ -70,9 +70,17 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	res := make([]st.SendResult, len(in))
 	errs := make([]error, len(in))
 	specs := make([]*queue.SendSpec, len(in))
+	maxSize := cfg.MaxMessageSize
+	if from != nil {
+		// A topic's delivery is held to SQS's limit, not to the queue's
+		// MaximumMessageSize: the envelope adds about a kilobyte to a
+		// publish the topic took, and SNS delivers it (a refusal would
+		// drop it).
+		maxSize = max(maxSize, message.MaxBatchBytes)
+	}
 	for i := range in {
 		m := &in[i]
-		if err := message.Validate(m, cfg.Queue.FIFO, cfg.Queue.ContentDedup, cfg.MaxMessageSize, batch); err != nil {
+		if err := message.Validate(m, cfg.Queue.FIFO, cfg.Queue.ContentDedup, maxSize, batch); err != nil {
 			errs[i] = err
 			continue
 		}

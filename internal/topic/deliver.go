@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/filterpolicy"
+	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -187,9 +188,10 @@ func (o *Owner) cursorOf(ctx context.Context, id string, sub record.Subscription
 }
 
 // deliver hands pubs (after c.scanned, in order) to one subscription's
-// queue and moves its cursor over what is done. It reports whether the
-// queue refused something for a while (to retry).
-func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, sub record.Subscription, c *cursor, pubs []*record.Record) (retry bool) {
+// queue and moves its cursor over what is done. It reports whether there
+// is more to do: the queue refused something for a while (to retry), or
+// not all of pubs fit in one call.
+func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, sub record.Subscription, c *cursor, pubs []*record.Record) (more bool) {
 	d := &o.delivery
 	policy := o.policyOf(sub)
 	// entry: a publish, and what became of it.
@@ -202,6 +204,8 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 	var in []st.SendInput
 	var from []queue.Origin
 	after := c.mark
+	size := 0 // of the call: a queue takes at most a batch's bytes at once
+	cut := false
 	for _, p := range pubs {
 		if !matches(policy, p) {
 			entries = append(entries, entry{pub: p, idx: -1})
@@ -213,6 +217,12 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 			o.refused(ctx, sub, p, m, err)
 			entries = append(entries, entry{pub: p, idx: -1, gone: true})
 			continue
+		}
+		if n := message.Size(&m); len(in) > 0 && size+n > message.MaxBatchBytes {
+			cut = true // the rest in the next call
+			break
+		} else {
+			size += n
 		}
 		entries = append(entries, entry{pub: p, idx: len(in)})
 		in = append(in, m)
@@ -258,7 +268,7 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 		}
 		c.scanned = e.pub.Seq
 	}
-	return false
+	return cut
 }
 
 // refused deals with a publish a subscription's queue refused for good:

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -315,5 +316,23 @@ func TestRunDeliversUntilRelinquished(t *testing.T) {
 	<-done
 	if got := n.bodies("a"); !slices.Equal(got, want(0, 15, 1)) {
 		t.Fatalf("the queue got %v", got)
+	}
+}
+
+// Publishes larger than a batch's bytes together reach the queue in as
+// many calls as it takes (a queue refuses a call over 1 MiB).
+func TestLargePublishesSplitIntoCalls(t *testing.T) {
+	clk := clock.NewFake(t0)
+	n := openNode(t, vfs.NewMem(), clk, record.TopicInfo{ID: 1, Name: "t", Subs: map[string]record.Subscription{
+		"a": {Protocol: "sqs", Endpoint: arnPrefix + "a"}}}, map[string]store.PartitionID{"a": 2})
+	big := strings.Repeat("x", 300<<10)
+	for i := range 6 {
+		if _, err := n.topic.Publish(context.Background(), []PublishSpec{{ID: fmt.Sprint(i), Message: fmt.Sprintf("m%03d%s", i, big)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.drain()
+	if f := n.topic.Figures(); f.Delivered != 6 || f.Refused != 0 {
+		t.Fatalf("figures %+v, want 6 delivered", f)
 	}
 }

@@ -1,0 +1,99 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+
+	"github.com/sluicemq/sluice/internal/engine"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/topic"
+)
+
+// Topics: SNS-compatible fan-out. A topic is a log of its own: a publish is
+// one durable write, and each subscription's queue gets every publish its
+// filter policy admits, at least once, in publish order (package
+// internal/topic). The SNS wire front (internal/sns) is built on these.
+
+type (
+	// TopicInfo is a topic's settings and subscriptions.
+	TopicInfo = record.TopicInfo
+	// Subscription is one subscription of a topic.
+	Subscription = record.Subscription
+	// PublishInput is a message to publish, checked already.
+	PublishInput = topic.PublishSpec
+	// PublishResult is a publish's outcome.
+	PublishResult = topic.PublishResult
+	// TopicFigures are a topic's delivery counters.
+	TopicFigures = topic.Figures
+)
+
+// ErrNoTopic: no topic has the name.
+var ErrNoTopic = errors.New("sluice: no such topic")
+
+// CreateTopic creates a topic with info's name, kind, attributes and tags,
+// or returns the existing one of that name (created false: compare its
+// settings).
+func (b *Broker) CreateTopic(info TopicInfo) (TopicInfo, bool, error) {
+	o, created, err := b.e.CreateTopic(info)
+	if err != nil {
+		return TopicInfo{}, false, err
+	}
+	return o.Info(), created, nil
+}
+
+// DeleteTopic deletes a topic and its subscriptions; a topic that does
+// not exist is no error.
+func (b *Broker) DeleteTopic(ctx context.Context, name string) error {
+	return b.e.DeleteTopic(ctx, name)
+}
+
+// Topics lists the topics' names, sorted.
+func (b *Broker) Topics() []string { return b.e.Topics() }
+
+// Topic returns a topic's settings and subscriptions.
+func (b *Broker) Topic(name string) (TopicInfo, error) {
+	o, err := b.topic(name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return o.Info(), nil
+}
+
+// UpdateTopic changes a topic's settings or subscriptions: f edits a copy
+// (its error changes nothing), written whole.
+func (b *Broker) UpdateTopic(name string, f func(*TopicInfo) error) error {
+	o, err := b.topic(name)
+	if err != nil {
+		return err
+	}
+	return o.Update(f)
+}
+
+// Publish publishes messages to a topic in one durable write.
+func (b *Broker) Publish(ctx context.Context, name string, in []PublishInput) ([]PublishResult, error) {
+	o, err := b.topic(name)
+	if err != nil {
+		return nil, err
+	}
+	return o.Publish(ctx, in)
+}
+
+// TopicFigures returns a topic's delivery counters since it was taken here.
+func (b *Broker) TopicFigures(name string) (TopicFigures, error) {
+	o, err := b.topic(name)
+	if err != nil {
+		return TopicFigures{}, err
+	}
+	return o.Figures(), nil
+}
+
+func (b *Broker) topic(name string) (*topic.Owner, error) {
+	o, err := b.e.Topic(name)
+	if err != nil {
+		if errors.Is(err, engine.ErrNoTopic) {
+			return nil, ErrNoTopic
+		}
+		return nil, err
+	}
+	return o, nil
+}
