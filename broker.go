@@ -271,7 +271,8 @@ func openStore(cfg Config) (store.Store, error) {
 
 func engineConfig(cfg Config, st store.Store) engine.Config {
 	return engine.Config{Store: st, Region: cfg.Region, AccountID: cfg.AccountID, MaxQueues: cfg.MaxQueues,
-		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval}
+		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval,
+		TopicFormat: topicFormat(cfg.Region, cfg.AccountID)}
 }
 
 // VerifyReport is what Verify found; QueueCheck its part for one queue.

@@ -3,10 +3,14 @@ package sluice
 import (
 	"context"
 	"errors"
+	"strings"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/record"
+	snswire "github.com/sluicemq/sluice/internal/sns/wire"
 	"github.com/sluicemq/sluice/internal/topic"
+	"github.com/sluicemq/sluice/sluicetype"
 )
 
 // Topics: SNS-compatible fan-out. A topic is a log of its own: a publish is
@@ -96,4 +100,32 @@ func (b *Broker) topic(name string) (*topic.Owner, error) {
 		return nil, err
 	}
 	return o, nil
+}
+
+// topicFormat makes the message a subscription's queue gets for a publish,
+// as SNS makes it: the JSON envelope, or with RawMessageDelivery the
+// message and its attributes. Envelopes are not signed in this release
+// (no SignatureVersion, Signature or SigningCertURL).
+func topicFormat(region, account string) topic.Formatter {
+	scope := snswire.Scope{Region: region, Account: account}
+	d := snswire.Deliverer{UnsubscribeURL: "https://sns." + region + ".amazonaws.com/"}
+	return func(info *record.TopicInfo, subID string, sub record.Subscription, pub *record.Record) (sluicetype.SendInput, error) {
+		arn := scope.TopicARN(info.Name)
+		t := snswire.ParseTopicSettings(info.Attrs)
+		t.FIFO = info.FIFO
+		n := snswire.Notification{MessageID: pub.Payload.ID, TopicARN: arn, Subject: pub.Name, Message: pub.Payload.Body,
+			Timestamp: time.UnixMilli(pub.First).UTC(), SequenceNumber: pub.Payload.SeqNum, GroupID: pub.Key,
+			DedupID: pub.Payload.Dedup, Topic: t}
+		if pub.Level == 1 {
+			n.MessageStructure = "json"
+		}
+		if len(pub.Payload.Attrs) > 0 {
+			n.Attributes = make(map[string]snswire.MessageAttribute, len(pub.Payload.Attrs))
+			for name, a := range pub.Payload.Attrs {
+				n.Attributes[name] = snswire.MessageAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
+			}
+		}
+		return d.SQSMessage(n, snswire.Target{SubscriptionARN: arn + ":" + subID, Endpoint: sub.Endpoint,
+			Raw: strings.EqualFold(sub.Attrs["RawMessageDelivery"], "true")})
+	}
 }

@@ -148,6 +148,7 @@ func Append(b []byte, r *Record) []byte {
 		e.str(r.Name)
 		e.str(r.Key)
 		e.i(r.First)
+		e.byte1(r.Level)
 	}
 	return e.b
 }
@@ -470,7 +471,7 @@ func Decode(b []byte, body bool) (*Record, error) {
 	case Publish:
 		r.Seq = d.u()
 		r.Payload = decodePayload(d, true)
-		r.Name, r.Key, r.First = d.str(), d.str(), d.i()
+		r.Name, r.Key, r.First, r.Level = d.str(), d.str(), d.i(), d.byte1()
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

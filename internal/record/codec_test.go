@@ -53,7 +53,7 @@ func samples() []*Record {
 					Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"a":["b"]}`}, Created: 3}}}},
 		{Type: State, NextSeqNum: 7, Seq: 1 << 35},
 		{Type: Publish, Seq: 1 << 33, Payload: &Payload{ID: "m-1", Body: "hello", Dedup: "d", SeqNum: "10000000000000000001", Sender: "AKID",
-			Attrs: map[string]st.AttributeValue{"n": {DataType: "Number", StringValue: ptr("1.5")}}}, Name: "subject", Key: "group", First: 1_700_000_000_123},
+			Attrs: map[string]st.AttributeValue{"n": {DataType: "Number", StringValue: ptr("1.5")}}}, Name: "subject", Key: "group", First: 1_700_000_000_123, Level: 1},
 	}
 }
 

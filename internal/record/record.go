@@ -99,7 +99,9 @@ const (
 //	         mark it, as it keeps its number in snapshots, unlike its
 //	         position), Payload (ID, Body: the message as subscribers get
 //	         it, Dedup, SeqNum, Sender: the publisher, Attrs), Name (the
-//	         Subject), Key (the MessageGroupId), First (unix ms)
+//	         Subject), Key (the MessageGroupId), First (unix ms), Level
+//	         (1: MessageStructure json, the message a JSON object of
+//	         messages by protocol)
 //	Topic partitions' snapshots hold TopicMeta, State (Seq: the last
 //	publish number), Dedup and the Publishes some subscription has not
 //	taken yet.

@@ -27,6 +27,8 @@ import (
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sigv4"
+	"github.com/sluicemq/sluice/internal/sns"
+	snswire "github.com/sluicemq/sluice/internal/sns/wire"
 	"github.com/sluicemq/sluice/internal/sqs/intake"
 	"github.com/sluicemq/sluice/internal/sqs/respconn"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
@@ -82,6 +84,9 @@ type Server struct {
 	bufs sync.Pool
 	// inflight bounds the memory request bodies hold at once.
 	inflight *intake.Budget
+	// sns answers the SNS requests that come to the same port (their
+	// Version is SNS's).
+	sns *sns.Service
 }
 
 func (s *Server) getBuf() *[]byte {
@@ -124,7 +129,7 @@ func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
 	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, intake.MaxRequestBytes)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics(),
-		inflight: intake.NewBudget(cfg.MaxInflightBytes)}
+		inflight: intake.NewBudget(cfg.MaxInflightBytes), sns: sns.New(b, cfg.Region, cfg.AccountID, cfg.Logger)}
 }
 
 // Serve serves HTTP on ln until Shutdown.
@@ -185,6 +190,7 @@ type request struct {
 	release   *intake.Grant // the request's share of the in-flight body budget
 	errCode   string        // the error the request was answered with, if any
 	body      []byte        // in a cluster: the body, to forward if the queue moves meanwhile
+	snsForm   url.Values    // an SNS request's parameters (nil: an SQS request)
 }
 
 // ServeHTTP implements http.Handler.
@@ -208,6 +214,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() { req.release.Done() }()
 	body := s.getBuf()
 	err := s.decode(w, req, body)
+	if err == nil && req.snsForm != nil {
+		s.putBuf(body)
+		ctx, cancel := req.ctx(s)
+		defer cancel()
+		caller := ""
+		if req.principal != nil {
+			caller = req.principal.Name
+		}
+		s.sns.Serve(ctx, w, req.id, caller, req.snsForm)
+		return
+	}
 	if err == nil {
 		var to string
 		if to, err = s.forwardTo(req); err == nil && to != "" {
@@ -298,6 +315,12 @@ func (s *Server) decode(w http.ResponseWriter, req *request, buf *[]byte) error 
 			for k, v := range form {
 				vals[k] = v
 			}
+		}
+		if vals.Get("Version") == snswire.Version {
+			// SNS on the same port: its actions are its own (some, like
+			// AddPermission, share SQS's names).
+			req.snsForm, req.action = vals, "SNS."+vals.Get("Action")
+			return nil
 		}
 		req.p = wire.DecodeQuery(vals)
 		req.action, _ = req.p.Str("Action")

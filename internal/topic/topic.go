@@ -74,6 +74,9 @@ type PublishSpec struct {
 	Dedup   string // MessageDeduplicationId, or the content's with ContentBasedDeduplication
 	Sender  string // the publisher
 	Attrs   map[string]st.AttributeValue
+	// JSON: MessageStructure json (Message is a JSON object of messages
+	// by protocol).
+	JSON bool
 }
 
 // PublishResult is the outcome of a publish: the record to persist, or
@@ -103,6 +106,9 @@ func (t *Topic) Publish(now time.Time, in PublishSpec) PublishResult {
 	}
 	t.seq++
 	r := &record.Record{Type: record.Publish, Pos: t.take(), Seq: t.seq, Payload: p, Name: in.Subject, Key: in.Group, First: now.UnixMilli()}
+	if in.JSON {
+		r.Level = 1
+	}
 	if t.info.FIFO {
 		t.dedup.Hold(key, dedup.Entry{ID: p.ID, SeqNum: p.SeqNum, Until: now.Add(dedup.Window).UnixMilli(), Pending: r.Pos})
 	}
