@@ -60,11 +60,15 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 		e.nextPart = max(e.nextPart, en.P+1)
 		last[en.P] = max(last[en.P], en.Pos)
 		if t := topics[en.P]; t != nil || isTopicRecord(en.Data) {
-			// A topic's partition: its first record (and a snapshot's) is
-			// the topic's settings.
+			// A topic's partition: known by its own record types. The
+			// replay may begin in the middle of its history (below its
+			// newest snapshot, with another partition's floor lower): the
+			// records seen before one of a topic's own type are leftovers
+			// of an older snapshot, which the newest one's Reset discards.
 			if t == nil || en.Reset {
 				t = topic.NewOwner(th, en.P, record.TopicInfo{})
 				topics[en.P] = t
+				delete(parts, en.P)
 			}
 			return t.Replayed(en)
 		}

@@ -188,10 +188,9 @@ func (e *Engine) allTopics() []*topic.Owner {
 	return slices.Collect(maps.Values(e.topics))
 }
 
-// isTopicRecord reports whether a partition's record is a topic's (its
-// first one says what the partition is).
+// isTopicRecord reports whether a record is of a type only topics write.
 func isTopicRecord(data []byte) bool {
-	return len(data) > 1 && record.Type(data[1]) == record.TopicMeta
+	return len(data) > 1 && (record.Type(data[1]) == record.TopicMeta || record.Type(data[1]) == record.Publish)
 }
 
 // topicOf is the topic owner of partition p, if it is one.

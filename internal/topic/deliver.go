@@ -91,18 +91,30 @@ func (o *Owner) Figures() Figures {
 }
 
 // Run delivers until the owner is relinquished or ctx ends: a round after
-// every publish or subscription change, and again after retry while a
-// queue could not take what it was given.
+// every publish or subscription change, at once again while rounds make
+// progress through a backlog, and after retry while a queue could not
+// take what it was given.
 func (o *Owner) Run(ctx context.Context, retry time.Duration) {
 	d := &o.delivery
 	t := time.NewTimer(retry)
 	defer t.Stop()
 	for {
+		before := o.Figures()
 		more := o.DeliverOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.done:
+			return
+		default:
+		}
+		if more && o.Figures() != before {
+			continue // a backlog: on at once while rounds make progress
+		}
 		t.Reset(retry)
 		var again <-chan time.Time
 		if more {
-			again = t.C
+			again = t.C // a queue could not take it: in a while
 		}
 		select {
 		case <-ctx.Done():
@@ -196,9 +208,11 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 	policy := o.policyOf(sub)
 	// entry: a publish, and what became of it.
 	type entry struct {
-		pub  *record.Record
-		idx  int // in the call (-1: filtered out, or refused by the formatter)
-		gone bool
+		pub *record.Record
+		idx int // in the call (-1: filtered out, or refused by the formatter)
+		// msg and why: a message the formatter refused (why), for good.
+		msg st.SendInput
+		why error
 	}
 	entries := make([]entry, 0, len(pubs))
 	var in []st.SendInput
@@ -209,13 +223,11 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 	for _, p := range pubs {
 		if !matches(policy, p) {
 			entries = append(entries, entry{pub: p, idx: -1})
-			d.Filtered.Add(1)
 			continue
 		}
 		m, err := o.h.Format(info, id, sub, p)
 		if err != nil {
-			o.refused(ctx, sub, p, m, err)
-			entries = append(entries, entry{pub: p, idx: -1, gone: true})
+			entries = append(entries, entry{pub: p, idx: -1, msg: m, why: err})
 			continue
 		}
 		if n := message.Size(&m); len(in) > 0 && size+n > message.MaxBatchBytes {
@@ -246,27 +258,36 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 			return true
 		}
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
+	// The cursor moves over each publish once it is done with, in order;
+	// the figures count what it moved over (a round that retries moves
+	// nothing and counts nothing).
 	for _, e := range entries {
-		if e.idx >= 0 {
+		switch {
+		case e.why != nil:
+			if !o.refused(ctx, sub, e.pub, e.msg, e.why) {
+				return true // its dead-letter queue did not take it: again later
+			}
+		case e.idx < 0:
+			d.Filtered.Add(1)
+		default:
 			err := errs[e.idx]
 			switch {
 			case err == nil:
+				d.mu.Lock()
 				c.mark = e.pub.Seq
+				d.mu.Unlock()
 				d.Delivered.Add(1)
 			case transient(err) && !errors.Is(err, ErrNoQueue):
 				return true // this one and what follows: again later
 			default:
-				d.mu.Unlock()
-				dead := o.refused(ctx, sub, e.pub, in[e.idx], err)
-				d.mu.Lock()
-				if !dead {
+				if !o.refused(ctx, sub, e.pub, in[e.idx], err) {
 					return true // its dead-letter queue did not take it: again later
 				}
 			}
 		}
+		d.mu.Lock()
 		c.scanned = e.pub.Seq
+		d.mu.Unlock()
 	}
 	return cut
 }
