@@ -68,8 +68,16 @@ type ClusterConfig struct {
 	TLSCert, TLSKey, TLSCA string
 	// ClientListen is the embedded NATS server's client listener
 	// (host:port), for NATS tools; "" serves no NATS clients but this
-	// process.
+	// process. Whoever uses it can read, purge and delete every queue's
+	// stream, so it requires ClientToken.
 	ClientListen string
+	// ClientToken is the token every client of ClientListen must present
+	// (the NATS CLI takes it as --user, without --password). Required
+	// with ClientListen, and only with it. At least 16 bytes of ASCII
+	// letters, digits and "-._~+/=" (natsnode.CheckClientToken), at most
+	// 256; never logged. It crosses the network in clear text: keep
+	// ClientListen on loopback or a private network. No default.
+	ClientToken string
 	// NATSURL, when set, uses an existing NATS cluster (comma-separated
 	// URLs; JetStream with sync_interval always, max_payload at least
 	// 2 MiB) instead of an embedded server.
@@ -113,6 +121,9 @@ func (c ClusterConfig) validate() error {
 	if len(c.Peers) > 0 && c.Listen == "" {
 		return errors.New("sluice: a node with peers needs its own route address (--listen-cluster)")
 	}
+	if c.NATSURL == "" && c.ClientListen != "" && c.ClientToken == "" {
+		return errors.New("sluice: the embedded NATS server's client listener (ClientListen) needs a ClientToken")
+	}
 	return nil
 }
 
@@ -145,7 +156,7 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
-			ClientAddr: cc.ClientListen, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
+			ClientAddr: cc.ClientListen, ClientToken: cc.ClientToken, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
 			ClusterTLSCert: cc.TLSCert, ClusterTLSKey: cc.TLSKey, ClusterTLSCA: cc.TLSCA, Logger: cfg.Logger})
 		if err != nil {
 			return nil, nil, err

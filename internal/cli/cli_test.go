@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -500,7 +501,7 @@ func TestServeClusterFlags(t *testing.T) {
 		{append(peers, "--cluster-tls-cert", "a.pem"), nil, "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca go together; missing: --cluster-tls-key, --cluster-tls-ca"},
 		{append(peers, "--cluster-tls-cert", "a.pem", "--cluster-tls-key", "a-key.pem"), nil, "go together; missing: --cluster-tls-ca"},
 		{peers, map[string]string{"SLUICE_CLUSTER_TLS_CA": "ca.pem"}, "go together; missing: --cluster-tls-cert, --cluster-tls-key"},
-		{tlsFlags[6:], nil, "--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca and --nats-url need --cluster"},
+		{tlsFlags[6:], nil, "--cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca, --nats-addr, --nats-token (SLUICE_NATS_TOKEN) and --nats-url need --cluster"},
 		{append([]string{"--cluster", "prod", "--node", "a"}, tlsFlags[6:]...), nil, "--cluster-tls-cert, --cluster-tls-key and --cluster-tls-ca need --peers"},
 		{append([]string{"--cluster", "prod", "--node", "a", "--nats-url", "nats://h1:4222"}, tlsFlags[6:]...), nil, "they do not apply with --nats-url"},
 		{nil, map[string]string{"SLUICE_CLUSTER_TLS_KEY": "a-key.pem"}, "need --cluster"},
@@ -534,6 +535,67 @@ func TestServeClusterFlags(t *testing.T) {
 		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(string) string { return "" }})
 		if code == 0 || !strings.Contains(errb.String(), tc.flag) {
 			t.Errorf("serve %v: code %d: %s", tc.args, code, errb.String())
+		}
+	}
+}
+
+// TestServeNATSToken: --nats-addr needs a token, from --nats-token or
+// SLUICE_NATS_TOKEN (flag wins), which reaches the broker's ClusterConfig;
+// a missing, stray or bad one is refused naming the flags, and no error
+// quotes it.
+func TestServeNATSToken(t *testing.T) {
+	const token, envToken = "flag-0123456789abcdef", "environment-0123456789"
+	peers := []string{"--cluster", "prod", "--node", "a", "--peers", "10.0.0.1:9326,10.0.0.2:9326"}
+	withAddr := append(slices.Clone(peers), "--nats-addr", "127.0.0.1:4222")
+	for _, tc := range []struct {
+		args       []string
+		env        map[string]string
+		addr, want string
+	}{
+		{append(slices.Clone(withAddr), "--nats-token", token), nil, "127.0.0.1:4222", token},
+		{withAddr, map[string]string{"SLUICE_NATS_TOKEN": envToken}, "127.0.0.1:4222", envToken},
+		{append(slices.Clone(withAddr), "--nats-token", token), map[string]string{"SLUICE_NATS_TOKEN": envToken}, "127.0.0.1:4222", token},
+		{peers, map[string]string{"SLUICE_NATS_ADDR": "127.0.0.1:4223", "SLUICE_NATS_TOKEN": envToken}, "127.0.0.1:4223", envToken},
+		{[]string{"--cluster", "prod", "--node", "a", "--nats-addr", "127.0.0.1:4222"}, map[string]string{"SLUICE_NATS_TOKEN": envToken}, "127.0.0.1:4222", envToken},
+		{peers, nil, "", ""},
+	} {
+		fs, c := serveFlags(Env{Stderr: io.Discard, Getenv: func(k string) string { return tc.env[k] }})
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := c.brokerConfig(nil)
+		if err != nil || cfg.Cluster.ClientListen != tc.addr || cfg.Cluster.ClientToken != tc.want {
+			t.Errorf("serve %v with %v: %q, token %q, %v; want %q, %q", tc.args, tc.env, cfg.Cluster.ClientListen, cfg.Cluster.ClientToken, err, tc.addr, tc.want)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{withAddr, nil, "--nats-addr needs --nats-token (or SLUICE_NATS_TOKEN"},
+		{peers, map[string]string{"SLUICE_NATS_ADDR": "127.0.0.1:4222"}, "--nats-addr needs --nats-token"},
+		{append(slices.Clone(peers), "--nats-token", token), nil, "--nats-token (SLUICE_NATS_TOKEN) needs --nats-addr"},
+		{peers, map[string]string{"SLUICE_NATS_TOKEN": envToken}, "--nats-token (SLUICE_NATS_TOKEN) needs --nats-addr"},
+		{append(slices.Clone(withAddr), "--nats-token", "0123456789"), nil, "--nats-token (SLUICE_NATS_TOKEN): client token is 10 bytes long; it must have from 16 to 256"},
+		{withAddr, map[string]string{"SLUICE_NATS_TOKEN": "0123456789 abcdef"}, "--nats-token (SLUICE_NATS_TOKEN): client token contains a space or a line break (byte 11 of 17)"},
+		{withAddr, map[string]string{"SLUICE_NATS_TOKEN": "0123456789:abcdef"}, "client token contains a character other than"},
+		{[]string{"--cluster", "prod", "--node", "a", "--nats-url", "nats://h1:4222", "--nats-addr", "127.0.0.1:4222"}, map[string]string{"SLUICE_NATS_TOKEN": envToken},
+			"with --nats-url there is none"},
+		{[]string{"--cluster", "prod", "--node", "a", "--nats-url", "nats://h1:4222"}, map[string]string{"SLUICE_NATS_TOKEN": envToken},
+			"with --nats-url, give the credentials in the URL"},
+		{[]string{"--nats-addr", "127.0.0.1:4222", "--nats-token", token}, nil, "need --cluster"},
+		{nil, map[string]string{"SLUICE_NATS_TOKEN": envToken}, "need --cluster"},
+	} {
+		var errb bytes.Buffer
+		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, tc.args...), Env{Stderr: &errb, Getenv: func(k string) string { return tc.env[k] }})
+		if code == 0 || !strings.Contains(errb.String(), tc.want) {
+			t.Errorf("serve %v with %v: code %d: %s\nwant %s", tc.args, tc.env, code, errb.String(), tc.want)
+		}
+		for _, s := range []string{token, envToken, "0123456789"} {
+			if strings.Contains(errb.String(), s) {
+				t.Errorf("serve %v: the error quotes a token: %s", tc.args, errb.String())
+			}
 		}
 	}
 }

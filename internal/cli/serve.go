@@ -52,6 +52,7 @@ type ServeConfig struct {
 	ClusterListen    string // --cluster-addr, SLUICE_CLUSTER_ADDR: this node's route address, default 127.0.0.1:9326 with --peers
 	ClusterAdvertise string // --cluster-advertise, SLUICE_CLUSTER_ADVERTISE: the route address peers reach this node at, default --cluster-addr
 	NATSAddr         string // --nats-addr, SLUICE_NATS_ADDR: the embedded NATS server's client address (for NATS tools), default none
+	NATSToken        string // --nats-token, SLUICE_NATS_TOKEN: the token --nats-addr requires of every client (the environment keeps it out of ps)
 	NATSURL          string // --nats-url, SLUICE_NATS_URL: an existing NATS cluster instead of an embedded server
 	Replicas         int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
 	LeaseTTL         string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
@@ -106,7 +107,8 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.ClusterTLSCert, "cluster-tls-cert", def("SLUICE_CLUSTER_TLS_CERT", ""), "this node's certificate (PEM) for TLS on the routes between nodes; with --cluster-tls-key and --cluster-tls-ca, and --peers")
 	fs.StringVar(&c.ClusterTLSKey, "cluster-tls-key", def("SLUICE_CLUSTER_TLS_KEY", ""), "the private key (PEM) of --cluster-tls-cert")
 	fs.StringVar(&c.ClusterTLSCA, "cluster-tls-ca", def("SLUICE_CLUSTER_TLS_CA", ""), "the CA bundle (PEM) that the other nodes' route certificates must be signed by")
-	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none)")
+	fs.StringVar(&c.NATSAddr, "nats-addr", def("SLUICE_NATS_ADDR", ""), "the embedded NATS server's client address, for NATS tools (default: none); requires --nats-token")
+	fs.StringVar(&c.NATSToken, "nats-token", def("SLUICE_NATS_TOKEN", ""), "the token every client of --nats-addr must present: 16 to 256 ASCII letters, digits and \"-._~+/=\" (prefer SLUICE_NATS_TOKEN: a command line shows in ps)")
 	fs.StringVar(&c.NATSURL, "nats-url", def("SLUICE_NATS_URL", ""), "use this existing NATS cluster (comma-separated URLs) instead of an embedded server")
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
 	fs.IntVar(&c.Replicas, "replicas", replicas, "replicas of each stream (default 3; 1 for a lone node)")
@@ -118,8 +120,9 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 // (nil without --cluster).
 func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if c.Cluster == "" {
-		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" || c.clusterTLS() {
-			return nil, errors.New("--node, --peers, --cluster-advertise, --cluster-secret-file (SLUICE_CLUSTER_SECRET), --cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca and --nats-url need --cluster")
+		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" || c.clusterTLS() ||
+			c.NATSAddr != "" || c.NATSToken != "" {
+			return nil, errors.New("--node, --peers, --cluster-advertise, --cluster-secret-file (SLUICE_CLUSTER_SECRET), --cluster-tls-cert, --cluster-tls-key, --cluster-tls-ca, --nats-addr, --nats-token (SLUICE_NATS_TOKEN) and --nats-url need --cluster")
 		}
 		return nil, nil
 	}
@@ -132,6 +135,9 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	}
 	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, Advertise: c.ClusterAdvertise, ClientListen: c.NATSAddr,
 		NATSURL: c.NATSURL, Replicas: c.Replicas, LeaseTTL: ttl}
+	if cc.ClientToken, err = c.natsToken(); err != nil {
+		return nil, err
+	}
 	for _, p := range strings.Split(c.Peers, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			if _, _, err := net.SplitHostPort(p); err != nil {
@@ -179,6 +185,29 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 		cc.TLSCert, cc.TLSKey, cc.TLSCA = c.ClusterTLSCert, c.ClusterTLSKey, c.ClusterTLSCA
 	}
 	return cc, nil
+}
+
+// natsToken checks --nats-addr and --nats-token (SLUICE_NATS_TOKEN) and
+// returns the token: the embedded NATS server's client listener is never
+// open without one. Its errors never quote the token.
+func (c *ServeConfig) natsToken() (string, error) {
+	const token = "--nats-token (SLUICE_NATS_TOKEN)"
+	switch {
+	case c.NATSURL != "" && c.NATSAddr != "":
+		return "", errors.New("--nats-addr opens the embedded NATS server's client listener; with --nats-url there is none (NATS tools connect to the existing cluster)")
+	case c.NATSURL != "" && c.NATSToken != "":
+		return "", errors.New(token + " is for the embedded NATS server's client listener (--nats-addr); with --nats-url, give the credentials in the URL")
+	case c.NATSAddr != "" && c.NATSToken == "":
+		return "", errors.New("--nats-addr needs --nats-token (or SLUICE_NATS_TOKEN, which keeps it out of ps): whoever reaches the NATS client listener can read, purge and delete every queue's stream, so it requires a token, e.g. SLUICE_NATS_TOKEN=$(openssl rand -hex 32)")
+	case c.NATSAddr == "" && c.NATSToken != "":
+		return "", errors.New(token + " needs --nats-addr: it is the token of the embedded NATS server's client listener")
+	case c.NATSToken == "":
+		return "", nil
+	}
+	if err := natsnode.CheckClientToken(c.NATSToken); err != nil {
+		return "", fmt.Errorf("%s: %w", token, err)
+	}
+	return c.NATSToken, nil
 }
 
 // clusterTLS reports whether any of the route TLS flags is set.

@@ -47,9 +47,20 @@ type Config struct {
 
 	// ClientAddr is the host:port of the NATS client listener, for
 	// clients in other processes (port 0 picks a free port; ClientURL says
-	// which). Default "": no client listener; only in-process clients
-	// (Connect) can reach the node.
+	// which). It requires ClientToken from every client. Default "": no
+	// client listener; only in-process clients (Connect) can reach the
+	// node.
 	ClientAddr string
+
+	// ClientToken is the token every client of the client listener must
+	// present (nats.Token, or the NATS CLI's --user without --password);
+	// Connect presents it too. Required with ClientAddr, and only with
+	// it: the listener serves every stream, so it is never open. At least
+	// MinClientToken (16) bytes of ASCII letters, digits and "-._~+/="
+	// (what hex, base32 and base64 encodings produce), at most 256. It
+	// crosses the network in clear text (the listener has no TLS), and is
+	// never logged. No default.
+	ClientToken string
 
 	// ClusterAddr is the host:port the node listens on for routes from its
 	// peers; a port from 1 to 65535. Required when Peers is not empty.
@@ -173,6 +184,14 @@ func (c Config) validate() error {
 		if _, _, err := splitAddr(c.ClientAddr, 0); err != nil {
 			return configErr("client address: %v", err)
 		}
+		if c.ClientToken == "" {
+			return configErr("ClientToken is required with ClientAddr: the client listener serves every stream, so it requires a token")
+		}
+		if err := CheckClientToken(c.ClientToken); err != nil {
+			return configErr("ClientToken: %v", err)
+		}
+	} else if c.ClientToken != "" {
+		return configErr("ClientToken is set but ClientAddr is not; there is no client listener to authenticate")
 	}
 	if len(c.Peers) == 0 {
 		if c.ClusterAddr != "" {
@@ -255,41 +274,57 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Bounds of Config.ClusterSecret's length, in bytes.
+// Bounds of the length of Config.ClusterSecret and Config.ClientToken, in
+// bytes.
 const (
 	// MinClusterSecret is the shortest cluster secret accepted: 16 bytes,
 	// e.g. `openssl rand -hex 16` gives 32.
 	MinClusterSecret = 16
-	// maxClusterSecret keeps the route's CONNECT line, which carries the
-	// secret, far below nats-server's 4 KiB limit on a control line.
-	maxClusterSecret = 256
+	// MinClientToken is the shortest client token accepted: 16 bytes.
+	MinClientToken = 16
+	// maxCredential keeps the CONNECT line, which carries the secret or
+	// the token, far below nats-server's 4 KiB limit on a control line.
+	maxCredential = 256
 )
 
 // CheckClusterSecret says what is wrong with secret as a
 // Config.ClusterSecret, or returns nil. Its errors never contain the
 // secret, nor any part of it.
 func CheckClusterSecret(secret string) error {
-	if n := len(secret); n < MinClusterSecret || n > maxClusterSecret {
-		return fmt.Errorf("cluster secret is %d bytes long; it must have from %d to %d", n, MinClusterSecret, maxClusterSecret)
+	return checkCredential("cluster secret", secret, MinClusterSecret)
+}
+
+// CheckClientToken says what is wrong with token as a Config.ClientToken,
+// or returns nil. Its errors never contain the token, nor any part of it.
+func CheckClientToken(token string) error {
+	return checkCredential("client token", token, MinClientToken)
+}
+
+// checkCredential checks a secret that clients or routes present in their
+// CONNECT line; what names it in the errors.
+func checkCredential(what, secret string, minLen int) error {
+	if n := len(secret); n < minLen || n > maxCredential {
+		return fmt.Errorf("%s is %d bytes long; it must have from %d to %d", what, n, minLen, maxCredential)
 	}
 	for i := 0; i < len(secret); i++ {
 		b := secret[i]
 		switch {
 		case b == ' ' || b == '\t' || b == '\n' || b == '\r':
-			return fmt.Errorf("cluster secret contains a space or a line break (byte %d of %d)", i+1, len(secret))
+			return fmt.Errorf("%s contains a space or a line break (byte %d of %d)", what, i+1, len(secret))
 		case !secretByte(b):
-			// Others could break the route URL's userinfo (':', '@'),
-			// stop nats-server's redaction of the CONNECT lines it
-			// traces short of the secret's end (a quote, a comma, a
-			// brace), or make it take the secret for a bcrypt hash
-			// ('$'). The character is not named: it is the secret's.
-			return fmt.Errorf("cluster secret contains a character other than ASCII letters, digits and \"-._~+/=\" (byte %d of %d)", i+1, len(secret))
+			// Others could break a URL's userinfo (':', '@'), stop
+			// nats-server's redaction of the CONNECT lines it traces
+			// short of the secret's end (a quote, a comma, a brace), or
+			// make it take the secret for a bcrypt hash ('$'). The
+			// character is not named: it is the secret's.
+			return fmt.Errorf("%s contains a character other than ASCII letters, digits and \"-._~+/=\" (byte %d of %d)", what, i+1, len(secret))
 		}
 	}
 	return nil
 }
 
-// secretByte reports whether b may appear in a cluster secret.
+// secretByte reports whether b may appear in a cluster secret or a client
+// token.
 func secretByte(b byte) bool {
 	switch {
 	case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9':

@@ -1,6 +1,7 @@
 package natsnode_test
 
 import (
+	"crypto/rand"
 	"errors"
 	"net"
 	"os"
@@ -46,6 +47,23 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		{"peers only this node", func(c *natsnode.Config) { c.Peers = peers[:1] }, "peers list only this node"},
 		{"cluster address without peers", func(c *natsnode.Config) { c.Peers = nil }, "cluster address \"127.0.0.1:1\" is set but there are no peers"},
 		{"bad client address", func(c *natsnode.Config) { c.ClientAddr = "localhost" }, `client address: "localhost" is not host:port`},
+		{"client address without token", func(c *natsnode.Config) { c.ClientAddr = "127.0.0.1:0" }, "ClientToken is required with ClientAddr"},
+		{"client token too short", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", "0123456789abcde" },
+			"ClientToken: client token is 15 bytes long; it must have from 16 to 256"},
+		{"client token too long", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", strings.Repeat("a", 257) },
+			"client token is 257 bytes long"},
+		{"client token with a space", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", "0123456789 abcdef" },
+			"ClientToken: client token contains a space or a line break (byte 11 of 17)"},
+		{"client token with a tab", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", "\t0123456789abcdef" },
+			"client token contains a space or a line break (byte 1 of 17)"},
+		{"client token with a line break", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", "0123456789abcdef\n" },
+			"client token contains a space or a line break (byte 17 of 17)"},
+		{"client token with a quote", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", `0123456789"abcdef` },
+			`client token contains a character other than ASCII letters, digits and "-._~+/=" (byte 11 of 17)`},
+		{"client token like a bcrypt hash", func(c *natsnode.Config) { c.ClientAddr, c.ClientToken = "127.0.0.1:0", "$2a$11$0123456789abcdef" },
+			"client token contains a character other than"},
+		{"client token without client address", func(c *natsnode.Config) { c.ClientToken = "0123456789abcdef" },
+			"ClientToken is set but ClientAddr is not"},
 		{"negative max store", func(c *natsnode.Config) { c.MaxStore = -1 }, "max store -1 is negative"},
 		{"negative max memory", func(c *natsnode.Config) { c.MaxMemory = -1 }, "max memory -1 is negative"},
 		{"max payload too big", func(c *natsnode.Config) { c.MaxPayload = 65<<20 + 1 }, "max payload 68157441 is not between 1 and 67108864 bytes"},
@@ -53,7 +71,10 @@ func TestStartRejectsBadConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := valid()
 			tc.modify(&cfg)
-			startRefused(t, cfg, tc.want)
+			err := startRefused(t, cfg, tc.want)
+			if cfg.ClientToken != "" && strings.Contains(err.Error(), cfg.ClientToken) {
+				t.Errorf("Start: %v quotes the client token", err)
+			}
 		})
 	}
 }
@@ -73,7 +94,7 @@ func TestStartAddressInUse(t *testing.T) {
 		cfg  natsnode.Config
 	}{
 		{"cluster", natsnode.Config{Cluster: "c", Node: "n1", ClusterAddr: busy, Peers: []string{busy, "127.0.0.1:1"}}},
-		{"client", natsnode.Config{Node: "n1", ClientAddr: busy}},
+		{"client", natsnode.Config{Node: "n1", ClientAddr: busy, ClientToken: "0123456789abcdef"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Dir = t.TempDir()
@@ -102,4 +123,21 @@ func startRefused(t *testing.T, cfg natsnode.Config, want string) error {
 		t.Errorf("Start: %v\nwant an ErrConfig containing %q", err, want)
 	}
 	return err
+}
+
+// TestCheckClientToken: what the usual ways of making a token give is
+// accepted.
+func TestCheckClientToken(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{
+		"0123456789abcdef",       // hex, the shortest
+		rand.Text(),              // base32
+		"Zm9vYmFyYmF6cXV4Cg+/==", // base64
+		"Zm9vYmFyYmF6cXV4Cg-_",   // base64url
+		strings.Repeat("a", 256), // the longest
+	} {
+		if err := natsnode.CheckClientToken(ok); err != nil {
+			t.Errorf("CheckClientToken(%q): %v", ok, err)
+		}
+	}
 }

@@ -49,4 +49,12 @@
 // clustered node still listens on a loopback port, because nats-server
 // starts its routes only after a client listener, but that port requires a
 // random token only Connect knows.)
+//
+// # The client listener
+//
+// Config.ClientAddr opens a client listener for other processes (the NATS
+// CLI: stream backups, peer removal). Whoever uses it can read, purge and
+// delete every stream, so it always requires Config.ClientToken, which
+// Start checks and never logs; Connect presents it too. The token crosses
+// the network in clear text: the listener has no TLS.
 package natsnode

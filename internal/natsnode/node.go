@@ -44,7 +44,7 @@ type Node struct {
 	srv     *server.Server
 	log     *slog.Logger
 	adapter *logAdapter
-	token   string // what clients must present; "" for none
+	token   string // what clients must present (ClientToken, or a random one); "" for none
 	// fresh says that Dir held no JetStream meta state at Start and Ready
 	// has not succeeded since: the cluster may never have elected a meta
 	// leader.
@@ -80,8 +80,11 @@ func Start(cfg Config) (*Node, error) {
 	_, err := os.Stat(filepath.Join(cfg.Dir, server.JetStreamStoreDir, "$SYS", "_js_", metaGroup))
 	fresh := errors.Is(err, fs.ErrNotExist)
 	var token string
-	if cfg.ClientAddr == "" && len(cfg.Peers) > 0 {
-		token = rand.Text()
+	switch {
+	case cfg.ClientAddr != "":
+		token = cfg.ClientToken
+	case len(cfg.Peers) > 0:
+		token = rand.Text() // for the loopback listener only Connect uses
 	}
 	var routeTLS *tls.Config
 	var leaf *x509.Certificate
@@ -138,7 +141,13 @@ func Start(cfg Config) (*Node, error) {
 		// Whether there is a secret, never the secret.
 		attrs = append(attrs, "routes_authenticated", cfg.ClusterSecret != "", "routes_tls", routeTLS != nil)
 	}
-	log.Info("NATS node started", append(attrs, "peers", len(cfg.Peers), "client_url", clientURL(cfg, srv), "dir", cfg.Dir)...)
+	attrs = append(attrs, "peers", len(cfg.Peers), "client_url", clientURL(cfg, srv))
+	if cfg.ClientAddr != "" {
+		// Always true (validate requires the token); said so that an
+		// operator reading the log need not know that. Never the token.
+		attrs = append(attrs, "client_authenticated", opts.Authorization != "")
+	}
+	log.Info("NATS node started", append(attrs, "dir", cfg.Dir)...)
 	if leaf != nil {
 		if problem := checkRouteTLSHost(cfg, leaf); problem != "" {
 			log.Warn(problem, "cert", cfg.ClusterTLSCert)
@@ -184,10 +193,18 @@ func serverOptions(cfg Config, token string, routeTLS *tls.Config) (*server.Opti
 		if err != nil {
 			return nil, configErr("client address: %v", err)
 		}
+		if token == "" {
+			// validate refuses that; never open the listener without one.
+			return nil, configErr("ClientToken is required with ClientAddr")
+		}
 		opts.Host, opts.Port = host, port
 		if port == 0 { // nats-server's 0 is its default port, 4222
 			opts.Port = server.RANDOM_PORT
 		}
+		// nats-server compares it in constant time, and logs a refused
+		// client's token redacted (`Token "[REDACTED]"`), as it does the
+		// auth_token of the CONNECT lines it traces.
+		opts.Authorization = token
 	}
 	if len(cfg.Peers) > 0 {
 		host, port, err := splitAddr(cfg.ClusterAddr, 1)
@@ -428,7 +445,9 @@ func (n *Node) MetaLeader() string {
 const metaGroup = "_meta_"
 
 // Connect opens a client connection inside the process, without a socket,
-// named "sluice <node>" unless opts name it otherwise.
+// named "sluice <node>" unless opts name it otherwise. It presents the
+// token the node's client listener requires, if any (Config.ClientToken,
+// or a random one).
 func (n *Node) Connect(opts ...nats.Option) (*nats.Conn, error) {
 	all := []nats.Option{nats.InProcessServer(n.srv), nats.Name("sluice " + n.cfg.Node)}
 	if n.token != "" {

@@ -2,8 +2,10 @@ package natsnode_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,11 +211,17 @@ func TestSingle(t *testing.T) {
 }
 
 // TestClientListener checks that a node with a client address serves
-// clients in other processes.
+// clients in other processes that present its token, and only those: a
+// client without a token, or with another one, is refused. In-process
+// clients (Connect) present it themselves. The node logs at LevelTrace
+// (each protocol message, CONNECT lines included): no line holds either
+// token.
 func TestClientListener(t *testing.T) {
 	t.Parallel()
+	token, wrong := "good-"+rand.Text(), "wrong-"+rand.Text()
+	var log logBuffer
 	n, err := natsnode.Start(natsnode.Config{Node: "n1", Dir: t.TempDir(), ClientAddr: "127.0.0.1:0",
-		Logger: natstest.Logger(t)})
+		ClientToken: token, Logger: log.logger(natsnode.LevelTrace)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +234,62 @@ func TestClientListener(t *testing.T) {
 	if n.ClientURL() == "" {
 		t.Fatal("no client URL")
 	}
-	nc, err := nats.Connect(n.ClientURL())
+	if want := "client_authenticated=true"; !strings.Contains(log.String(), want) {
+		t.Errorf("the start line lacks %s:\n%s", want, log.String())
+	}
+
+	// The right token, over TCP: JetStream works.
+	nc, err := nats.Connect(n.ClientURL(), nats.Token(token))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := nc.RTT(); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "wal", Subjects: []string{"wal.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	appendFenced(t, js, "wal.p0", "m0", 0)
+	// So does the in-process client, which presents it itself.
+	appendFenced(t, jetStream(t, n), "wal.p0", "m1", 1)
+
+	for _, tc := range []struct {
+		name string
+		opts []nats.Option
+	}{
+		{"no token", nil},
+		{"another token", []nats.Option{nats.Token(wrong)}},
+	} {
+		nc, err := nats.Connect(n.ClientURL(), tc.opts...)
+		if err == nil {
+			nc.Close()
+			t.Errorf("%s: connected", tc.name)
+			continue
+		}
+		if !errors.Is(err, nats.ErrAuthorization) {
+			t.Errorf("%s: %v, want %v", tc.name, err, nats.ErrAuthorization)
+		}
+		for _, s := range []string{token, wrong} {
+			if strings.Contains(err.Error(), s) {
+				t.Errorf("%s: the error %v quotes a token", tc.name, err)
+			}
+		}
+	}
+	n.Close() // the log is complete
+	out := log.String()
+	if !strings.Contains(out, "authentication error") {
+		t.Errorf("the log has no refused client:\n%s", out)
+	}
+	for _, s := range []string{token, wrong} {
+		if j := strings.Index(out, s); j >= 0 {
+			t.Errorf("the log holds a token: %s", out[max(0, j-200):j+len(s)])
+		}
+	}
+	// The trace lines were there to leak it: the CONNECT lines of the
+	// clients were traced, with the token redacted.
+	if !strings.Contains(out, `\"auth_token\":\"[REDACTED]\"`) {
+		t.Errorf("the log has no trace of a client's CONNECT with its token redacted:\n%s", out)
 	}
 }

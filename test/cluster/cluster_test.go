@@ -31,6 +31,7 @@ import (
 type cluster struct {
 	t     *testing.T
 	name  string // the cluster's name, and its streams' prefix
+	token string // every node's NATS client token (SLUICE_NATS_TOKEN)
 	nodes []*node
 
 	mu  sync.Mutex
@@ -54,7 +55,7 @@ func startWired(t *testing.T, wire wiring) *cluster {
 		t.Fatal(err)
 	}
 	addr := func(i int) string { return "127.0.0.1:" + strconv.Itoa(ports[i]) }
-	c := &cluster{t: t, name: "t" + strings.ToLower(rand.Text()[:8])}
+	c := &cluster{t: t, name: "t" + strings.ToLower(rand.Text()[:8]), token: rand.Text()}
 	var names, routes []string
 	for i := range 3 {
 		names, routes = append(names, fmt.Sprintf("n%d", i+1)), append(routes, addr(4*i+2))
@@ -67,7 +68,8 @@ func startWired(t *testing.T, wire wiring) *cluster {
 	for i, name := range names {
 		n := &node{name: name, dir: filepath.Join(dir, name),
 			sqs: addr(4 * i), admin: addr(4*i + 1), route: routes[i], nats: addr(4*i + 3),
-			tr: &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute}}
+			tr:  &http.Transport{MaxIdleConnsPerHost: 4, IdleConnTimeout: time.Minute},
+			env: []string{"SLUICE_NATS_TOKEN=" + c.token}} // as an operator would: a flag shows in ps
 		if n.logPath, err = logFile(dir, t.Name(), n.name); err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +116,29 @@ func startWired(t *testing.T, wire wiring) *cluster {
 		t.Fatal(err)
 	}
 	t.Logf("cluster %s: three nodes serve and agree %v after exec", c.name, time.Since(begin).Round(time.Millisecond))
+	if err := c.natsRefusesStrangers(); err != nil {
+		t.Fatal(err)
+	}
 	return c
+}
+
+// natsRefusesStrangers checks that every node's NATS client port (which
+// serves every stream) refuses a client without the cluster's token, or
+// with another one.
+func (c *cluster) natsRefusesStrangers() error {
+	for _, n := range c.nodes {
+		for _, opts := range [][]nats.Option{nil, {nats.Token("not-" + c.token)}} {
+			nc, err := nats.Connect("nats://"+n.nats, append(opts, nats.Timeout(5*time.Second), nats.NoReconnect())...)
+			if err == nil {
+				nc.Close()
+				return fmt.Errorf("%s: a NATS client without the token (none, or another) connected to %s", n.name, n.nats)
+			}
+			if !errors.Is(err, nats.ErrAuthorization) {
+				return fmt.Errorf("%s: a NATS client without the token (none, or another): %v, want %v", n.name, err, nats.ErrAuthorization)
+			}
+		}
+	}
+	return nil
 }
 
 // freePorts returns n loopback ports that were free a moment ago (each
@@ -295,7 +319,7 @@ func (c *cluster) jetStream(f func(ctx context.Context, js jetstream.JetStream) 
 			urls = append(urls, "nats://"+n.nats)
 		}
 	}
-	nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(5*time.Second), nats.NoReconnect())
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.Token(c.token), nats.Timeout(5*time.Second), nats.NoReconnect())
 	if err != nil {
 		return err
 	}
@@ -341,7 +365,7 @@ func (c *cluster) watchLease(ctx context.Context, p int, holder *node) <-chan le
 	go func() {
 		var lt leaseTimes
 		defer func() { out <- lt }()
-		nc, err := nats.Connect(strings.Join(urls, ","), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
+		nc, err := nats.Connect(strings.Join(urls, ","), nats.Token(c.token), nats.Timeout(5*time.Second), nats.MaxReconnects(-1))
 		if err != nil {
 			lt.err = err
 			return

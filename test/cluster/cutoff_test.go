@@ -105,7 +105,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 			maj, majClients = append(maj, n), append(majClients, clients[i])
 		}
 	}
-	mc := &cluster{t: t, name: c.name, nodes: maj} // the two that stay
+	mc := &cluster{t: t, name: c.name, token: c.token, nodes: maj} // the two that stay
 	l := newLedger(false)
 	tr := startTraffic(mc, l, url, majClients)
 	defer tr.stop()

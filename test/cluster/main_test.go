@@ -7,8 +7,9 @@
 //
 // It reaches the nodes only through what an operator has: the SQS port,
 // the admin API (/healthz, /api/cluster), each node's log, and the
-// embedded NATS server's client port (--nats-addr), where JetStream says
-// which node leads a stream.
+// embedded NATS server's client port (--nats-addr, with the token
+// SLUICE_NATS_TOKEN gives it), where JetStream says which node leads a
+// stream.
 package cluster
 
 import (

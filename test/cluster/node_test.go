@@ -51,6 +51,7 @@ type node struct {
 	nats      string
 	logPath   string
 	args      []string
+	env       []string        // added to the test's environment: the NATS token
 	tr        *http.Transport // the test's connections to its admin address
 	serving   atomic.Bool     // between a start that saw it serve and the next stop or kill
 	downs     atomic.Int64    // stops and kills so far: a request that spans one met a node going down
@@ -86,6 +87,7 @@ func (n *node) start() (*process, error) {
 	fmt.Fprintf(f, "---- start %d of %s at %s\n", n.starts, n.name, time.Now().Format(time.RFC3339Nano))
 	log := newNodeLog(f)
 	cmd := exec.Command(bin, n.args...)
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		f.Close()
