@@ -1,6 +1,8 @@
-// Package clients runs real AWS clients against a real `sluice serve`:
-// Debian's awscli and python3-boto3 (Query protocol), the machine's current
-// boto3 (JSON protocol) and @aws-sdk/client-sqs (JSON protocol).
+// Package clients runs real AWS clients against a real `sluice serve`, for
+// SQS and for SNS: Debian's awscli and python3-boto3 (Query protocol), the
+// machine's current boto3 (JSON protocol for SQS) and @aws-sdk/client-sqs
+// (JSON protocol) with @aws-sdk/client-sns. SNS is the Query protocol in
+// every one of them.
 //
 // A missing client fails the test with the command that installs it, unless
 // SLUICE_SKIP_CLIENT_TESTS=1.
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,39 +122,77 @@ func run(t *testing.T, name string, args ...string) {
 	}
 }
 
+// realClient is one client the project supports: ready skips or fails the
+// test when the client is not installed, and sqs and sns are the commands
+// that drive each service (the endpoint is appended).
+type realClient struct {
+	name     string
+	ready    func(t *testing.T)
+	sqs, sns []string
+}
+
+func realClients() []realClient {
+	return []realClient{{
+		name: "boto3-query-debian",
+		ready: func(t *testing.T) {
+			need(t, "/usr/bin/python3", "apt-get install -y python3-boto3")
+			if exec.Command("/usr/bin/python3", "-c", "import boto3").Run() != nil {
+				if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+					t.Skip("python3-boto3 missing")
+				}
+				t.Fatal("Debian's boto3 is missing: apt-get install -y python3-boto3")
+			}
+		},
+		sqs: []string{"/usr/bin/python3", "boto_client.py"},
+		sns: []string{"/usr/bin/python3", "boto_sns.py"},
+	}, {
+		name: "awscli-query-debian",
+		ready: func(t *testing.T) {
+			need(t, "/usr/bin/aws", "apt-get install -y awscli")
+			t.Setenv("AWS_CLI", "/usr/bin/aws")
+		},
+		sqs: []string{"bash", "awscli.sh"},
+		sns: []string{"bash", "awscli_sns.sh"},
+	}, {
+		// This boto3 speaks JSON to SQS; SNS is Query in every botocore.
+		name: "boto3-json",
+		ready: func(t *testing.T) {
+			py, err := exec.LookPath("python3")
+			if err != nil || py == "/usr/bin/python3" || exec.Command(py, "-c", "import boto3, botocore; assert tuple(map(int, botocore.__version__.split('.')[:2])) >= (1, 34)").Run() != nil {
+				t.Skip("no boto3 >= 1.34 (JSON protocol) on this machine's python3")
+			}
+		},
+		sqs: []string{"python3", "boto_client.py"},
+		sns: []string{"python3", "boto_sns.py"},
+	}, {
+		// @aws-sdk/client-sqs (JSON) and @aws-sdk/client-sns (Query).
+		name: "js-sdk-json",
+		ready: func(t *testing.T) {
+			need(t, "node", "install Node.js")
+			for _, m := range []string{"node/node_modules/@aws-sdk/client-sqs", "node/node_modules/@aws-sdk/client-sns"} {
+				if _, err := os.Stat(m); err != nil {
+					if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+						t.Skip("node_modules missing")
+					}
+					t.Fatal("node modules missing: run (cd test/clients/node && npm ci)")
+				}
+			}
+		},
+		sqs: []string{"node", "node/client.mjs"},
+		sns: []string{"node", "node/sns.mjs"},
+	}}
+}
+
+// TestRealClients drives one server with every client, SQS first, then
+// SNS (topics fanning out to queues the same client creates and reads).
 func TestRealClients(t *testing.T) {
 	url := startServer(t)
-	t.Run("boto3-query-debian", func(t *testing.T) {
-		need(t, "/usr/bin/python3", "apt-get install -y python3-boto3")
-		if exec.Command("/usr/bin/python3", "-c", "import boto3").Run() != nil {
-			if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
-				t.Skip("python3-boto3 missing")
-			}
-			t.Fatal("Debian's boto3 is missing: apt-get install -y python3-boto3")
-		}
-		run(t, "/usr/bin/python3", "boto_client.py", url)
-	})
-	t.Run("awscli-query-debian", func(t *testing.T) {
-		need(t, "/usr/bin/aws", "apt-get install -y awscli")
-		t.Setenv("AWS_CLI", "/usr/bin/aws")
-		run(t, "bash", "awscli.sh", url)
-	})
-	t.Run("boto3-json", func(t *testing.T) {
-		py, err := exec.LookPath("python3")
-		if err != nil || py == "/usr/bin/python3" || exec.Command(py, "-c", "import boto3, botocore; assert tuple(map(int, botocore.__version__.split('.')[:2])) >= (1, 34)").Run() != nil {
-			t.Skip("no boto3 >= 1.34 (JSON protocol) on this machine's python3")
-		}
-		run(t, py, "boto_client.py", url)
-	})
-	t.Run("js-sdk-json", func(t *testing.T) {
-		need(t, "node", "install Node.js")
-		if _, err := os.Stat("node/node_modules/@aws-sdk/client-sqs"); err != nil {
-			if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
-				t.Skip("node_modules missing")
-			}
-			t.Fatal("node modules missing: run (cd test/clients/node && npm ci)")
-		}
-		run(t, "node", "node/client.mjs", url)
-	})
+	for _, c := range realClients() {
+		t.Run(c.name, func(t *testing.T) {
+			c.ready(t)
+			t.Run("sqs", func(t *testing.T) { run(t, c.sqs[0], slices.Concat(c.sqs[1:], []string{url})...) })
+			t.Run("sns", func(t *testing.T) { run(t, c.sns[0], slices.Concat(c.sns[1:], []string{url})...) })
+		})
+	}
 	fmt.Fprintln(os.Stderr, "real-client checks done against", url)
 }
