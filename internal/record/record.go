@@ -179,6 +179,9 @@ type Subscription struct {
 	Owner    string            `json:"owner,omitempty"`
 	Attrs    map[string]string `json:"attrs,omitempty"`
 	Created  int64             `json:"created"`
+	// From is the number of the topic's last publish when it subscribed:
+	// it gets the publishes after it.
+	From uint64 `json:"from,omitempty"`
 }
 
 // TenantLimits are one tenant's overrides (zero: the queue's setting).

@@ -188,7 +188,9 @@ func (o *Owner) cursorOf(ctx context.Context, id string, sub record.Subscription
 		return nil
 	}
 	m := marks[uint64(o.p)]
-	c = &cursor{known: true, mark: m, scanned: m}
+	// Past what it was subscribed after, even if its queue took nothing
+	// yet (or took this topic's publishes through an older subscription).
+	c = &cursor{known: true, mark: m, scanned: max(m, sub.From)}
 	d.mu.Lock()
 	if old := d.cursors[id]; old != nil {
 		c = old

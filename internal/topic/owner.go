@@ -108,14 +108,25 @@ func (o *Owner) Recovered(last uint64) {
 }
 
 // Update changes the topic's settings or subscriptions: f edits a copy
-// (an error from it changes nothing), written whole.
+// (an error from it changes nothing), written whole. A subscription it
+// adds starts after the topic's last publish.
 func (o *Owner) Update(f func(*record.TopicInfo) error) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.drainLocked()
+	old := o.t.Info()
 	info := o.t.Info()
 	if err := f(&info); err != nil {
 		return err
+	}
+	for id, sub := range info.Subs {
+		if _, ok := old.Subs[id]; !ok {
+			// A new subscription gets what is published from now on
+			// (publishes are numbered under this lock).
+			sub.From = o.t.Seq()
+			sub.Created = o.h.Clock.Now().UnixMilli()
+			info.Subs[id] = sub
+		}
 	}
 	if err := o.persistLocked([]*record.Record{o.t.MetaRecord(info)}); err != nil {
 		return err
