@@ -31,6 +31,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
+	if dir := os.Getenv("SLUICE_TOPIC_CRASH_CHILD"); dir != "" {
+		topicCrashChild(dir)
+		return
+	}
 	goleak.VerifyTestMain(m) // fails the tests if any goroutine outlives them
 
 }

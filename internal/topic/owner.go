@@ -183,16 +183,19 @@ func (o *Owner) Snapshot() error {
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r)}
 	}
-	f := o.h.Store.Snapshot(o.p, prev, slices.Values(data))
+	// A write in flight like the others (publishes made while it is
+	// written follow it, their positions after its records).
+	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, slices.Values(data))}
+	o.t.SetLast(prev + uint64(len(recs)))
+	o.writes = append(o.writes, w)
 	o.mu.Unlock()
-	err := f.Wait(context.Background())
+	err := w.f.Wait(context.Background())
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.drainLocked()
 	if err != nil {
-		o.failedLocked(err, prev)
 		return fmt.Errorf("topic: snapshot of partition %d: %w", o.p, err)
 	}
-	o.t.SetLast(max(o.t.Last(), f.Last()))
 	return nil
 }
 
