@@ -98,6 +98,19 @@ func TestMetricsGolden(t *testing.T) {
 	send(t, b, "orders", "acme", 3)
 	ms, _ := b.Receive(ctx, "orders", st.ReceiveInput{MaxMessages: 1})
 	b.Delete(ctx, "orders", ms[0].ReceiptHandle)
+	// A topic with one subscription, one publish delivered.
+	b.CreateQueue(ctx, "fan", nil, nil)
+	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "events", Subs: map[string]sluice.Subscription{
+		"s": {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:fan"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "events", []sluice.PublishInput{{ID: "p1", Message: "m"}}); err != nil {
+		t.Fatal(err)
+	}
+	wait := 5
+	if got, err := b.Receive(ctx, "fan", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: &wait}); err != nil || len(got) != 1 {
+		t.Fatalf("the topic's delivery: %v %v", got, err)
+	}
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -147,7 +160,8 @@ func TestMetricsGolden(t *testing.T) {
 	for _, must := range []string{`sluice_queue_messages{queue="orders",state="visible"} 2`, `sluice_tenant_messages{queue="orders",state="ready",tenant="acme"} 2`,
 		`sluice_queue_first_attempt_age_seconds_count{queue="orders"} 1`, `sluice_queue_deleted_total{queue="orders"} 1`,
 		`sluice_queue_unreadable_total{queue="orders"} 0`, `sluice_messages_unreadable_total 0`, `sluice_store_bad_releases_total 0`,
-		`sluice_store_segments_removed_total 0`} {
+		`sluice_store_segments_removed_total 0`, `sluice_topic_published_total{topic="events"} 1`,
+		`sluice_topic_deliveries_total{outcome="delivered",topic="events"} 1`, `sluice_topic_fanout_lag_seconds_count{topic="events"} 1`} {
 		if !strings.Contains(string(raw), must) {
 			t.Errorf("metrics lack %s", must)
 		}

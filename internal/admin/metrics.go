@@ -26,6 +26,8 @@ type collector struct {
 	// Cluster mode.
 	members, owned, owner, failovers, handovers, acquireFailed, renewFailed *prometheus.Desc
 
+	published, deliveries, topicHeld, fanOutLag *prometheus.Desc
+
 	// maxQueues bounds the queues with series of their own (see boundQueues).
 	maxQueues int
 }
@@ -161,6 +163,10 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		handovers:      d("cluster_handovers_total", "Partitions this node handed over to their preferred node."),
 		acquireFailed:  d("cluster_acquire_failures_total", "Takeovers of a partition by this node that failed."),
 		renewFailed:    d("cluster_lease_renew_failures_total", "Lease renewals that went unanswered (the lease was kept; the store's fence keeps the log safe)."),
+		published:      d("topic_published_total", "Messages published to the topic.", "topic"),
+		deliveries:     d("topic_deliveries_total", "What became of each publish for each subscription: delivered (its queue took it), filtered (its filter policy kept it out), refused (its queue refused it for good, or does not exist: dropped), dead_lettered (sent to the subscription's dead-letter queue).", "topic", "outcome"),
+		topicHeld:      d("topic_held_messages", "Publishes the topic holds for subscriptions that have not taken them yet (the fan-out backlog).", "topic"),
+		fanOutLag:      d("topic_fanout_lag_seconds", "Time from a publish to a subscription's queue taking it. A subscriber's age at first attempt is this plus its queue's queue_first_attempt_age_seconds.", "topic"),
 		maxQueues:      maxQueues,
 	}
 }
@@ -263,6 +269,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.handovers, float64(cs.Handovers))
 		ctr(c.acquireFailed, float64(cs.AcquireFailures))
 		ctr(c.renewFailed, float64(cs.RenewFailures))
+	}
+	for _, name := range c.b.Topics() {
+		f, err := c.b.TopicFigures(name)
+		if err != nil {
+			continue // deleted meanwhile
+		}
+		ctr(c.published, float64(f.Published), name)
+		ctr(c.deliveries, float64(f.Delivered), name, "delivered")
+		ctr(c.deliveries, float64(f.Filtered), name, "filtered")
+		ctr(c.deliveries, float64(f.Refused), name, "refused")
+		ctr(c.deliveries, float64(f.Dead), name, "dead_lettered")
+		g(c.topicHeld, float64(f.Held), name)
+		count, buckets := cumulative(sluice.FirstAttemptBounds, f.Lag)
+		ch <- prometheus.MustNewConstHistogram(c.fanOutLag, count, f.LagSum.Seconds(), buckets, name)
 	}
 	g(c.diskFree, float64(st.DiskFree))
 	g(c.diskReserve, float64(st.DiskReserve))

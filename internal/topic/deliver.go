@@ -60,9 +60,25 @@ type deliveryState struct {
 	wake     chan struct{}
 	done     chan struct{}
 	stopOnce sync.Once
-	// Figures: messages taken by a queue, filtered out, refused for good
-	// (and dropped, or dead-lettered: Dead).
-	Delivered, Filtered, Refused, Dead atomic.Int64
+	// Figures: publishes, messages taken by a queue, filtered out, refused
+	// for good (and dropped, or dead-lettered: Dead).
+	Published, Delivered, Filtered, Refused, Dead atomic.Int64
+	// lag: from publish to a queue taking it, per st.FirstAttemptBounds.
+	lagMu  sync.Mutex
+	lag    []int64
+	lagSum time.Duration
+}
+
+// observeLag counts a publish a queue took lag after it was published.
+func (d *deliveryState) observeLag(lag time.Duration) {
+	i, _ := slices.BinarySearch(st.FirstAttemptBounds, lag.Seconds())
+	d.lagMu.Lock()
+	if d.lag == nil {
+		d.lag = make([]int64, len(st.FirstAttemptBounds)+1)
+	}
+	d.lag[i]++
+	d.lagSum += lag
+	d.lagMu.Unlock()
 }
 
 func (d *deliveryState) init() {
@@ -81,14 +97,39 @@ func (d *deliveryState) kick() {
 
 func (d *deliveryState) stop() { d.stopOnce.Do(func() { close(d.done) }) }
 
-// Figures are the topic's delivery counters since it was taken here.
-type Figures struct{ Delivered, Filtered, Refused, Dead int64 }
+// Figures are the topic's counters since it was taken here. A delivery
+// is a publish a subscription's queue took (Delivered), a filter kept from
+// it (Filtered), or a queue refused for good (Refused: dropped, or Dead:
+// sent to the subscription's dead-letter queue).
+type Figures struct {
+	Published, Delivered, Filtered, Refused, Dead int64
+	// Held is how many publishes the topic holds for a subscription that
+	// has not taken them yet: its backlog.
+	Held int64
+	// Lag counts deliveries by the time from their publish to a queue
+	// taking them, per sluicetype.FirstAttemptBounds (the last bucket:
+	// above them all); LagSum is its sum.
+	Lag    []int64
+	LagSum time.Duration
+}
 
-// Figures returns the delivery counters.
+// Figures returns the topic's counters.
 func (o *Owner) Figures() Figures {
 	d := &o.delivery
-	return Figures{d.Delivered.Load(), d.Filtered.Load(), d.Refused.Load(), d.Dead.Load()}
+	f := Figures{Published: d.Published.Load(), Delivered: d.Delivered.Load(), Filtered: d.Filtered.Load(),
+		Refused: d.Refused.Load(), Dead: d.Dead.Load()}
+	o.mu.Lock()
+	f.Held = int64(o.t.Held())
+	o.mu.Unlock()
+	d.lagMu.Lock()
+	f.Lag, f.LagSum = slices.Clone(d.lag), d.lagSum
+	d.lagMu.Unlock()
+	return f
 }
+
+// progress is what Run compares between rounds: whether a round moved a
+// cursor.
+func (f Figures) progress() [4]int64 { return [4]int64{f.Delivered, f.Filtered, f.Refused, f.Dead} }
 
 // Run delivers until the owner is relinquished or ctx ends: a round after
 // every publish or subscription change, at once again while rounds make
@@ -99,7 +140,7 @@ func (o *Owner) Run(ctx context.Context, retry time.Duration) {
 	t := time.NewTimer(retry)
 	defer t.Stop()
 	for {
-		before := o.Figures()
+		before := o.Figures().progress()
 		more := o.DeliverOnce(ctx)
 		select {
 		case <-ctx.Done():
@@ -108,7 +149,7 @@ func (o *Owner) Run(ctx context.Context, retry time.Duration) {
 			return
 		default:
 		}
-		if more && o.Figures() != before {
+		if more && o.Figures().progress() != before {
 			continue // a backlog: on at once while rounds make progress
 		}
 		t.Reset(retry)
@@ -279,6 +320,7 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 				c.mark = e.pub.Seq
 				d.mu.Unlock()
 				d.Delivered.Add(1)
+				d.observeLag(o.h.Clock.Now().Sub(time.UnixMilli(e.pub.First)))
 			case transient(err) && !errors.Is(err, ErrNoQueue):
 				return true // this one and what follows: again later
 			default:

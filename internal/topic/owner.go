@@ -155,6 +155,7 @@ func (o *Owner) Publish(ctx context.Context, in []PublishSpec) ([]PublishResult,
 		if err := o.persistLocked(recs); err != nil {
 			return nil, err
 		}
+		o.delivery.Published.Add(int64(len(recs)))
 		o.delivery.kick()
 	}
 	return res, nil
