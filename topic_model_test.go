@@ -119,7 +119,7 @@ func topicModelRun(t *testing.T, seed uint64, ops int) {
 		case op < 80:
 			s.receive(s.subs[s.rng.IntN(len(s.subs))], 10)
 		case op < 82:
-			s.release(s.subs[0], 1+s.rng.IntN(60))
+			s.release(s.subs[0], len(s.subs[0].held)/2+s.rng.IntN(60))
 		case op < 84:
 			if len(s.subs) == 3 {
 				s.subscribeLate()
