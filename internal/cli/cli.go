@@ -1,7 +1,8 @@
 // Package cli is the sluice command: `sluice serve` runs the server,
 // `sluice verify` checks a stopped server's data directory, the other
-// commands talk to a running server over the SQS API. Commands write
-// to injected writers so they can be tested.
+// commands talk to a running server over the SQS API (`sluice topics`
+// over the SNS API). Commands write to injected writers so they can be
+// tested.
 package cli
 
 import (
@@ -44,6 +45,13 @@ Usage:
   sluice dlq purge DLQ [FILTER]
   sluice dlq redrive DLQ [--to QUEUE] [--rate N] [FILTER]
       FILTER: --tenant T --source Q --reason R --since T --until T --contains S
+  sluice topics [list]                 topics and their subscription counts
+  sluice topics create NAME [--fifo] [--content-dedup] [--attr K=V]...
+  sluice topics delete NAME
+  sluice topics subscriptions NAME     each subscription's queue, delivery and filter
+  sluice topics subscribe NAME QUEUE [--raw] [--filter POLICY] [--filter-scope MessageBody] [--dlq QUEUE]
+  sluice topics unsubscribe SUBSCRIPTION_ARN
+  sluice topics publish NAME MESSAGE [--subject S] [--attr K=V]... [--group G] [--dedup D]
   sluice stats                         queue figures
   sluice copy --from URL --to URL [--queues GLOB] [--create] [--move] [--dry-run] [--concurrency N]
                                        copy or move queues and messages between SQS endpoints
@@ -53,9 +61,13 @@ Usage:
                                        anti-backlog scenarios (docs/benchmarks.md)
 
 Client commands take --endpoint (default $SLUICE_ENDPOINT or
-http://127.0.0.1:9324), --admin for the admin API (default
+http://127.0.0.1:9324), --region (the server's: default $SLUICE_REGION
+or us-east-1), --admin for the admin API (default
 $SLUICE_ADMIN_ENDPOINT or http://127.0.0.1:9325) and --json for
 machine-readable output. Times are RFC 3339 or a duration ago (2h).
+sluice topics builds a topic's or queue's ARN from its name, --region
+and --account-id (default $SLUICE_ACCOUNT_ID or 000000000000: the
+server's), or takes the ARN itself.
 `
 
 // Run runs the command line args (without the program name) and returns
@@ -84,6 +96,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = loadgen.Bench(ctx, args[1:], env)
 	case "scenario":
 		err = loadgen.Scenario(ctx, args[1:], env)
+	case "topics":
+		err = topics(ctx, args[1:], env)
 	case "copy":
 		err = copyQueues(ctx, args[1:], env)
 	case "verify":

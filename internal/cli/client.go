@@ -35,6 +35,26 @@ func (k *clientCmd) url(ctx context.Context, name string) (*string, error) {
 	return out.QueueUrl, nil
 }
 
+// clientFlags adds the flags every command that talks to a server over
+// its API takes (--endpoint, --region, --json) to fs, defaults from the
+// environment (SLUICE_REGION is the one `sluice serve` reads), and returns
+// the command they configure; its SQS client is made once fs is parsed.
+func clientFlags(fs *flag.FlagSet, env Env) *clientCmd {
+	endpoint := env.Getenv("SLUICE_ENDPOINT")
+	if endpoint == "" {
+		endpoint = "http://127.0.0.1:9324"
+	}
+	region := env.Getenv("SLUICE_REGION")
+	if region == "" {
+		region = "us-east-1"
+	}
+	k := &clientCmd{env: env}
+	fs.StringVar(&k.endpoint, "endpoint", endpoint, "server URL")
+	fs.StringVar(&k.region, "region", region, "the server's region: requests are signed for it, and topics builds ARNs in it")
+	fs.BoolVar(&k.json, "json", false, "print JSON")
+	return k
+}
+
 func client(ctx context.Context, args []string, env Env) error {
 	cmd := args[0]
 	sub := ""
@@ -50,14 +70,7 @@ func client(ctx context.Context, args []string, env Env) error {
 	}
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
-	endpoint := env.Getenv("SLUICE_ENDPOINT")
-	if endpoint == "" {
-		endpoint = "http://127.0.0.1:9324"
-	}
-	k := &clientCmd{env: env}
-	fs.StringVar(&k.endpoint, "endpoint", endpoint, "server URL")
-	fs.StringVar(&k.region, "region", "us-east-1", "region to sign requests for")
-	fs.BoolVar(&k.json, "json", false, "print JSON")
+	k := clientFlags(fs, env)
 	var attrs repeated
 	fs.Var(&attrs, "attr", "KEY=VALUE (repeatable)")
 	fifo := fs.Bool("fifo", false, "create a FIFO queue")
