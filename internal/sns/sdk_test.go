@@ -92,6 +92,10 @@ func TestSDKFanOut(t *testing.T) {
 	if again, err := sn.CreateTopic(ctx, &awssns.CreateTopicInput{Name: aws.String("orders")}); err != nil || *again.TopicArn != topic {
 		t.Fatalf("CreateTopic again: %v %v", again, err)
 	}
+	if _, err := sn.CreateTopic(ctx, &awssns.CreateTopicInput{Name: aws.String("orders"), Attributes: map[string]string{"DisplayName": "other"}}); apiCode(err) != "InvalidParameter" ||
+		!strings.Contains(err.Error(), "Topic already exists with different attributes") {
+		t.Fatalf("CreateTopic again with other attributes: %v", err)
+	}
 	subscribe := func(endpoint string, attrs map[string]string) string {
 		t.Helper()
 		out, err := sn.Subscribe(ctx, &awssns.SubscribeInput{TopicArn: &topic, Protocol: aws.String("sqs"), Endpoint: &endpoint,

@@ -72,11 +72,12 @@ func (s *Service) wireError(err error) error {
 		return err
 	case errors.Is(err, sluice.ErrNoTopic):
 		return wire.TopicNotFound()
-	case st.CodeOf(err) == st.CodeUnsupportedOperation:
-		return wire.Errorf(wire.CodeInvalidParameter, "%s", err.(*st.Error).Message)
 	}
 	var se *st.Error
-	if errors.As(err, &se) {
+	switch {
+	case errors.As(err, &se) && se.Code == st.CodeUnsupportedOperation:
+		return wire.Errorf(wire.CodeInvalidParameter, "%s", se.Message)
+	case se != nil:
 		return err // wire maps the codes SNS shares
 	}
 	s.log.Error("an SNS request failed", "err", err)
@@ -186,8 +187,8 @@ func (s *Service) createTopic(ctx context.Context, in *wire.CreateTopicInput) (w
 		return nil, err
 	}
 	if !created {
-		have := maps.Clone(info.Attrs)
-		if !maps.Equal(have, attrs) && len(in.Attributes) > 0 && !(len(attrs) == 0 && len(have) == 0) {
+		// No attributes asks for the topic as it is; any asks for those.
+		if len(in.Attributes) > 0 && !maps.Equal(info.Attrs, attrs) {
 			return nil, wire.TopicExistsWithDifferentAttributes()
 		}
 		for k, v := range tags {
