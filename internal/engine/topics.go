@@ -68,7 +68,8 @@ func (q topicQueues) Marks(_ context.Context, arn string) (map[uint64]uint64, er
 	return o.OriginMarks()
 }
 
-// startTopic registers a topic's owner and starts its deliveries.
+// startTopicLocked registers a topic's owner and starts its deliveries,
+// which end when the engine closes or the topic is deleted.
 func (e *Engine) startTopicLocked(name string, o *topic.Owner) {
 	e.topics[name], e.topicByPart[o.Partition()] = o, o
 	e.topicIDs[name] = o.Partition()
@@ -76,12 +77,17 @@ func (e *Engine) startTopicLocked(name string, o *topic.Owner) {
 	go func() {
 		defer e.bg.Done()
 		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ran := make(chan struct{})
 		go func() {
-			<-e.closing
-			cancel()
+			select {
+			case <-e.closing:
+				cancel()
+			case <-ran: // the topic was deleted: Run ended by itself
+			}
 		}()
 		o.Run(ctx, topicRetry)
-		cancel()
+		close(ran)
 	}()
 }
 
