@@ -201,6 +201,39 @@ func crashChild(dir string) {
 	wg.Wait()
 }
 
+// startCrashChild starts this test binary again as a child with env added
+// (which TestMain reads to run a child), its stderr going to stderr, and
+// returns it with the lines of its stdout. On a failure while it runs, the
+// child goes too.
+func startCrashChild(t *testing.T, stderr io.Writer, env ...string) (*exec.Cmd, <-chan string) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		for range lines {
+		}
+		cmd.Wait()
+	})
+	return cmd, lines
+}
+
 // crashFigures is what a child's store did since it opened (a "T" line).
 type crashFigures struct {
 	snapshots, segmentsRemoved, relocated, badReleases, unreadable int64
@@ -279,34 +312,10 @@ func TestCrashRecovery(t *testing.T) {
 	var total crashFigures
 	checks, left := 0, 0
 	for kill := 0; kill < *crashKills; kill++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "SLUICE_CRASH_CHILD="+dir, fmt.Sprintf("SLUICE_CRASH_RUN=k%d", kill))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
 		// The child's log goes on to ours; under -race its reports fail
 		// the test (a killed child cannot fail it by its exit status).
 		var stderr bytes.Buffer
-		cmd.Stderr = io.MultiWriter(os.Stderr, &stderr)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		// On a failure while it runs, the child goes too.
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			for range lines {
-			}
-			cmd.Wait()
-		})
+		cmd, lines := startCrashChild(t, io.MultiWriter(os.Stderr, &stderr), "SLUICE_CRASH_CHILD="+dir, fmt.Sprintf("SLUICE_CRASH_RUN=k%d", kill))
 		// The kill comes at a random moment once the child has
 		// acknowledged a delete and its store has taken a snapshot,
 		// unlinked a segment and relocated a message: every life holds all

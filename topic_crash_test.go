@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -112,30 +111,7 @@ func TestTopicCrash(t *testing.T) {
 	acked := map[string]string{} // publish id -> color
 	snapshots := 0
 	for kill := 0; kill < *topicCrashKills; kill++ {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "SLUICE_TOPIC_CRASH_CHILD="+dir, fmt.Sprintf("SLUICE_CRASH_RUN=k%d", kill))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
-		t.Cleanup(func() {
-			cmd.Process.Kill()
-			for range lines {
-			}
-			cmd.Wait()
-		})
+		cmd, lines := startCrashChild(t, os.Stderr, "SLUICE_TOPIC_CRASH_CHILD="+dir, fmt.Sprintf("SLUICE_CRASH_RUN=k%d", kill))
 		// The kill comes at a random moment after the child published and
 		// snapshotted a few times.
 		var timer <-chan time.Time
@@ -166,7 +142,7 @@ func TestTopicCrash(t *testing.T) {
 				t.Fatalf("kill %d: the child did not publish and snapshot (%d publishes, %d snapshots)", kill, published, lifeSnaps)
 			}
 		}
-		err = cmd.Wait()
+		err := cmd.Wait()
 		if !killed {
 			t.Fatalf("kill %d: the child ended by itself (%v) after %d publishes and %d snapshots", kill, err, published, lifeSnaps)
 		}
