@@ -268,11 +268,18 @@ func (e *Engine) CatalogChanged() {
 	if e.ownsCatalog() || e.closed.Load() {
 		return
 	}
-	cat, _, err := e.readCatalog()
+	e.viewMu.Lock()
+	defer e.viewMu.Unlock()
+	cat, pos, err := e.readCatalog()
 	if err != nil {
 		e.log.Warn("reading the catalog failed; the view stays as it was", "err", err)
 		return
 	}
+	if pos < e.viewPos {
+		e.log.Warn("the catalog read is older than the view; the view stays as it was", "read", pos, "view", e.viewPos)
+		return
+	}
+	e.viewPos = pos
 	type gone struct {
 		name string
 		o    *partition.Owner

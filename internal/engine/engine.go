@@ -91,6 +91,12 @@ type Engine struct {
 	// view cause; missRead is when the last one ended (refreshForMiss).
 	missMu   sync.Mutex
 	missRead time.Time
+	// viewMu serialises CatalogChanged's reads and installs, and viewPos
+	// is the catalog position of the view installed last: a read that
+	// began before another's install must not put an older view back (it
+	// would drop partitions created, and taken here, after it).
+	viewMu  sync.Mutex
+	viewPos uint64
 
 	// The catalog partition: its own lock and position.
 	catMu   sync.Mutex

@@ -75,11 +75,18 @@
 // # Space
 //
 // Replay starts at the newest snapshot: the last message on the snapshot
-// subject, less its index. Snapshots are not rollups (a rollup would purge
-// the kept bodies below it): instead each partition is purged (Purge up
-// to a sequence) below its floor, the lowest of the newest snapshot's
-// first message, the oldest message holding a kept record, and any
-// message a bad release pinned. A snapshot's purge runs before its answer;
+// subject, less its index. Another store may snapshot the partition and
+// purge below the snapshot while one replays it (a former owner not yet
+// fenced, the catalog's owner while other nodes read the catalog): a
+// replay that finds its newest snapshot after the tail it read, or its
+// messages purged under it, starts again, or fails if it handed entries
+// over already; it never hands over a partition cut short.
+//
+// Snapshots are not rollups (a rollup would purge the kept bodies below
+// it): instead each partition is purged (Purge up to a sequence) below
+// its floor, the lowest of the newest snapshot's first message, the
+// oldest message holding a kept record, and any message a bad release
+// pinned. A snapshot's purge runs before its answer;
 // releases are purged by a background janitor, at most once a
 // PurgeInterval a partition. Nothing is purged before Recovered, nor in a
 // partition another writer took over. Compact copies the kept records that

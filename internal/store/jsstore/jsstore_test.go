@@ -171,6 +171,8 @@ func TestSingleNode(t *testing.T) {
 	t.Run("CompactRehomesBody", func(t *testing.T) { compactRehomes(t, nc, 1) })
 	t.Run("DiskAlarm", func(t *testing.T) { diskAlarm(t, nc) })
 	t.Run("MissingOnLeaderIsNotLoss", func(t *testing.T) { missingOnLeader(t, nc) })
+	t.Run("PurgedUnderReplay", func(t *testing.T) { purgedUnderReplay(t, []*nats.Conn{nc, nc2}, 1) })
+	t.Run("SnapshotsRacingReplay", func(t *testing.T) { snapshotsRacingReplay(t, []*nats.Conn{nc, nc2}, 1) })
 }
 
 // missingOnLeader: a message the store wrote and did not purge, which the
@@ -215,6 +217,8 @@ func TestCluster(t *testing.T) {
 	t.Run("StaleWriterFenced", func(t *testing.T) { staleWriter(t, conns) })
 	t.Run("PurgeFreesReleased", func(t *testing.T) { purgeFrees(t, conns[0], 3) })
 	t.Run("CompactRehomesBody", func(t *testing.T) { compactRehomes(t, conns[0], 3) })
+	t.Run("PurgedUnderReplay", func(t *testing.T) { purgedUnderReplay(t, conns, 3) })
+	t.Run("SnapshotsRacingReplay", func(t *testing.T) { snapshotsRacingReplay(t, conns, 3) })
 }
 
 func mustAppend(t *testing.T, s store.Store, p store.PartitionID, prev uint64, keep bool, data ...string) []store.Hint {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -102,8 +103,9 @@ type replayer struct {
 	st      streamState
 	pending *pendingRec
 	prevPos uint64 // the last record's position; 0: none yet
-	emitted bool
-	atStart bool // the message being read is the first
+	emitted bool   // from > 0: a record from position from on was handed over
+	handed  bool   // fn was called
+	atStart bool   // the message being read is the first
 
 	last                                               uint64
 	snapStart                                          uint64
@@ -119,30 +121,94 @@ type pendingRec struct {
 
 var errDropped = errors.New("the partition is dropped")
 
-// read replays p's stream (see ReplayPartition).
-func (s *Store) read(p store.PartitionID, stream, subj string, from uint64, fn func(store.Entry) error) (*replayer, error) {
-	r := &replayer{p: p, from: from, fn: fn}
-	var ok bool
-	err := s.retry("reading "+stream, func(ctx context.Context) (err error) {
-		r.st, ok, err = s.info(ctx, stream)
+// errMovedOn: the stream changed under a read that needs it still (see
+// lookAt and scan).
+var errMovedOn = errors.New("jsstore: another store snapshotted the partition while it was read")
+
+// look is a partition's stream as its leader had it: its state, the
+// message at its last sequence, and the first message of the newest
+// snapshot at or below it (0: none; not looked for: see lookAt).
+type look struct {
+	st     streamState
+	exists bool
+	last   msg
+	snap   uint64
+}
+
+// lookAt reads p's stream: its state, then its last message, then (with
+// snap) where its newest snapshot begins. These are three requests, and
+// another store may write in between: a former owner that has not been
+// fenced yet while this one takes the partition over, the catalog's owner
+// while another node reads the catalog. A snapshot written after the state
+// was read begins after its last sequence, and a replay from it would
+// read nothing (an empty partition: a queue without settings, a catalog
+// without queues); the purge below it may take the last message. Either
+// way the look is taken again (for up to RetryFor), so that the three
+// answers describe one stream.
+func (s *Store) lookAt(p store.PartitionID, stream, subj string, snap bool) (look, error) {
+	deadline := time.Now().Add(s.cfg.RetryFor)
+	for {
+		lk, err := s.lookOnce(p, stream, subj, snap)
+		if !errors.Is(err, errMovedOn) || time.Now().After(deadline) || s.ctx.Err() != nil {
+			return lk, err
+		}
+	}
+}
+
+func (s *Store) lookOnce(p store.PartitionID, stream, subj string, snap bool) (lk look, err error) {
+	err = s.retry("reading "+stream, func(ctx context.Context) (err error) {
+		lk.st, lk.exists, err = s.info(ctx, stream)
 		return err
 	})
-	if err != nil || !ok || r.st.LastSeq == 0 {
-		r.st = streamState{}
-		r.exists = ok
+	if err != nil || !lk.exists || lk.st.LastSeq == 0 {
+		return lk, err
+	}
+	err = s.retry("reading the last message of "+stream, func(ctx context.Context) (err error) {
+		lk.last, err = s.leaderGet(ctx, stream, msgGetRequest{Seq: lk.st.LastSeq})
+		return err
+	})
+	if errors.Is(err, errNoMsg) {
+		return lk, fmt.Errorf("%w: message %d of %s was purged", errMovedOn, lk.st.LastSeq, stream)
+	}
+	if err != nil || !snap || strings.HasSuffix(lk.last.subj, subjDrop) {
+		return lk, err
+	}
+	if lk.snap, err = s.snapStart(&part{id: p, stream: stream, subj: subj}); err != nil {
+		return lk, err
+	}
+	if lk.snap > lk.st.LastSeq {
+		return lk, fmt.Errorf("%w: %s's newest snapshot begins at message %d, after its last (%d) as read", errMovedOn, stream, lk.snap, lk.st.LastSeq)
+	}
+	return lk, nil
+}
+
+// read replays p's stream (see ReplayPartition). A purge that passes the
+// replay's position while it reads (another store's snapshot) makes it
+// start again from the new state, if it has handed nothing over yet; a
+// replay already under way fails instead (its caller has the entries so
+// far, which a newer snapshot does not always reset).
+func (s *Store) read(p store.PartitionID, stream, subj string, from uint64, fn func(store.Entry) error) (*replayer, error) {
+	deadline := time.Now().Add(s.cfg.RetryFor)
+	for {
+		r, err := s.readOnce(p, stream, subj, from, fn)
+		if errors.Is(err, errMovedOn) && r != nil && !r.handed && time.Now().Before(deadline) && s.ctx.Err() == nil {
+			continue
+		}
 		return r, err
 	}
-	r.exists = true
+}
+
+func (s *Store) readOnce(p store.PartitionID, stream, subj string, from uint64, fn func(store.Entry) error) (*replayer, error) {
+	r := &replayer{p: p, from: from, fn: fn}
+	lk, err := s.lookAt(p, stream, subj, from == 0)
+	if err != nil || !lk.exists || lk.st.LastSeq == 0 {
+		r.exists = lk.exists
+		return r, err
+	}
+	r.st, r.exists = lk.st, true
 	// The last message: a tombstone (a drop cut short), or the
 	// partition's last position.
-	var m msg
-	err = s.retry("reading the last message of "+stream, func(ctx context.Context) (err error) {
-		m, err = s.leaderGet(ctx, stream, msgGetRequest{Seq: r.st.LastSeq})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
+	m := lk.last
 	if strings.HasSuffix(m.subj, subjDrop) {
 		if err := s.deleteStream(stream); err != nil {
 			return nil, err
@@ -154,14 +220,10 @@ func (s *Store) read(p store.PartitionID, stream, subj string, from uint64, fn f
 	}
 	start := r.st.FirstSeq
 	if from == 0 {
-		snap, err := s.snapStart(&part{id: p, stream: stream, subj: subj})
-		if err != nil {
-			return nil, err
+		if lk.snap > 0 && lk.snap < r.st.FirstSeq {
+			return nil, fmt.Errorf("%w: partition %d: its newest snapshot begins at message %d, purged (the stream begins at %d)", store.ErrCorrupt, p, lk.snap, r.st.FirstSeq)
 		}
-		if snap > 0 && snap < r.st.FirstSeq {
-			return nil, fmt.Errorf("%w: partition %d: its newest snapshot begins at message %d, purged (the stream begins at %d)", store.ErrCorrupt, p, snap, r.st.FirstSeq)
-		}
-		start = max(start, snap)
+		start = max(start, lk.snap)
 	}
 	r.atStart = true
 	err = s.scan(stream, subj, start, r.st.LastSeq, r.message)
@@ -171,6 +233,8 @@ func (s *Store) read(p store.PartitionID, stream, subj string, from uint64, fn f
 			return nil, err
 		}
 		return &replayer{p: p}, nil
+	case errors.Is(err, errMovedOn):
+		return r, fmt.Errorf("partition %d: %w", p, err)
 	case err != nil:
 		return nil, err
 	case r.pending != nil:
@@ -181,7 +245,11 @@ func (s *Store) read(p store.PartitionID, stream, subj string, from uint64, fn f
 
 // scan calls fn for the stream's messages from start to end, in order:
 // batches of direct gets (any replica), and the leader's answer when the
-// replica that answered has not got the next message yet.
+// replica that answered has not got the next message yet. The messages
+// follow on without a gap (the streams deny deletes): a message after the
+// next one means those before it were purged under the scan (another
+// store's snapshot), and it fails with errMovedOn rather than go on as if
+// the partition ended, or went on, there.
 func (s *Store) scan(stream, subj string, start, end uint64, fn func(msg) error) error {
 	next := start
 	for next <= end {
@@ -194,8 +262,8 @@ func (s *Store) scan(stream, subj string, start, end uint64, fn func(msg) error)
 			if m.seq < next {
 				continue
 			}
-			if m.seq > end {
-				return nil
+			if m.seq != next {
+				return fmt.Errorf("%w: %s holds message %d, not %d", errMovedOn, stream, m.seq, next)
 			}
 			if err := fn(m); err != nil {
 				return err
@@ -216,8 +284,8 @@ func (s *Store) scan(stream, subj string, start, end uint64, fn func(msg) error)
 		if err != nil {
 			return err
 		}
-		if m.seq > end {
-			return nil
+		if m.seq != next {
+			return fmt.Errorf("%w: %s holds message %d, not %d", errMovedOn, stream, m.seq, next)
 		}
 		if err := fn(m); err != nil {
 			return err
@@ -294,7 +362,7 @@ func (r *replayer) emit(rec pendingRec) error {
 		if r.from > 0 {
 			return nil
 		}
-		return r.fn(store.Entry{P: r.p, Pos: rec.pos, Hint: rec.hint, Moved: true})
+		return r.hand(store.Entry{P: r.p, Pos: rec.pos, Hint: rec.hint, Moved: true})
 	}
 	if r.prevPos != 0 && rec.pos != r.prevPos+1 {
 		return fmt.Errorf("%w: partition %d: record %d follows record %d", store.ErrCorrupt, r.p, rec.pos, r.prevPos)
@@ -314,9 +382,15 @@ func (r *replayer) emit(rec pendingRec) error {
 			return fmt.Errorf("%w: partition %d holds nothing from position %d (it begins at %d)", store.ErrNotFound, r.p, r.from, rec.pos)
 		}
 		r.emitted = true
-		return r.fn(e)
+		return r.hand(e)
 	}
 	e.Reset = rec.kind == kindSnapFirst
+	return r.hand(e)
+}
+
+// hand hands an entry over to the replay's caller.
+func (r *replayer) hand(e store.Entry) error {
+	r.handed = true
 	return r.fn(e)
 }
 

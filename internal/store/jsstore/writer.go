@@ -140,25 +140,14 @@ func (pt *part) rechainLocked() {
 // unknown here, so nothing the stream held then is ever purged by this
 // store).
 func (s *Store) load(pt *part) error {
-	var st streamState
-	var ok bool
-	err := s.retry("reading "+pt.stream, func(ctx context.Context) (err error) {
-		st, ok, err = s.info(ctx, pt.stream)
-		return err
-	})
+	lk, err := s.lookAt(pt.id, pt.stream, pt.subj, true)
 	if err != nil {
 		return err
 	}
+	st, ok := lk.st, lk.exists
 	var last, snapStart uint64
 	if ok && st.LastSeq > 0 {
-		var m msg
-		err := s.retry("reading the last message of "+pt.stream, func(ctx context.Context) (err error) {
-			m, err = s.leaderGet(ctx, pt.stream, msgGetRequest{Seq: st.LastSeq})
-			return err
-		})
-		if err != nil {
-			return err
-		}
+		m := lk.last
 		if strings.HasSuffix(m.subj, subjDrop) {
 			// A drop cut short: finish it; the partition starts afresh.
 			if err := s.deleteStream(pt.stream); err != nil {
@@ -169,9 +158,7 @@ func (s *Store) load(pt *part) error {
 			if last, err = strconv.ParseUint(m.hdr.Get(hdrLast), 10, 64); err != nil {
 				return fmt.Errorf("%w: partition %d: message %d has no %s header", store.ErrCorrupt, pt.id, m.seq, hdrLast)
 			}
-			if snapStart, err = s.snapStart(pt); err != nil {
-				return err
-			}
+			snapStart = lk.snap
 		}
 	}
 	s.mu.Lock()
