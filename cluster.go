@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,7 @@ import (
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/natsnode"
 	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/remote"
 	"github.com/sluicemq/sluice/internal/store"
@@ -229,6 +231,15 @@ func (c *clusterNode) start(e *engine.Engine) error {
 		},
 		Sources:  c.sources,
 		Settings: c.settings,
+		Deliver: func(ctx context.Context, p store.PartitionID, name string, in []sluicetype.SendInput, from []queue.Origin) ([]error, error) {
+			return remote.Deliver(ctx, c.nc, c.subject(p, "deliver"), name, in, from)
+		},
+		Marks: func(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error) {
+			return remote.Marks(ctx, c.nc, c.subject(p, "marks"), name)
+		},
+		ForgetOrigin: func(ctx context.Context, origin store.PartitionID) {
+			_, _ = c.ask(ctx, "forget", []byte(strconv.FormatUint(uint64(origin), 10)))
+		},
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
@@ -244,7 +255,9 @@ func (c *clusterNode) start(e *engine.Engine) error {
 // askSubject is where every node answers the others' question (asks):
 // "stats", its queues' figures; "sources", the queues it owns whose
 // dead-letter queue is the ARN asked about; "settings", the attributes of
-// the queue asked about if it owns it (else null).
+// the queue asked about if it owns it (else null); "topics", the topics
+// it owns; "forget", after a topic's deletion, its queues forget their
+// marks of the topic's partition (the data).
 func (c *clusterNode) askSubject(question string) string {
 	return "sluice." + strings.ToLower(c.cfg.Name) + ".ask." + question
 }
@@ -276,6 +289,13 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 				return attrs
 			}
 			return nil
+		}),
+		answer("topics", func([]byte) any { return c.e.LocalTopics() }),
+		answer("forget", func(data []byte) any {
+			if p, err := strconv.ParseUint(string(data), 10, 64); err == nil && p != uint64(store.Catalog) {
+				c.e.ForgetOrigin(context.Background(), store.PartitionID(p))
+			}
+			return true
 		}))
 }
 
@@ -406,6 +426,15 @@ func (c *clusterNode) serve(p store.PartitionID) {
 		} else {
 			c.log.Error("serving a partition's hand-overs failed", "partition", p, "err", err)
 		}
+		if subs, err := remote.ServeQueue(c.nc, c.subject(p, "deliver"), c.subject(p, "marks"), deliverer{c.e, p}); err == nil {
+			stops = append(stops, func() {
+				for _, sub := range subs {
+					_ = sub.Drain()
+				}
+			})
+		} else {
+			c.log.Error("serving a partition's topic deliveries failed", "partition", p, "err", err)
+		}
 	}
 	c.served[p] = stops
 }
@@ -456,6 +485,19 @@ func (d enterer) Enter(ctx context.Context, key string, m *record.Msg, pl *recor
 	}
 	return o.Enter(ctx, key, m, pl)
 }
+
+// deliverer takes topics' deliveries into the queue of partition p as
+// this node owns it now.
+type deliverer struct {
+	e *engine.Engine
+	p store.PartitionID
+}
+
+func (d deliverer) Deliver(ctx context.Context, in []sluicetype.SendInput, from []queue.Origin) ([]error, error) {
+	return d.e.LocalDeliver(ctx, d.p, in, from)
+}
+
+func (d deliverer) Marks(context.Context) (map[uint64]uint64, error) { return d.e.LocalMarks(d.p) }
 
 // setHandler makes the node serve a front's forwarded requests (service
 // "sqs" or "admin") for every partition it owns, now and later.
@@ -520,6 +562,42 @@ func (b *Broker) Route(queue, service string) (string, error) {
 		return "", err
 	}
 	return b.cl.subject(p, service), nil
+}
+
+// RouteTopic is Route for a topic's requests; ErrNoTopic when no node has
+// the topic.
+func (b *Broker) RouteTopic(name, service string) (string, error) {
+	if b.cl == nil {
+		return "", nil
+	}
+	p, local, err := b.e.RouteTopic(name)
+	if errors.Is(err, engine.ErrNoTopic) {
+		return "", ErrNoTopic
+	}
+	if err != nil || local {
+		return "", err
+	}
+	return b.cl.subject(p, service), nil
+}
+
+// gatherTopics asks every node for the topics it owns.
+func (c *clusterNode) gatherTopics(ctx context.Context) []TopicInfo {
+	answers, _ := c.ask(ctx, "topics", nil)
+	byName := map[string]TopicInfo{}
+	for _, a := range answers {
+		var ts []TopicInfo
+		if json.Unmarshal(a, &ts) == nil {
+			for _, t := range ts {
+				byName[t.Name] = t
+			}
+		}
+	}
+	out := make([]TopicInfo, 0, len(byName))
+	for _, t := range byName {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }
 
 // RouteCatalog is Route for requests that change the catalog (create and

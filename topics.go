@@ -70,7 +70,7 @@ func (b *Broker) UpdateTopic(name string, f func(*TopicInfo) error) error {
 	if err != nil {
 		return err
 	}
-	return o.Update(f)
+	return moving(o.Update(f))
 }
 
 // Publish publishes messages to a topic in one durable write.
@@ -79,7 +79,24 @@ func (b *Broker) Publish(ctx context.Context, name string, in []PublishInput) ([
 	if err != nil {
 		return nil, err
 	}
-	return o.Publish(ctx, in)
+	res, err := o.Publish(ctx, in)
+	return res, moving(err)
+}
+
+// AllTopics returns the settings and subscriptions of every topic: in a
+// cluster, each from the node that owns it (a topic between owners is
+// left out).
+func (b *Broker) AllTopics(ctx context.Context) []TopicInfo {
+	if b.cl != nil {
+		return b.cl.gatherTopics(ctx)
+	}
+	var out []TopicInfo
+	for _, name := range b.e.Topics() {
+		if o, err := b.e.Topic(name); err == nil {
+			out = append(out, o.Info())
+		}
+	}
+	return out
 }
 
 // TopicFigures returns a topic's delivery counters since it was taken here.
@@ -89,6 +106,16 @@ func (b *Broker) TopicFigures(name string) (TopicFigures, error) {
 		return TopicFigures{}, err
 	}
 	return o.Figures(), nil
+}
+
+// moving turns a topic owner's ErrNotOwner (another node took the topic
+// meanwhile, or it was deleted) into a refusal for a while.
+func moving(err error) error {
+	if errors.Is(err, topic.ErrNotOwner) {
+		return &sluicetype.Error{Code: sluicetype.CodeServiceUnavailable, RetryAfter: time.Second,
+			Message: "The topic is moving to another owner; retry the request.", Cause: err}
+	}
+	return err
 }
 
 func (b *Broker) topic(name string) (*topic.Owner, error) {

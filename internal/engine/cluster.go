@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
+	"github.com/sluicemq/sluice/internal/topic"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // Hooks are what the cluster's manager does for a clustered engine.
@@ -35,6 +38,14 @@ type Hooks struct {
 	// attributes (its own partition holds them); ok is false when that
 	// node did not answer.
 	Settings func(ctx context.Context, name string) (attrs map[string]string, ok bool)
+	// Deliver and Marks reach queue name, on partition p, which another
+	// node owns, for a topic's deliveries (topic.Queues says what they
+	// do).
+	Deliver func(ctx context.Context, p store.PartitionID, name string, in []st.SendInput, from []queue.Origin) ([]error, error)
+	Marks   func(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error)
+	// ForgetOrigin makes the queues of the other nodes forget their marks
+	// of a deleted topic's partition.
+	ForgetOrigin func(ctx context.Context, origin store.PartitionID)
 }
 
 // SetHooks connects a clustered engine to its cluster's manager (made
@@ -76,12 +87,16 @@ func (e *Engine) catalogChanged() {
 }
 
 // Partitions lists the partitions that need an owner: the catalog and
-// every queue's (as far as this node's view of the catalog goes).
+// every queue's and topic's (as far as this node's view of the catalog
+// goes).
 func (e *Engine) Partitions() []store.PartitionID {
 	e.mu.RLock()
-	out := make([]store.PartitionID, 0, len(e.names)+1)
+	out := make([]store.PartitionID, 0, len(e.names)+len(e.topicIDs)+1)
 	out = append(out, store.Catalog)
 	for _, p := range e.names {
+		out = append(out, p)
+	}
+	for _, p := range e.topicIDs {
 		out = append(out, p)
 	}
 	e.mu.RUnlock()
@@ -95,6 +110,12 @@ func (e *Engine) Partitions() []store.PartitionID {
 func (e *Engine) Acquire(p store.PartitionID, term uint64) error {
 	if p == store.Catalog {
 		return e.acquireCatalog(term)
+	}
+	if !e.isTopic(p) && !e.isQueue(p) {
+		e.CatalogChanged() // the view lags the catalog's owner
+	}
+	if e.isTopic(p) {
+		return e.acquireTopic(p, term)
 	}
 	o, missing, err := partition.Acquire(e.host, p, e.clock.Now(), e.cfg.Node, term)
 	if err != nil {
@@ -136,7 +157,9 @@ func (e *Engine) acquireCatalog(term uint64) error {
 		e.log.Warn("listing the partitions failed; orphans stay until the catalog moves again", "err", err)
 	} else {
 		for _, p := range parts {
-			if _, ok := cat.names[p]; !ok && p != store.Catalog {
+			_, queue := cat.names[p]
+			_, topic := cat.topics[p]
+			if !queue && !topic && p != store.Catalog {
 				orphans = append(orphans, p)
 				cat.next = max(cat.next, p+1)
 			}
@@ -149,6 +172,7 @@ func (e *Engine) acquireCatalog(term uint64) error {
 	e.catOwned = true
 	e.nextPart = max(e.nextPart, cat.next)
 	e.names = namesOf(cat.names)
+	e.topicIDs = namesOf(cat.topics)
 	e.freeAt = cat.freeAt
 	e.mu.Unlock()
 	if err := e.catalogAppend(&record.Record{Type: record.Epoch, Name: e.cfg.Node, Seq: term}); err != nil {
@@ -221,6 +245,11 @@ func (e *Engine) Release(p store.PartitionID) {
 		e.st.Leave(p)
 		return
 	}
+	if t := e.topicByPart[p]; t != nil {
+		e.mu.Unlock()
+		e.releaseTopic(p, t)
+		return
+	}
 	o := e.byPart[p]
 	if o != nil {
 		delete(e.byPart, p)
@@ -284,7 +313,12 @@ func (e *Engine) CatalogChanged() {
 		name string
 		o    *partition.Owner
 	}
+	type goneTopic struct {
+		name string
+		o    *topic.Owner
+	}
 	var dropped []gone
+	var droppedTopics []goneTopic
 	e.mu.Lock()
 	if e.catOwned { // acquired meanwhile: its own view is the catalog
 		e.mu.Unlock()
@@ -300,10 +334,25 @@ func (e *Engine) CatalogChanged() {
 			dropped = append(dropped, gone{name, o})
 		}
 	}
+	e.topicIDs = namesOf(cat.topics)
+	for p, o := range e.topicByPart {
+		if _, ok := cat.topics[p]; !ok {
+			name := o.Info().Name
+			delete(e.topicByPart, p)
+			delete(e.topics, name)
+			droppedTopics = append(droppedTopics, goneTopic{name, o})
+		}
+	}
 	h := e.hooks
 	e.mu.Unlock()
 	for _, g := range dropped {
 		e.drop(context.Background(), g.name, g.o)
+		if h != nil && h.Lost != nil {
+			h.Lost(g.o.Partition())
+		}
+	}
+	for _, g := range droppedTopics {
+		e.dropTopic(context.Background(), g.name, g.o)
 		if h != nil && h.Lost != nil {
 			h.Lost(g.o.Partition())
 		}
@@ -349,6 +398,22 @@ func (e *Engine) refreshForMiss() {
 	}
 	e.CatalogChanged()
 	e.missRead = time.Now()
+}
+
+// isQueue reports whether partition p is a queue's, as far as this node's
+// view of the catalog goes.
+func (e *Engine) isQueue(p store.PartitionID) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if e.byPart[p] != nil {
+		return true
+	}
+	for _, qp := range e.names {
+		if qp == p {
+			return true
+		}
+	}
+	return false
 }
 
 // Owner is the owner of partition p on this node (nil: not owned here).

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
@@ -17,15 +19,22 @@ import (
 
 // Topics (SNS-compatible fan-out) are partitions of their own, named in
 // the catalog apart from queues (TopicCreate, TopicDrop). Their owners
-// deliver into the queues of this engine through the queues' origin
-// marks. In this release topics run on a single node; a cluster refuses
-// them (ErrTopicsClustered) rather than deliver to queues it cannot reach.
-
-// ErrTopicsClustered: topics are not served by a cluster yet.
-var ErrTopicsClustered = st.Errorf(st.CodeUnsupportedOperation, "Topics are not available in cluster mode in this release.")
+// deliver into their subscriptions' queues through the queues' origin
+// marks. In a cluster a topic's partition is owned like a queue's (a
+// lease; the catalog's owner creates and deletes), and a queue another
+// node owns is reached through the hooks (Deliver, Marks): the marks are
+// the queue's, so a topic that moves to another node delivers on from
+// where each queue took it.
 
 // ErrNoTopic: no topic has the name.
 var ErrNoTopic = errors.New("engine: no such topic")
+
+// topicMoving is the refusal for a while of a request for a topic this
+// node does not own (another node does, or it is between owners).
+func topicMoving() error {
+	return &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
+		Message: "The topic is moving to another owner; retry the request.", Cause: topic.ErrNotOwner}
+}
 
 // topicRetry is how soon a topic's delivery tries again a queue that
 // could not take its messages for a while.
@@ -33,39 +42,111 @@ const topicRetry = 200 * time.Millisecond
 
 // topicHost is what the engine's topic owners share.
 func (e *Engine) topicHost() *topic.Host {
-	return &topic.Host{Store: e.st, Clock: e.clock, Log: e.log, Queues: topicQueues{e}, Format: e.cfg.TopicFormat}
+	return &topic.Host{Store: e.st, Clock: e.clock, Log: e.log, Queues: topicQueues{e}, Format: e.cfg.TopicFormat, Fenced: e.topicFenced}
 }
 
-// topicQueues reaches the queues topics deliver into.
+// topicQueues reaches the queues topics deliver into: on this node, or
+// through the cluster's hooks on the node that owns them.
 type topicQueues struct{ e *Engine }
 
-func (q topicQueues) owner(arn string) (*partition.Owner, error) {
-	name, err := q.e.QueueNameFromARN(arn)
+// owner is the queue arn names: its owner here, or (local false) its
+// partition on another node.
+func (q topicQueues) owner(arn string) (o *partition.Owner, p store.PartitionID, name string, err error) {
+	name, err = q.e.QueueNameFromARN(arn)
 	if err != nil {
-		return nil, topic.ErrNoQueue
+		return nil, 0, "", topic.ErrNoQueue
 	}
-	o, err := q.e.Queue(name)
-	if st.CodeOf(err) == st.CodeQueueDoesNotExist {
-		return nil, topic.ErrNoQueue
+	o, err = q.e.Queue(name)
+	switch {
+	case err == nil:
+		return o, 0, name, nil
+	case st.CodeOf(err) == st.CodeQueueDoesNotExist:
+		return nil, 0, "", topic.ErrNoQueue
+	case !q.e.cfg.Clustered:
+		return nil, 0, "", err
 	}
-	return o, err
+	p, local, rerr := q.e.Route(name)
+	switch {
+	case st.CodeOf(rerr) == st.CodeQueueDoesNotExist:
+		return nil, 0, "", topic.ErrNoQueue
+	case rerr != nil:
+		return nil, 0, "", rerr
+	case local: // taken here meanwhile
+		o, err = q.e.Queue(name)
+		return o, 0, name, err
+	}
+	return nil, p, name, nil
 }
 
 func (q topicQueues) Deliver(ctx context.Context, arn string, in []st.SendInput, from []queue.Origin) ([]error, error) {
-	o, err := q.owner(arn)
+	o, p, name, err := q.owner(arn)
 	if err != nil {
 		return nil, err
+	}
+	if o == nil {
+		h := q.e.hooksOf()
+		if h == nil || h.Deliver == nil {
+			return nil, partition.NotOwner()
+		}
+		return h.Deliver(ctx, p, name, in, from)
 	}
 	_, errs, err := o.Send(ctx, in, from, true)
 	return errs, err
 }
 
-func (q topicQueues) Marks(_ context.Context, arn string) (map[uint64]uint64, error) {
-	o, err := q.owner(arn)
+func (q topicQueues) Marks(ctx context.Context, arn string) (map[uint64]uint64, error) {
+	o, p, name, err := q.owner(arn)
 	if err != nil {
 		return nil, err
 	}
+	if o == nil {
+		h := q.e.hooksOf()
+		if h == nil || h.Marks == nil {
+			return nil, partition.NotOwner()
+		}
+		return h.Marks(ctx, p, name)
+	}
 	return o.OriginMarks()
+}
+
+// LocalDeliver and LocalMarks serve Deliver and Marks for the queue of
+// partition p as this node owns it now (the cluster's services for other
+// nodes' topics).
+func (e *Engine) LocalDeliver(ctx context.Context, p store.PartitionID, in []st.SendInput, from []queue.Origin) ([]error, error) {
+	o := e.Owner(p)
+	if o == nil {
+		return nil, partition.NotOwner()
+	}
+	_, errs, err := o.Send(ctx, in, from, true)
+	return errs, err
+}
+
+// LocalMarks: see LocalDeliver.
+func (e *Engine) LocalMarks(p store.PartitionID) (map[uint64]uint64, error) {
+	o := e.Owner(p)
+	if o == nil {
+		return nil, partition.NotOwner()
+	}
+	return o.OriginMarks()
+}
+
+// ForgetOrigin makes the queues this node owns forget their marks of a
+// deleted topic's partition.
+func (e *Engine) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
+	for _, q := range e.all() {
+		if err := q.ForgetOrigin(ctx, uint64(origin)); err != nil && !errors.Is(err, partition.ErrNotOwner) {
+			e.log.Warn("forgetting a deleted topic's mark failed", "partition", origin, "queue", q.Meta().Name, "err", err)
+		}
+	}
+}
+
+// forgetEverywhere makes every queue forget a deleted topic's marks: this
+// node's, and in a cluster the other nodes' too.
+func (e *Engine) forgetEverywhere(ctx context.Context, origin store.PartitionID) {
+	e.ForgetOrigin(ctx, origin)
+	if h := e.hooksOf(); h != nil && h.ForgetOrigin != nil {
+		h.ForgetOrigin(ctx, origin)
+	}
 }
 
 // startTopicLocked registers a topic's owner and starts its deliveries,
@@ -93,11 +174,10 @@ func (e *Engine) startTopicLocked(name string, o *topic.Owner) {
 
 // CreateTopic creates a topic with info (its name, kind, attributes and
 // tags), or returns the one of that name (created false: the caller
-// compares its settings).
+// compares its settings). In a cluster the catalog's owner creates, and
+// owns the new topic until the cluster places it elsewhere; a topic
+// another node owns is topicMoving here (its owner answers).
 func (e *Engine) CreateTopic(info record.TopicInfo) (o *topic.Owner, created bool, err error) {
-	if e.cfg.Clustered {
-		return nil, false, ErrTopicsClustered
-	}
 	e.topicMu.Lock() // one creation or deletion at a time
 	defer e.topicMu.Unlock()
 	e.mu.Lock()
@@ -105,21 +185,34 @@ func (e *Engine) CreateTopic(info record.TopicInfo) (o *topic.Owner, created boo
 		e.mu.Unlock()
 		return o, false, nil
 	}
+	if !e.catOwned && e.cfg.Clustered {
+		e.mu.Unlock()
+		return nil, false, partition.NotOwner()
+	}
+	if _, ok := e.topicIDs[info.Name]; ok {
+		e.mu.Unlock()
+		return nil, false, topicMoving()
+	}
 	p := e.nextPart
 	e.nextPart++
 	e.mu.Unlock()
 	now := e.clock.Now().UnixMilli()
 	info.ID, info.Created, info.Modified = uint64(p), now, now
-	// As for a queue: the id reserved in the catalog, the topic's own
-	// partition written (whole on its own), then the catalog names it.
-	if err := e.catalogAppend(&record.Record{Type: record.Catalog, NextPartition: uint64(p) + 1}); err != nil {
-		return nil, false, err
-	}
+	// As for a queue: the id reserved in the catalog, the lease taken (in
+	// a cluster), the topic's own partition written (whole on its own),
+	// then the catalog names it.
 	o = topic.NewOwner(e.topicHost(), p, info)
-	if err := o.Create(); err != nil {
-		return nil, false, err
+	err = e.catalogAppend(&record.Record{Type: record.Catalog, NextPartition: uint64(p) + 1})
+	if err == nil {
+		err = e.claim(p)
 	}
-	if err := e.catalogAppend(&record.Record{Type: record.TopicCreate, Partition: uint64(p), Name: info.Name}); err != nil {
+	if err == nil {
+		err = o.Create()
+	}
+	if err == nil {
+		err = e.catalogAppend(&record.Record{Type: record.TopicCreate, Partition: uint64(p), Name: info.Name})
+	}
+	if err != nil {
 		if last, ok := o.Deleted(); ok {
 			e.st.Drop(p, last) // best effort: an orphan partition is dropped at recovery anyway
 		}
@@ -128,70 +221,129 @@ func (e *Engine) CreateTopic(info record.TopicInfo) (o *topic.Owner, created boo
 	e.mu.Lock()
 	e.startTopicLocked(info.Name, o)
 	e.mu.Unlock()
+	e.catalogChanged()
+	if h := e.hooksOf(); h != nil && h.Created != nil {
+		h.Created(p)
+	}
 	return o, true, nil
 }
 
 // DeleteTopic deletes a topic and its subscriptions (a topic that does
-// not exist is no error, as in SNS).
+// not exist is no error, as in SNS). In a cluster the catalog's owner
+// deletes; the topic's owner, if another node, drops its partition when
+// its view of the catalog loses the topic.
 func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
-	if e.cfg.Clustered {
-		return ErrTopicsClustered
-	}
 	e.topicMu.Lock()
 	defer e.topicMu.Unlock()
 	e.mu.RLock()
-	o := e.topics[name]
+	p, ok := e.topicIDs[name]
+	owned := e.catOwned || !e.cfg.Clustered
 	e.mu.RUnlock()
-	if o == nil {
+	if !ok {
 		return nil
 	}
-	if err := e.catalogAppend(&record.Record{Type: record.TopicDrop, Partition: uint64(o.Partition()), Name: name}); err != nil {
+	if !owned {
+		return partition.NotOwner()
+	}
+	if err := e.catalogAppend(&record.Record{Type: record.TopicDrop, Partition: uint64(p), Name: name}); err != nil {
 		return err
 	}
 	e.mu.Lock()
-	delete(e.topics, name)
-	delete(e.topicByPart, o.Partition())
-	delete(e.topicIDs, name)
+	o := e.topicByPart[p]
+	if e.topicIDs[name] == p {
+		delete(e.topicIDs, name)
+	}
+	if o != nil {
+		delete(e.topics, name)
+		delete(e.topicByPart, p)
+	}
 	e.mu.Unlock()
+	e.catalogChanged()
+	if o != nil {
+		e.dropTopic(ctx, name, o)
+	} else {
+		// Owned elsewhere (it drops the partition and tells the queues
+		// again once its deliveries stopped), or by no one now.
+		e.forgetEverywhere(ctx, p)
+	}
+	return nil
+}
+
+// dropTopic ends a deleted topic's owner, drops its partition, and makes
+// the queues it delivered to forget their marks of it.
+func (e *Engine) dropTopic(ctx context.Context, name string, o *topic.Owner) {
 	if last, ok := o.Deleted(); ok {
 		if err := e.st.Drop(o.Partition(), last).Wait(ctx); err != nil {
 			e.log.Warn("dropping a deleted topic's partition failed; recovery will", "topic", name, "err", err)
 		}
 	}
-	// The queues it delivered to forget their marks of it.
-	for _, q := range e.all() {
-		if err := q.ForgetOrigin(ctx, uint64(o.Partition())); err != nil && !errors.Is(err, partition.ErrNotOwner) {
-			e.log.Warn("forgetting a deleted topic's mark failed", "topic", name, "queue", q.Meta().Name, "err", err)
-		}
-	}
-	return nil
+	e.forgetEverywhere(ctx, o.Partition())
 }
 
-// Topic returns a topic's owner.
+// Topic returns a topic's owner: ErrNoTopic when there is no such topic,
+// topicMoving when another node of the cluster owns it.
 func (e *Engine) Topic(name string) (*topic.Owner, error) {
-	if e.cfg.Clustered {
-		return nil, ErrTopicsClustered
-	}
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if o := e.topics[name]; o != nil {
-		return o, nil
+	for try := 0; try < 2; try++ {
+		e.mu.RLock()
+		o := e.topics[name]
+		_, known := e.topicIDs[name]
+		e.mu.RUnlock()
+		switch {
+		case o != nil:
+			return o, nil
+		case known:
+			return nil, topicMoving()
+		case !e.cfg.Clustered || e.ownsCatalog():
+			return nil, ErrNoTopic
+		}
+		e.refreshForMiss() // created on another node a moment ago?
 	}
 	return nil, ErrNoTopic
 }
 
-// Topics lists the topics' names, sorted.
+// RouteTopic says where a topic is served: its partition, and whether
+// this engine owns it; ErrNoTopic when no node has it.
+func (e *Engine) RouteTopic(name string) (p store.PartitionID, local bool, err error) {
+	for try := 0; try < 2; try++ {
+		e.mu.RLock()
+		p, ok := e.topicIDs[name]
+		o := e.topics[name]
+		e.mu.RUnlock()
+		if ok {
+			return p, o != nil, nil
+		}
+		if !e.cfg.Clustered || e.ownsCatalog() {
+			break
+		}
+		e.refreshForMiss()
+	}
+	return 0, false, ErrNoTopic
+}
+
+// Topics lists every topic's name (in a cluster, as far as this node's
+// view of the catalog goes), sorted.
 func (e *Engine) Topics() []string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return slices.Sorted(maps.Keys(e.topics))
+	return slices.Sorted(maps.Keys(e.topicIDs))
 }
 
-// allTopics lists the topics' owners.
+// allTopics lists the owners of the topics this node owns.
 func (e *Engine) allTopics() []*topic.Owner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return slices.Collect(maps.Values(e.topics))
+}
+
+// LocalTopics returns the settings and subscriptions of the topics this
+// node owns.
+func (e *Engine) LocalTopics() []record.TopicInfo {
+	var out []record.TopicInfo
+	for _, o := range e.allTopics() {
+		out = append(out, o.Info())
+	}
+	slices.SortFunc(out, func(a, b record.TopicInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // isTopicRecord reports whether a record is of a type only topics write.
@@ -204,4 +356,71 @@ func (e *Engine) topicOf(p store.PartitionID) *topic.Owner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.topicByPart[p]
+}
+
+// isTopic reports whether partition p is a topic's, as far as this node's
+// view of the catalog goes.
+func (e *Engine) isTopic(p store.PartitionID) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	for _, tp := range e.topicIDs {
+		if tp == p {
+			return true
+		}
+	}
+	return false
+}
+
+// acquireTopic makes this engine the owner of topic partition p under
+// term: it replays p, writes its epoch record, and delivers.
+func (e *Engine) acquireTopic(p store.PartitionID, term uint64) error {
+	o, err := topic.Acquire(e.topicHost(), p, e.cfg.Node, term)
+	if err != nil {
+		return err
+	}
+	name := o.Info().Name
+	e.mu.Lock()
+	if old := e.topicByPart[p]; old != nil && old != o {
+		e.mu.Unlock()
+		o.Relinquish()
+		return fmt.Errorf("engine: partition %d is owned here already", p)
+	}
+	if _, ok := e.topicIDs[name]; !ok && !e.catOwned {
+		e.topicIDs[name] = p // the view lags the catalog's owner
+	}
+	e.startTopicLocked(name, o)
+	e.mu.Unlock()
+	e.log.Info("acquired a topic's partition", "topic", name, "partition", p, "term", term)
+	return nil
+}
+
+// releaseTopic stops owning topic partition p (o: its owner here):
+// another node takes it over.
+func (e *Engine) releaseTopic(p store.PartitionID, o *topic.Owner) {
+	e.mu.Lock()
+	mine := e.topicByPart[p] == o
+	if mine {
+		delete(e.topicByPart, p)
+		if name := o.Info().Name; e.topics[name] == o {
+			delete(e.topics, name)
+		}
+	}
+	e.mu.Unlock()
+	o.Relinquish()
+	if mine {
+		e.st.Leave(p)
+	}
+}
+
+// topicFenced forgets a topic another node's owner fenced off here.
+func (e *Engine) topicFenced(o *topic.Owner) {
+	if !e.cfg.Clustered {
+		e.log.Error("a topic's write was fenced on a single node; it does not deliver until a restart", "partition", o.Partition())
+		return
+	}
+	e.releaseTopic(o.Partition(), o)
+	e.log.Warn("another node took a topic over", "partition", o.Partition())
+	if h := e.hooksOf(); h != nil && h.Lost != nil {
+		h.Lost(o.Partition())
+	}
 }

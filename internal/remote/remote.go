@@ -1,8 +1,9 @@
 // Package remote reaches a queue owned by another node of a cluster: the
 // hand-over of a message into it (partition.Destination's Enter, for
 // dead-letter moves and redrives) as a NATS request to the subject its
-// owner serves. Requests from clients (SQS, admin) are forwarded whole by
-// package forward; this is the one call between owners.
+// owner serves, and a topic's deliveries into it (queue.go). Requests
+// from clients (SQS, SNS, admin) are forwarded whole by package forward;
+// these are the calls between owners.
 //
 // The request is the hand-over key in a header and the message as a Send
 // record (record.Encode) in the data; the reply is empty on success or

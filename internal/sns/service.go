@@ -464,25 +464,25 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 // listSubscriptions lists the subscriptions of topic name, or of every
 // topic the caller may use ("").
 func (s *Service) listSubscriptions(ctx context.Context, name, token string) (wire.ListSubscriptionsOutput, error) {
-	names := []string{name}
+	var infos []sluice.TopicInfo
 	if name == "" {
-		names = s.b.Topics()
+		infos = s.b.AllTopics(ctx) // in a cluster, each from its owner
+	} else {
+		info, err := s.b.Topic(name)
+		if err != nil {
+			return wire.ListSubscriptionsOutput{}, err
+		}
+		infos = append(infos, info)
 	}
 	type entry struct {
 		key string
 		sub wire.Subscription
 	}
 	var all []entry
-	for _, n := range names {
+	for _, info := range infos {
+		n := info.Name
 		if !st.Authorized(ctx, n) {
 			continue
-		}
-		info, err := s.b.Topic(n)
-		if err != nil {
-			if name != "" {
-				return wire.ListSubscriptionsOutput{}, err
-			}
-			continue // deleted meanwhile
 		}
 		arn := s.scope.TopicARN(n)
 		for id, sub := range info.Subs {

@@ -2,11 +2,15 @@ package sqs
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/forward"
+	"github.com/sluicemq/sluice/internal/sns"
+	snswire "github.com/sluicemq/sluice/internal/sns/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -33,6 +37,9 @@ func (s *Server) forwardTo(req *request) (string, error) {
 	if !s.b.Clustered() || forward.Forwarded(req.r) || localActions[req.action] {
 		return "", nil
 	}
+	if req.snsForm != nil {
+		return s.snsForwardTo(req)
+	}
 	if catalogActions[req.action] {
 		return s.b.RouteCatalog("sqs"), nil
 	}
@@ -54,6 +61,26 @@ func (s *Server) forwardTo(req *request) (string, error) {
 	return s.b.Route(name, "sqs")
 }
 
+// snsForwardTo is forwardTo for an SNS request: topics are owned like
+// queues, and the catalog's owner creates and deletes them.
+func (s *Server) snsForwardTo(req *request) (string, error) {
+	name, where := s.sns.Route(req.snsForm)
+	switch where {
+	case sns.CatalogOwner:
+		return s.b.RouteCatalog("sqs"), nil
+	case sns.TopicOwner, sns.TopicOrCatalog:
+		to, err := s.b.RouteTopic(name, "sqs")
+		if errors.Is(err, sluice.ErrNoTopic) {
+			if where == sns.TopicOrCatalog {
+				return s.b.RouteCatalog("sqs"), nil
+			}
+			return "", nil // answered here: the topic does not exist
+		}
+		return to, err
+	}
+	return "", nil
+}
+
 // forward answers req with the answer of the node that serves subject.
 func (s *Server) forward(w http.ResponseWriter, req *request, subject string, body []byte) {
 	// A long poll waits up to 20 s on the owner.
@@ -72,6 +99,11 @@ func (s *Server) forward(w http.ResponseWriter, req *request, subject string, bo
 		case <-ctx.Done():
 		}
 		resp, err = s.b.Forward(ctx, to, req.r, body)
+	}
+	if err != nil && req.snsForm != nil {
+		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)
+		snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "The node that owns the topic did not answer; retry the request."), req.id)
+		return
 	}
 	if err != nil {
 		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)

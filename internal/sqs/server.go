@@ -215,6 +215,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := s.getBuf()
 	err := s.decode(w, req, body)
 	if err == nil && req.snsForm != nil {
+		if to, rerr := s.forwardTo(req); rerr == nil && to != "" {
+			s.forward(w, req, to, *body) // another node of the cluster owns the topic
+			s.putBuf(body)
+			return
+		}
 		s.putBuf(body)
 		ctx, cancel := req.ctx(s)
 		defer cancel()

@@ -25,6 +25,9 @@ type Host struct {
 	// Format makes the message a subscription's queue gets for a publish
 	// (the SNS envelope, or the raw message and attributes).
 	Format Formatter
+	// Fenced, when set, is told (on a goroutine of its own) that another
+	// owner's write fenced o off: o writes and delivers nothing more.
+	Fenced func(o *Owner)
 }
 
 // Owner owns one topic's partition: it writes the topic's records,
@@ -82,6 +85,37 @@ func (o *Owner) Create() error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.persistLocked([]*record.Record{o.t.MetaRecord(o.t.info)})
+}
+
+// Acquire takes a topic's partition over (in a cluster, under a lease
+// of term): it replays the partition, then writes an epoch record, which
+// fences off the former owner's appends. The owner delivers once Run
+// starts.
+func Acquire(h *Host, p store.PartitionID, node string, term uint64) (*Owner, error) {
+	o := NewOwner(h, p, record.TopicInfo{})
+	var last uint64
+	err := h.Store.ReplayPartition(p, 0, func(e store.Entry) error {
+		if e.Reset {
+			o = NewOwner(h, p, record.TopicInfo{})
+		}
+		last = max(last, e.Pos)
+		return o.Replayed(e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("topic: replaying partition %d: %w", p, err)
+	}
+	if o.Info().Name == "" {
+		return nil, fmt.Errorf("topic: partition %d holds no topic", p)
+	}
+	o.Recovered(last)
+	o.mu.Lock()
+	err = o.persistLocked([]*record.Record{o.t.EpochRecord(node, term)})
+	o.mu.Unlock()
+	if err != nil {
+		o.Relinquish()
+		return nil, fmt.Errorf("topic: claiming partition %d: %w", p, err)
+	}
+	return o, nil
 }
 
 // Replayed applies a record recovery read.
@@ -302,5 +336,8 @@ func (o *Owner) failedLocked(err error, prev uint64) {
 		o.closed = true
 		o.h.Log.Warn("a topic's write was fenced: another owner took it", "topic", o.name(), "partition", o.p)
 		go o.delivery.stop()
+		if o.h.Fenced != nil {
+			go o.h.Fenced(o)
+		}
 	}
 }

@@ -65,6 +65,12 @@ func (t *Topic) MetaRecord(info record.TopicInfo) *record.Record {
 	return &record.Record{Type: record.TopicMeta, Pos: t.take(), Topic: &c}
 }
 
+// EpochRecord returns the record a new owner of the topic's partition
+// writes first (in a cluster): it fences off the former owner's appends.
+func (t *Topic) EpochRecord(node string, term uint64) *record.Record {
+	return &record.Record{Type: record.Epoch, Pos: t.take(), Name: node, Seq: term}
+}
+
 // PublishSpec is a message to publish, checked already (package wire).
 type PublishSpec struct {
 	ID      string // its message id
