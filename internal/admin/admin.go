@@ -1,7 +1,8 @@
 // Package admin serves the admin address: Prometheus metrics, a JSON API
 // for operators (queues, tenants and their limits, the watermark,
-// dead-letter queues), and the dashboard. It only translates: every
-// figure and action comes from the broker.
+// dead-letter queues, topics and their subscriptions), and the
+// dashboard. It only translates: every figure and action comes from the
+// broker.
 package admin
 
 import (
@@ -81,6 +82,7 @@ func New(b *sluice.Broker, opts Options) *Server {
 	s.mux.HandleFunc("GET /api/cluster", s.cluster)
 	s.mux.HandleFunc("GET /api/cluster/streams", s.streams)
 	s.routesDLQ()
+	s.routesTopics()
 	s.routesUI()
 	return s
 }

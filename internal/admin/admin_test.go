@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -32,7 +33,14 @@ func setup(t *testing.T) (*sluice.Broker, *httptest.Server) {
 
 func setupAdmin(t *testing.T) (*sluice.Broker, *httptest.Server, *admin.Server) {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
+	return setupClock(t, nil)
+}
+
+// setupClock is setupAdmin with the broker on clk (nil: the real clock):
+// a fake clock lets a test age the messages it sent.
+func setupClock(t *testing.T, clk sluice.Clock) (*sluice.Broker, *httptest.Server, *admin.Server) {
+	t.Helper()
+	b, err := sluice.Open(sluice.Config{Dir: t.TempDir(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,4 +293,154 @@ func TestRedriveTaskAPI(t *testing.T) {
 			t.Fatalf("source after the move task: %v", a)
 		}
 	})
+}
+
+// eventually polls cond on a ticker until it holds; the test fails if it
+// does not within 20 s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("%s: not within 20s", what)
+		}
+	}
+}
+
+// topicAPI is a topic as GET /api/topics answers it.
+type topicAPI struct {
+	Name          string `json:"name"`
+	FIFO          bool   `json:"fifo"`
+	Subscriptions []struct {
+		ID              string `json:"id"`
+		Protocol        string `json:"protocol"`
+		Endpoint        string `json:"endpoint"`
+		Queue           string `json:"queue"`
+		Raw             bool   `json:"raw_message_delivery"`
+		HasFilterPolicy bool   `json:"has_filter_policy"`
+		DLQ             string `json:"dead_letter_queue"`
+		QueueMissing    bool   `json:"queue_missing"`
+		Backlog         *struct {
+			Visible   int     `json:"visible"`
+			InFlight  int     `json:"in_flight"`
+			Delayed   int     `json:"delayed"`
+			OldestAge float64 `json:"oldest_age_seconds"`
+		} `json:"backlog"`
+	} `json:"subscriptions"`
+	Figures *topicFiguresAPI `json:"figures"`
+}
+
+type topicFiguresAPI struct {
+	Published    int64 `json:"published"`
+	Delivered    int64 `json:"delivered"`
+	Filtered     int64 `json:"filtered"`
+	Refused      int64 `json:"refused"`
+	DeadLettered int64 `json:"dead_lettered"`
+	Held         int64 `json:"held"`
+}
+
+// subscriptionsOf sums up a topic's subscriptions, one line each.
+func subscriptionsOf(tp topicAPI) []string {
+	var out []string
+	for _, s := range tp.Subscriptions {
+		l := fmt.Sprintf("%s %s %s raw=%v filter=%v dlq=%q", s.ID, s.Protocol, s.Queue, s.Raw, s.HasFilterPolicy, s.DLQ)
+		if s.QueueMissing || s.Backlog == nil {
+			l += fmt.Sprintf(" missing=%v backlog=%v", s.QueueMissing, s.Backlog != nil)
+		} else {
+			l += fmt.Sprintf(" visible=%d in_flight=%d delayed=%d oldest=%.0fs", s.Backlog.Visible, s.Backlog.InFlight, s.Backlog.Delayed, s.Backlog.OldestAge)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// TestTopicsAPI: GET /api/topics lists every topic with what became of
+// its publishes, and each subscription with its queue's backlog, so the
+// subscriber that falls behind shows; a subscription whose queue does not
+// exist says so. GET /api/topics/{topic} answers one.
+func TestTopicsAPI(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	b, srv, _ := setupClock(t, clk)
+	var ts []topicAPI
+	if code := call(t, srv, "GET", "/api/topics", "", &ts); code != 200 || ts == nil || len(ts) != 0 {
+		t.Fatalf("no topics: %d %+v (want [])", code, ts)
+	}
+	arn := map[string]string{}
+	for _, name := range []string{"billing", "audit", "audit-dlq"} {
+		q, err := b.CreateQueue(ctx, name, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arn[name] = q.ARN
+	}
+	arn["gone"] = strings.TrimSuffix(arn["billing"], "billing") + "gone" // no such queue
+	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "orders"}); err != nil {
+		t.Fatal(err)
+	}
+	err := b.UpdateTopic("orders", func(ti *sluice.TopicInfo) error {
+		ti.Subs = map[string]sluice.Subscription{
+			"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"kind":["order"]}`}},
+			"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"], Attrs: map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q}`, arn["audit-dlq"])}},
+			"s-gone":    {Protocol: "sqs", Endpoint: arn["gone"]},
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kind := func(k string) map[string]st.AttributeValue {
+		return map[string]st.AttributeValue{"kind": {DataType: "String", StringValue: &k}}
+	}
+	if _, err := b.Publish(ctx, "orders", []sluice.PublishInput{{ID: "p1", Message: "order 1", Attrs: kind("order")},
+		{ID: "p2", Message: "refund 1", Attrs: kind("refund")}, {ID: "p3", Message: "order 2", Attrs: kind("order")}}); err != nil {
+		t.Fatal(err)
+	}
+	// Billing takes the two orders (its filter keeps the refund out),
+	// audit all three; the missing queue refuses all three.
+	eventually(t, "the publishes delivered", func() bool {
+		call(t, srv, "GET", "/api/topics", "", &ts)
+		if len(ts) != 1 || ts[0].Figures == nil {
+			return false
+		}
+		f := ts[0].Figures
+		return f.Held == 0 && f.Delivered == 5 && f.Filtered == 1 && f.Refused == 3
+	})
+	// Five minutes later audit's consumer has taken one message; billing's
+	// none.
+	clk.Advance(5 * time.Minute)
+	if ms, err := b.Receive(ctx, "audit", st.ReceiveInput{MaxMessages: 1}); err != nil || len(ms) != 1 {
+		t.Fatalf("receive from audit: %v %v", ms, err)
+	}
+	var tp topicAPI
+	if code := call(t, srv, "GET", "/api/topics/orders", "", &tp); code != 200 {
+		t.Fatalf("GET /api/topics/orders: %d", code)
+	}
+	call(t, srv, "GET", "/api/topics", "", &ts)
+	if len(ts) != 1 {
+		t.Fatalf("topics: %+v", ts)
+	}
+	for _, got := range []topicAPI{ts[0], tp} {
+		if got.Name != "orders" || got.FIFO || got.Figures == nil || *got.Figures != (topicFiguresAPI{Published: 3, Delivered: 5, Filtered: 1, Refused: 3}) {
+			t.Errorf("topic %q fifo %v figures %+v", got.Name, got.FIFO, got.Figures)
+		}
+		want := []string{
+			`s-audit sqs audit raw=false filter=false dlq="audit-dlq" visible=2 in_flight=1 delayed=0 oldest=300s`,
+			`s-billing sqs billing raw=true filter=true dlq="" visible=2 in_flight=0 delayed=0 oldest=300s`,
+			`s-gone sqs gone raw=false filter=false dlq="" missing=true backlog=false`,
+		}
+		if sub := subscriptionsOf(got); strings.Join(sub, "\n") != strings.Join(want, "\n") {
+			t.Errorf("subscriptions:\n%s\nwant:\n%s", strings.Join(sub, "\n"), strings.Join(want, "\n"))
+		}
+		if len(got.Subscriptions) == 3 && got.Subscriptions[0].Endpoint != arn["audit"] {
+			t.Errorf("audit's endpoint %q, want %q", got.Subscriptions[0].Endpoint, arn["audit"])
+		}
+	}
+	var e map[string]string
+	if code := call(t, srv, "GET", "/api/topics/nope", "", &e); code != 404 || e["code"] != "ResourceNotFoundException" {
+		t.Fatalf("a topic that does not exist: %d %v", code, e)
+	}
 }

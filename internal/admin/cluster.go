@@ -12,10 +12,10 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// In a cluster, a request about one queue (/api/queues/{queue}/...) is
-// forwarded to the node that owns the queue, which answers it as if it
-// had come directly; the admin address's guard (its token) checked it on
-// the node that took it.
+// In a cluster, a request about one queue (/api/queues/{queue}/...) or
+// one topic (/api/topics/{topic}) is forwarded to the node that owns it,
+// which answers it as if it had come directly; the admin address's guard
+// (its token) checked it on the node that took it.
 
 // clusterJSON is the cluster as the API shows it.
 type clusterJSON struct {
@@ -54,23 +54,27 @@ func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
 }
 
 // forwardTo is the subject of the node that serves r ("" when this one
-// does, or when r names no queue).
+// does, or when r names no queue or topic).
 func (s *Server) forwardTo(r *http.Request) string {
 	if !s.b.Clustered() || forward.Forwarded(r) {
 		return ""
 	}
+	route := s.b.Route
 	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/queues/")
 	if !ok {
-		return ""
+		if rest, ok = strings.CutPrefix(r.URL.EscapedPath(), "/api/topics/"); !ok {
+			return ""
+		}
+		route = s.b.RouteTopic
 	}
 	name, _, _ := strings.Cut(rest, "/")
 	name, err := url.PathUnescape(name)
 	if err != nil || name == "" {
 		return ""
 	}
-	to, err := s.b.Route(name, "admin")
+	to, err := route(name, "admin")
 	if err != nil {
-		return "" // this node answers: the queue does not exist
+		return "" // this node answers: the queue or topic does not exist
 	}
 	return to
 }
@@ -86,7 +90,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, subject string)
 	defer cancel()
 	resp, err := s.b.Forward(ctx, subject, r, body)
 	if err != nil {
-		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue did not answer; retry the request.", Cause: err})
+		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue or topic did not answer; retry the request.", Cause: err})
 		return
 	}
 	resp.Write(w)

@@ -81,7 +81,7 @@ func visible(t *testing.T, b *sluice.Broker) string {
 // Bearer and Basic (the token as password, for a browser's prompt) do.
 func TestAdminToken(t *testing.T) {
 	_, srv := guarded(t, admin.GuardOptions{Token: "s3cret-token"})
-	for _, path := range []string{"/api/queues/q/messages", "/api/queues", "/metrics", "/ui/"} {
+	for _, path := range []string{"/api/queues/q/messages", "/api/queues", "/api/topics", "/metrics", "/ui/"} {
 		a := do(t, srv, "GET", path, nil)
 		if a.status != 401 || !strings.Contains(a.header.Get("WWW-Authenticate"), "Basic") || strings.Contains(a.body, "secret") {
 			t.Errorf("GET %s without the token: %d %q %q", path, a.status, a.header.Get("WWW-Authenticate"), a.body)

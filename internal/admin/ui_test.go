@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -12,10 +13,15 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-var screenshot = flag.String("screenshot", "", "write the dashboard screenshot to this file (docs/dashboard.png)")
+var (
+	screenshot       = flag.String("screenshot", "", "write the dashboard screenshot to this file (docs/dashboard.png)")
+	topicsScreenshot = flag.String("topics-screenshot", "", "write the topics page's screenshot to this file")
+)
 
 // chromium finds Debian's Chromium; without it the test fails, unless
 // SLUICE_SKIP_CLIENT_TESTS=1 says missing clients may be skipped.
@@ -228,5 +234,143 @@ func TestDashboardInChromium(t *testing.T) {
 	}
 	if !strings.Contains(after, "No messages.") {
 		t.Fatalf("dead-letter page after the redrive: %q", after)
+	}
+}
+
+// TestDashboardTopicsInChromium drives the topics page in headless
+// Chromium: it says so when there are no topics; then it lists a topic
+// with its figures and both subscriptions with their queues' backlogs,
+// marks the subscription whose queue holds old messages (its consumers
+// are away) and not the one whose consumers keep up, and shows a
+// client's names as text, never as markup.
+func TestDashboardTopicsInChromium(t *testing.T) {
+	exe := chromium(t)
+	clk := clock.NewFake(time.Now())
+	b, srv, _ := setupClock(t, clk)
+	bctx := browser(t, exe)
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/ui/#/topics"), chromedp.WaitVisible(`#topics`)); err != nil {
+		t.Fatalf("topics page: %v", err)
+	}
+	if empty, err := chromedp.Run(bctx, chromedp.Text(`#topics tbody`)); err != nil || empty != "No topics yet." {
+		t.Fatalf("topics page without topics: %q (%v)", empty, err)
+	}
+
+	arn := map[string]string{}
+	for _, name := range []string{"billing", "audit"} {
+		q, err := b.CreateQueue(ctx, name, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		arn[name] = q.ARN
+	}
+	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "orders", Subs: map[string]sluice.Subscription{
+		"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true"}},
+		"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"]},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Publish(ctx, "orders", []sluice.PublishInput{{ID: "p1", Message: "order 1"}, {ID: "p2", Message: "order 2"},
+		{ID: "p3", Message: "order 3"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the publishes delivered", func() bool {
+		f, err := b.TopicFigures("orders")
+		return err == nil && f.Delivered == 6 && f.Held == 0
+	})
+	// Billing's consumers take everything; audit's are away for ten
+	// minutes.
+	for {
+		ms, err := b.Receive(ctx, "billing", st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			if err := b.Delete(ctx, "billing", m.ReceiptHandle); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clk.Advance(10 * time.Minute)
+
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(`table.subscriptions[data-topic="orders"] tr[data-queue="audit"]`)); err != nil {
+		t.Fatalf("topics page after a publish: %v", err)
+	}
+	// One read of the page, so a refresh cannot land between two.
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
+		const topic = document.querySelector('#topics tr[data-topic="orders"]');
+		const subs = document.querySelector('table.subscriptions[data-topic="orders"]');
+		const out = {
+			published: topic.querySelector('td.published').textContent,
+			held: topic.querySelector('td.held').textContent,
+			slowest: topic.querySelector('td.slowest').textContent,
+			slowestAge: topic.querySelector('td.oldest').textContent + ' ' + topic.querySelector('td.oldest').className,
+			rows: String(subs.querySelectorAll('tbody tr').length),
+		};
+		for (const q of ['audit', 'billing']) {
+			const r = subs.querySelector('tr[data-queue="' + q + '"]');
+			out[q] = r.querySelector('td.visible').textContent + ' visible, ' + r.querySelector('td.in-flight').textContent +
+				' in flight, oldest ' + r.querySelector('td.oldest').textContent + (r.classList.contains('behind') ? ', behind' : '') +
+				', ' + r.cells[1].textContent;
+		}
+		return out;
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"published": "3", "held": "0", "slowest": "audit", "slowestAge": "10.0m num oldest bad", "rows": "2",
+		"audit":   "3 visible, 0 in flight, oldest 10.0m, behind, envelope",
+		"billing": "0 visible, 0 in flight, oldest 0s, raw",
+	} {
+		if got[k] != want {
+			t.Errorf("%s: %q, want %q", k, got[k], want)
+		}
+	}
+	if *topicsScreenshot != "" {
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100)) // quality 100: PNG
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Clean(*topicsScreenshot), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A client names a topic, and a subscription's queue, with markup.
+	const hostile = `x"><img src=x onerror="document.title='owned'">`
+	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: hostile, Subs: map[string]sluice.Subscription{
+		"s-x": {Protocol: "sqs", Endpoint: strings.TrimSuffix(arn["audit"], "audit") + hostile}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(bctx, chromedp.Reload(), chromedp.WaitVisible(`#topics tr:nth-child(2)`)); err != nil {
+		t.Fatalf("topics page with a hostile name: %v", err)
+	}
+	name, _ := json.Marshal(hostile)
+	got, err = chromedp.Run(bctx, chromedp.Evaluate[map[string]string](`(() => {
+		const name = `+string(name)+`;
+		const topic = [...document.querySelectorAll('#topics tbody tr')].find(r => r.dataset.topic === name);
+		const subs = [...document.querySelectorAll('table.subscriptions')].find(t => t.dataset.topic === name);
+		const sub = subs && subs.querySelector('tbody tr');
+		return {
+			topic: topic ? topic.cells[0].textContent : 'absent',
+			queue: sub ? sub.dataset.queue + ' | ' + sub.cells[0].textContent + ' | ' + sub.querySelector('td.missing').textContent : 'absent',
+			images: String(document.querySelectorAll('img').length),
+			title: document.title,
+		};
+	})()`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"topic":  hostile,
+		"queue":  hostile + " | " + hostile + " | queue missing: deliveries refused",
+		"images": "0", "title": "Sluice",
+	} {
+		if got[k] != want {
+			t.Errorf("hostile names: %s: %q, want %q", k, got[k], want)
+		}
 	}
 }

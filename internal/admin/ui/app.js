@@ -259,12 +259,94 @@ async function queuePage(name) {
   };
 }
 
+// fig renders a figure, or a dash when the page does not have it.
+function fig(v) { return v === undefined || v === null ? '—' : String(v); }
+
+// subscriptionRows lists a topic's subscriptions, each with its queue's
+// backlog. The topic hands every publish to each queue as it comes, so a
+// subscriber that falls behind shows in its queue: messages waiting and
+// an oldest message growing old (class "behind"); a queue that does not
+// exist refuses every delivery (dead-lettered when the subscription has
+// a dead-letter queue, dropped otherwise).
+function subscriptionRows(t) {
+  return t.subscriptions.map(s => {
+    const b = s.backlog;
+    const queue = s.queue_missing ? esc(s.queue) : '<a href="#/queue/' + encodeURIComponent(s.queue) + '">' + esc(s.queue) + '</a>';
+    const dlq = s.dead_letter_queue ? '<a href="#/queue/' + encodeURIComponent(s.dead_letter_queue) + '">' + esc(s.dead_letter_queue) + '</a>' : '—';
+    const backlog = b ? '<td class="num visible">' + b.visible + '</td><td class="num in-flight">' + b.in_flight + '</td><td class="num">' + b.delayed +
+      '</td><td class="num oldest ' + ageClass(b.oldest_age_seconds) + '">' + age(b.oldest_age_seconds) + '</td>'
+      : '<td colspan="4" class="missing bad">queue missing: deliveries ' + (s.dead_letter_queue ? 'dead-lettered' : 'refused') + '</td>';
+    const behind = !b || ageClass(b.oldest_age_seconds) ? ' class="behind"' : '';
+    return '<tr data-sub="' + esc(s.id) + '" data-queue="' + esc(s.queue) + '"' + behind + '><td>' + queue + '</td>' +
+      '<td>' + (s.raw_message_delivery ? 'raw' : 'envelope') + '</td><td>' + (s.has_filter_policy ? 'yes' : '—') + '</td><td>' + dlq + '</td>' +
+      backlog + '<td class="note">' + esc(s.id) + '</td></tr>';
+  }).join('') || '<tr><td colspan="9" class="note">No subscriptions.</td></tr>';
+}
+
+// slowest is the subscription to look at first: one whose queue is
+// missing, else the one whose queue's oldest message is oldest.
+function slowest(t) {
+  const missing = t.subscriptions.filter(s => !s.backlog);
+  if (missing.length) return '<td class="slowest bad">' + esc(missing.map(s => s.queue).join(', ')) + ' missing</td><td class="num">—</td>';
+  let worst = null;
+  t.subscriptions.forEach(s => { if (!worst || s.backlog.oldest_age_seconds > worst.backlog.oldest_age_seconds) worst = s; });
+  if (!worst) return '<td class="slowest note">no subscriptions</td><td class="num">—</td>';
+  const a = worst.backlog.oldest_age_seconds;
+  return '<td class="slowest">' + esc(worst.queue) + '</td><td class="num oldest ' + ageClass(a) + '">' + age(a) + '</td>';
+}
+
+// topicsPage shows every topic with what became of its publishes, then
+// each topic's subscriptions with their queues' backlogs. In a cluster
+// /api/topics has the figures of the topics this node owns; the owner of
+// each other topic answers for it.
+async function topicsPage() {
+  const ts = await api('/api/topics');
+  await Promise.all(ts.filter(t => !t.figures).map(async t => {
+    const one = await api('/api/topics/' + encodeURIComponent(t.name)).catch(() => null);
+    if (one) t.figures = one.figures;
+  }));
+  let rows = '', subs = '';
+  ts.forEach(t => {
+    const f = t.figures || {};
+    rows += '<tr data-topic="' + esc(t.name) + '"><td>' + esc(t.name) + (t.fifo ? ' <span class="note">FIFO</span>' : '') + '</td>' +
+      '<td class="num">' + t.subscriptions.length + '</td><td class="num published">' + fig(f.published) + '</td>' +
+      '<td class="num">' + fig(f.delivered) + '</td><td class="num">' + fig(f.filtered) + '</td>' +
+      '<td class="num ' + (f.refused > 0 ? 'bad' : '') + '">' + fig(f.refused) + '</td>' +
+      '<td class="num ' + (f.dead_lettered > 0 ? 'warn' : '') + '">' + fig(f.dead_lettered) + '</td>' +
+      '<td class="num held">' + fig(f.held) + '</td>' + slowest(t) + '</tr>';
+    subs += '<h3>' + esc(t.name) + (t.fifo ? ' <span class="note">FIFO</span>' : '') + '</h3>' +
+      '<table class="subscriptions" data-topic="' + esc(t.name) + '"><thead><tr><th>Queue</th><th>Delivery</th><th>Filter policy</th>' +
+      '<th>Dead-letter queue</th><th>Visible</th><th>In flight</th><th>Delayed</th><th>Oldest</th><th>Subscription</th></tr></thead><tbody>' +
+      subscriptionRows(t) + '</tbody></table>';
+  });
+  app.innerHTML = '<h2>Topics</h2><table id="topics"><thead><tr><th>Topic</th><th>Subscriptions</th><th>Published</th><th>Delivered</th>' +
+    '<th>Filtered</th><th>Refused</th><th>Dead-lettered</th><th title="publishes held for subscriptions whose queues have not taken them yet">Held</th>' +
+    '<th>Slowest subscription</th><th>Its oldest</th></tr></thead><tbody>' +
+    (rows || '<tr><td colspan="10" class="note">No topics yet.</td></tr>') + '</tbody></table>' +
+    (ts.length ? '<p class="note">Delivered, filtered, refused and dead-lettered count each publish once per subscription. ' +
+      'Held: publishes the topic holds for queues that have not taken them yet. A subscriber that falls behind shows in its queue: ' +
+      'messages waiting, and an old oldest message.</p><h2>Subscriptions</h2>' + subs : '');
+}
+
+// nav marks the page shown.
+function nav(page) {
+  document.querySelectorAll('#nav a').forEach(a => a.classList.toggle('here', a.dataset.page === page));
+}
+
 async function render() {
   const m = location.hash.match(/^#\/queue\/(.+)$/);
   try {
     await banners();
-    if (m) await queuePage(decodeURIComponent(m[1]));
-    else await queuesPage();
+    if (m) {
+      nav('queues');
+      await queuePage(decodeURIComponent(m[1]));
+    } else if (location.hash === '#/topics') {
+      nav('topics');
+      await topicsPage();
+    } else {
+      nav('queues');
+      await queuesPage();
+    }
     statusEl.textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) {
     statusEl.textContent = 'error: ' + e.message;
