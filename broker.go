@@ -88,6 +88,11 @@ type Config struct {
 	SyncInterval time.Duration
 	// Region is used in ARNs. Default "us-east-1".
 	Region string
+	// BaseURL is where subscribers reach this server (for example
+	// "https://sqs.example.com"): the SNS envelopes' SigningCertURL and
+	// UnsubscribeURL begin with it. Default "": SNS's endpoint in Region
+	// (https://sns.<region>.amazonaws.com), as AWS writes them.
+	BaseURL string
 	// AccountID is the 12-digit account in ARNs and queue URLs.
 	// Default "000000000000".
 	AccountID string
@@ -198,6 +203,7 @@ type Broker struct {
 	e     *engine.Engine
 	tools *redrive.Tools
 	cl    *clusterNode // nil: a single node
+	sign  *signer      // the SNS envelopes' signing key (signing.go)
 }
 
 // Open opens (or creates) the store, recovers its queues and starts
@@ -219,12 +225,13 @@ func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	e, err := engine.Open(engineConfig(cfg, st))
+	sign := newSigner(cfg)
+	e, err := engine.Open(engineConfig(cfg, st, sign))
 	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	return &Broker{e: e, tools: redrive.New(e)}, nil
+	return &Broker{e: e, tools: redrive.New(e), sign: sign}, nil
 }
 
 // openClustered opens a broker as a node of a cluster.
@@ -233,7 +240,8 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	ec := engineConfig(cfg, st)
+	sign := newSigner(cfg)
+	ec := engineConfig(cfg, st, sign)
 	ec.Clustered, ec.Node = true, cfg.Cluster.Node
 	e, err := engine.Open(ec)
 	if err != nil {
@@ -246,7 +254,7 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 		c.closeNATS()
 		return nil, err
 	}
-	b := &Broker{e: e, tools: redrive.New(e), cl: c}
+	b := &Broker{e: e, tools: redrive.New(e), cl: c, sign: sign}
 	if err := errors.Join(c.serveQuestions(b), c.serveTasks(b)); err != nil {
 		b.Close()
 		return nil, err
@@ -269,10 +277,10 @@ func openStore(cfg Config) (store.Store, error) {
 		Preallocate: cfg.FS == nil && !cfg.NoPreallocate, CheckReleases: cfg.CheckReleases}) // preallocate on real disks only
 }
 
-func engineConfig(cfg Config, st store.Store) engine.Config {
+func engineConfig(cfg Config, st store.Store, sign *signer) engine.Config {
 	return engine.Config{Store: st, Region: cfg.Region, AccountID: cfg.AccountID, MaxQueues: cfg.MaxQueues,
 		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval,
-		TopicFormat: topicFormat(cfg.Region, cfg.AccountID)}
+		TopicFormat: topicFormat(cfg.Region, cfg.AccountID, snsBase(cfg), sign)}
 }
 
 // VerifyReport is what Verify found; QueueCheck its part for one queue.
@@ -299,7 +307,7 @@ func Verify(cfg Config) (VerifyReport, error) {
 		return VerifyReport{}, err
 	}
 	defer st.Close()
-	return engine.Verify(engineConfig(cfg, st))
+	return engine.Verify(engineConfig(cfg, st, nil))
 }
 
 // Close stops background work, wakes long polls (they return empty), and

@@ -146,6 +146,71 @@ type clusterNode struct {
 	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
 	subs     []*nats.Subscription           // the answers to asks
 	leads    sync.WaitGroup                 // lead's requests in flight
+
+	// notes are first receives here of messages from topics other nodes
+	// own, by topic partition, sent every attemptsEvery (noteAttempts).
+	notesMu    sync.Mutex
+	notes      map[store.PartitionID][]attemptNote
+	notesTimer *time.Timer
+	notesDone  bool
+}
+
+// attemptNote is a first receive (At, unix ms) of a message from a
+// topic's publish (From).
+type attemptNote struct {
+	From queue.Origin `json:"from"`
+	At   int64        `json:"at"`
+}
+
+// attemptsEvery is how often first receives are sent to the topics'
+// owners: in batches, not one message each.
+const attemptsEvery = 100 * time.Millisecond
+
+// noteAttempts queues first receives for the owners of their topics.
+func (c *clusterNode) noteAttempts(from []queue.Origin, at time.Time) {
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
+	if c.notesDone {
+		return
+	}
+	if c.notes == nil {
+		c.notes = map[store.PartitionID][]attemptNote{}
+	}
+	for _, f := range from {
+		p := store.PartitionID(f.Partition)
+		if len(c.notes[p]) < 10000 { // figures only: a flood is cut, not queued
+			c.notes[p] = append(c.notes[p], attemptNote{From: f, At: at.UnixMilli()})
+		}
+	}
+	if c.notesTimer == nil {
+		c.notesTimer = time.AfterFunc(attemptsEvery, c.sendAttempts)
+	}
+}
+
+// sendAttempts sends the first receives noted to their topics' owners
+// (fire and forget: figures only).
+func (c *clusterNode) sendAttempts() {
+	c.notesMu.Lock()
+	notes := c.notes
+	c.notes, c.notesTimer = nil, nil
+	c.notesMu.Unlock()
+	for p, ns := range notes {
+		if data, err := json.Marshal(ns); err == nil {
+			_ = c.nc.Publish(c.subject(p, "attempts"), data)
+		}
+	}
+}
+
+// takeAttempts hands first receives sent by other nodes to topic p, if
+// this node owns it.
+func (c *clusterNode) takeAttempts(p store.PartitionID, data []byte) {
+	var ns []attemptNote
+	if json.Unmarshal(data, &ns) != nil {
+		return
+	}
+	for _, n := range ns {
+		c.e.TopicFirstAttempt(p, []queue.Origin{n.From}, time.UnixMilli(n.At))
+	}
 }
 
 // openCluster starts the node's NATS (embedded, or connects), and opens
@@ -240,6 +305,7 @@ func (c *clusterNode) start(e *engine.Engine) error {
 		ForgetOrigin: func(ctx context.Context, origin store.PartitionID) {
 			_, _ = c.ask(ctx, "forget", []byte(strconv.FormatUint(uint64(origin), 10)))
 		},
+		FirstAttempt: c.noteAttempts,
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
@@ -291,6 +357,14 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 			return nil
 		}),
 		answer("topics", func([]byte) any { return c.e.LocalTopics() }),
+		answer("cert", func(p []byte) any {
+			if b.sign != nil {
+				if pem, ok := b.sign.certificate(string(p)); ok {
+					return string(pem)
+				}
+			}
+			return nil
+		}),
 		answer("forget", func(data []byte) any {
 			if p, err := strconv.ParseUint(string(data), 10, 64); err == nil && p != uint64(store.Catalog) {
 				c.e.ForgetOrigin(context.Background(), store.PartitionID(p))
@@ -426,6 +500,9 @@ func (c *clusterNode) serve(p store.PartitionID) {
 		} else {
 			c.log.Error("serving a partition's hand-overs failed", "partition", p, "err", err)
 		}
+		if sub, err := c.nc.Subscribe(c.subject(p, "attempts"), func(m *nats.Msg) { c.takeAttempts(p, m.Data) }); err == nil {
+			stops = append(stops, func() { _ = sub.Unsubscribe() })
+		}
 		if subs, err := remote.ServeQueue(c.nc, c.subject(p, "deliver"), c.subject(p, "marks"), deliverer{c.e, p}); err == nil {
 			stops = append(stops, func() {
 				for _, sub := range subs {
@@ -521,6 +598,12 @@ func (c *clusterNode) close() {
 	if m := c.m.Load(); m != nil {
 		m.Close()
 	}
+	c.notesMu.Lock()
+	c.notesDone = true
+	if c.notesTimer != nil {
+		c.notesTimer.Stop()
+	}
+	c.notesMu.Unlock()
 	c.mu.Lock()
 	for _, sub := range c.subs {
 		_ = sub.Unsubscribe()
@@ -578,6 +661,19 @@ func (b *Broker) RouteTopic(name, service string) (string, error) {
 		return "", err
 	}
 	return b.cl.subject(p, service), nil
+}
+
+// certificate asks the other nodes for the SNS signing certificate served
+// at path p (each node signs with its own key).
+func (c *clusterNode) certificate(ctx context.Context, p string) ([]byte, bool) {
+	answers, _ := c.ask(ctx, "cert", []byte(p))
+	for _, a := range answers {
+		var pem *string
+		if json.Unmarshal(a, &pem) == nil && pem != nil {
+			return []byte(*pem), true
+		}
+	}
+	return nil, false
 }
 
 // gatherTopics asks every node for the topics it owns.

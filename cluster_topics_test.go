@@ -3,7 +3,13 @@ package sluice_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +22,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/topic"
 )
 
 // snsClient is an SNS client of node n (the SQS port serves SNS too).
@@ -195,8 +202,55 @@ func TestClusterTopics(t *testing.T) {
 			}
 		}
 	}
+	// placement names the owners of the topic and the queues: the first
+	// attempts are timed exactly when nothing moved meanwhile (the
+	// figures are in memory, each on the node that owned its topic or
+	// queue since).
+	placement := func() string {
+		var b strings.Builder
+		b.WriteString(topicOwner(nodes, "events").name)
+		for _, s := range subs {
+			b.WriteString("," + owner(t, nodes, s.name).name)
+		}
+		return b.String()
+	}
+	before := placement()
 	publish(1, 60, sn)
 	receive("steady")
+	// Each publish's first receive is timed once, by the topic's owner,
+	// whichever nodes own the queues that received it (they send theirs
+	// over NATS); each subscription's by its queue's owner.
+	var n int64
+	for deadline := time.Now().Add(20 * time.Second); n < 60 && time.Now().Before(deadline); <-tick.C {
+		f, err := topicOwner(nodes, "events").b.TopicFigures("events")
+		if err != nil {
+			continue
+		}
+		n = 0
+		for _, c := range f.FirstAttempt.Counts {
+			n += c
+		}
+	}
+	timed := map[string]int64{}
+	for _, nd := range nodes {
+		for _, a := range nd.b.SubscriptionFirstAttempts() {
+			for _, c := range a.Age.Counts {
+				timed[a.Queue] += c
+			}
+		}
+	}
+	if after := placement(); after != before {
+		t.Logf("the topic or a queue moved during the round (%s, then %s): first attempts timed %d of 60, per subscription %v", before, after, n, timed)
+	} else {
+		if n != 60 {
+			t.Fatalf("the topic timed %d first attempts of 60 publishes", n)
+		}
+		for _, s := range subs {
+			if timed[s.name] != int64(len(want[s.name])) {
+				t.Fatalf("%s: %d first attempts timed, want %d", s.name, timed[s.name], len(want[s.name]))
+			}
+		}
+	}
 
 	// A round is published, and the topic's owner crashes at once, its
 	// deliveries of that round under way: the node that takes the topic
@@ -226,6 +280,62 @@ func TestClusterTopics(t *testing.T) {
 		t.Logf("the topic moved to %s", to.name)
 	}
 
+	// A signed topic: every node serves the certificate of the node that
+	// signed (each signs with its own key).
+	st, err := via[0].CreateTopic(ctx, &awssns.CreateTopicInput{Name: aws.String("signed"), Attributes: map[string]string{"SignatureVersion": "2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sq, err := nodes[0].client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("signed-q")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := via[1].Subscribe(ctx, &awssns.SubscribeInput{TopicArn: st.TopicArn, Protocol: aws.String("sqs"),
+		Endpoint: aws.String("arn:aws:sqs:us-east-1:000000000000:signed-q")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := via[1].Publish(ctx, &awssns.PublishInput{TopicArn: st.TopicArn, Message: aws.String("signed")}); err != nil {
+		t.Fatal(err)
+	}
+	var live []*clusterNode
+	for _, n := range nodes {
+		if !n.closed {
+			live = append(live, n)
+		}
+	}
+	var certPath string
+	for deadline := time.Now().Add(30 * time.Second); certPath == "" && time.Now().Before(deadline); {
+		out, err := live[0].client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: sq.QueueUrl, WaitTimeSeconds: 1})
+		if err != nil || len(out.Messages) == 0 {
+			continue
+		}
+		var env struct{ SigningCertURL, Signature string }
+		if err := json.Unmarshal([]byte(*out.Messages[0].Body), &env); err != nil || env.Signature == "" {
+			t.Fatalf("a signed topic's envelope %q: %v", *out.Messages[0].Body, err)
+		}
+		u, err := url.Parse(env.SigningCertURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPath = u.Path
+	}
+	var first []byte
+	for _, n := range live {
+		resp, err := http.Get(*n.client.Options().BaseEndpoint + certPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pem, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(pem), "BEGIN CERTIFICATE") || first != nil && string(first) != string(pem) {
+			t.Fatalf("node %s serves %q for %s: %d", n.name, pem, certPath, resp.StatusCode)
+		}
+		first = pem
+	}
+	if _, err := via[1].DeleteTopic(ctx, &awssns.DeleteTopicInput{TopicArn: st.TopicArn}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Deleted through a node: no node lists it, and a publish is
 	// refused as for a topic that never was.
 	if _, err := via[0].DeleteTopic(ctx, &awssns.DeleteTopicInput{TopicArn: &topicARN}); err != nil {
@@ -248,4 +358,111 @@ func TestClusterTopics(t *testing.T) {
 			t.Fatalf("publish to the deleted topic: %v", err)
 		}
 	}
+}
+
+var (
+	clusterTopicModelOps  = flag.Int("ctmodel.ops", 0, "operations in TestClusterTopicModel (0: 300)")
+	clusterTopicModelSeed = flag.Uint64("ctmodel.seed", 0, "seed of TestClusterTopicModel (0: 5)")
+)
+
+// TestClusterTopicModel is TestTopicModel on a three-node cluster in this
+// process: the same publishes, receives, deletes, late subscription and
+// snapshots, each sent to the node that owns its topic or queue, with
+// graceful restarts and crashes of nodes (a crash: the node's NATS server
+// and connection go at once, its leases expire, and another node fences
+// its topic and queues off and takes them over). Deliveries cross nodes
+// whenever a subscription's queue and the topic have different owners.
+// After every restart and crash, and at the end, each subscription's
+// queue must have got every acknowledged publish its filter admits
+// exactly once over the run, and nothing else. Streams are snapshotted
+// every 128 KiB, so they are purged and long-lived bodies re-homed all
+// along.
+//
+//	go test -run TestClusterTopicModel -ctmodel.ops 4000 -ctmodel.seed 6 .
+func TestClusterTopicModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ops, seed := *clusterTopicModelOps, *clusterTopicModelSeed
+	if ops <= 0 {
+		ops = 300
+	}
+	if seed == 0 {
+		seed = 5
+	}
+	replay := fmt.Sprintf("go test -run TestClusterTopicModel -ctmodel.seed %d -ctmodel.ops %d . (not exactly: real time)", seed, ops)
+	t.Logf("seed %d, %d operations (again: %s)", seed, ops, replay)
+	s := newTopicSim(t, seed)
+	base := &sim{t: t, seed: seed, rng: s.rng, clk: s.clk, logs: &logTail{}, test: "TestClusterTopicModel", replay: replay}
+	base.cfg.Logger = slog.New(slog.NewTextHandler(base.logs, &slog.HandlerOptions{Level: slog.LevelWarn, ReplaceAttr: noTime}))
+	s.cl = startClusterSim(base, seed)
+	base.cl = s.cl
+	s.b = clusterBroker{s.cl}
+	defer s.b.Close()
+	s.run(ops)
+	c := s.cl
+	ss := c.closedStats
+	now := s.b.StoreStats()
+	t.Logf("%d publishes (%d deliveries due), %d graceful restarts, %d crashes, %d snapshots, %d verifications; the topic moved %d times (%d after a crash); streams: %d messages purged, %d bodies re-homed",
+		s.stats.publishes, s.due(), s.stats.restarts, s.stats.crashes, s.stats.snapshots, s.stats.checks, s.topicMoves, s.topicFailovers,
+		ss.SegmentsRemoved+now.SegmentsRemoved, ss.Relocated+now.Relocated)
+	if s.stats.restarts == 0 || s.stats.crashes == 0 || s.topicFailovers == 0 {
+		t.Errorf("%d restarts, %d crashes, the topic taken over after a crash %d times: the run does not test the topic's ownership moving",
+			s.stats.restarts, s.stats.crashes, s.topicFailovers)
+	}
+}
+
+// topicOwner is the node that owns topic name.
+func (c *clusterSim) topicOwner(name string) *sluice.Broker {
+	var b *sluice.Broker
+	if !c.await(func() bool {
+		for _, n := range c.nodes {
+			if n.b != nil {
+				if to, err := n.b.RouteTopic(name, "sqs"); err == nil && to == "" {
+					b = n.b
+					return true
+				}
+			}
+		}
+		return false
+	}) {
+		c.s.fail("no node owns topic %s after %s", name, moveWait)
+	}
+	return b
+}
+
+// nodeOf names the node of a broker.
+func (c *clusterSim) nodeOf(b *sluice.Broker) string {
+	for _, n := range c.nodes {
+		if n.b == b {
+			return n.name
+		}
+	}
+	return ""
+}
+
+// callTopic runs f on the node that owns topic name, again on the next
+// owner while the topic is moving (nothing was written).
+func callTopic[T any](c *clusterSim, name string, f func(b *sluice.Broker) (T, error)) (T, error) {
+	deadline := time.Now().Add(moveWait)
+	for {
+		v, err := f(c.topicOwner(name))
+		if !errors.Is(err, topic.ErrNotOwner) || time.Now().After(deadline) {
+			return v, err
+		}
+		c.retried++
+	}
+}
+
+func (r clusterBroker) CreateTopic(info sluice.TopicInfo) (sluice.TopicInfo, bool, error) {
+	return r.c.catalog().CreateTopic(info)
+}
+
+func (r clusterBroker) UpdateTopic(name string, f func(*sluice.TopicInfo) error) error {
+	_, err := callTopic(r.c, name, func(b *sluice.Broker) (struct{}, error) { return struct{}{}, b.UpdateTopic(name, f) })
+	return err
+}
+
+func (r clusterBroker) Publish(ctx context.Context, name string, in []sluice.PublishInput) ([]sluice.PublishResult, error) {
+	return callTopic(r.c, name, func(b *sluice.Broker) ([]sluice.PublishResult, error) { return b.Publish(ctx, name, in) })
 }

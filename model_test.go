@@ -310,13 +310,16 @@ type sim struct {
 	b     modelBroker
 	// cl is the cluster of TestClusterModel (cluster_model_test.go); nil
 	// for one broker on the in-memory file system.
-	cl    *clusterSim
-	m     model
-	fig   figures
-	logs  *logTail
-	block string // filler of bodies
-	op    int
-	phase int // 0 mixed, 1 filling, 2 draining
+	cl *clusterSim
+	// test and replay name another test that drives the cluster (and how
+	// to run it again) in failures.
+	test, replay string
+	m            model
+	fig          figures
+	logs         *logTail
+	block        string // filler of bodies
+	op           int
+	phase        int // 0 mixed, 1 filling, 2 draining
 	// faulted: writes fail during the operation running, which may then
 	// fail (and must change nothing).
 	faulted bool
@@ -561,6 +564,9 @@ func (s *sim) fail(format string, args ...any) {
 	test, replay := "TestModel", fmt.Sprintf("go test -run 'TestModel$' -model.seed %d -model.ops %d .", s.seed, max(s.op, *modelOps))
 	if s.cl != nil {
 		test, replay = "TestClusterModel", fmt.Sprintf("go test -run TestClusterModel -cmodel.seed %d -cmodel.ops %d . (not exactly: real time)", s.seed, max(s.op, *clusterModelOps))
+	}
+	if s.test != "" {
+		test, replay = s.test, s.replay
 	}
 	s.t.Fatalf("%s seed %d, operation %d: %s\n\nlast operations:\n  %s\n\nbroker log (warnings and errors, last lines):\n%s\nreplay: %s",
 		test, s.seed, s.op, fmt.Sprintf(format, args...), strings.Join(s.trace, "\n  "), s.logs.tail(30), replay)

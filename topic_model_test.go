@@ -66,39 +66,78 @@ type tSub struct {
 	held []string          // keep: the receipt handles of messages in flight, oldest first
 }
 
+// topicBroker is what TestTopicModel drives: one broker, or a cluster as
+// one (clusterBroker: each call goes to the node that owns its queue or
+// topic).
+type topicBroker interface {
+	CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (sluice.QueueInfo, error)
+	CreateTopic(info sluice.TopicInfo) (sluice.TopicInfo, bool, error)
+	UpdateTopic(name string, f func(*sluice.TopicInfo) error) error
+	Publish(ctx context.Context, name string, in []sluice.PublishInput) ([]sluice.PublishResult, error)
+	Receive(ctx context.Context, queue string, in st.ReceiveInput) ([]st.Message, error)
+	Delete(ctx context.Context, queue, handle string) error
+	Snapshot() error
+	StoreStats() sluice.StoreStats
+	Close() error
+}
+
 type topicSim struct {
-	t     *testing.T
-	rng   *rand.Rand
-	mem   *vfs.Mem
-	clk   *clock.Fake
-	b     *sluice.Broker
-	subs  []*tSub
-	n     int // publishes so far
-	stats struct{ publishes, restarts, crashes, snapshots, checks int }
+	t   *testing.T
+	rng *rand.Rand
+	mem *vfs.Mem
+	clk *clock.Fake
+	b   topicBroker
+	// cl, for TestClusterTopicModel: the cluster b is (nil: one broker).
+	cl *clusterSim
+	// topicMoves and topicFailovers count the restarts and crashes of a
+	// cluster after which another node owned the topic.
+	topicMoves, topicFailovers int
+	subs                       []*tSub
+	n                          int // publishes so far
+	stats                      struct{ publishes, restarts, crashes, snapshots, checks int }
 	// removed and relocated sum the store's figures of the brokers closed.
 	removed, relocated int64
 	bodyOf             func(i int) string
 }
 
-func (s *topicSim) open() {
-	s.t.Helper()
-	b, err := sluice.Open(sluice.Config{Dir: "/data", FS: s.mem, Clock: s.clk, CheckReleases: true,
-		SegmentBytes: modelSegment, CheckpointBytes: modelCheckpoint, CompactInterval: modelCompact,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		s.t.Fatalf("open: %v", err)
-	}
-	s.b = b
-}
-
 func topicModelRun(t *testing.T, seed uint64, ops int) {
 	t.Logf("seed %d, %d operations (again: go test -run TestTopicModel -tmodel.seed %d -tmodel.ops %d .)", seed, ops, seed, ops)
+	s := newTopicSim(t, seed)
+	s.open()
+	defer func() { s.b.Close() }()
+	s.run(ops)
+	ss := s.b.StoreStats()
+	removed, relocated := s.removed+ss.SegmentsRemoved, s.relocated+ss.Relocated
+	t.Logf("%d publishes (%d deliveries due), %d restarts, %d power losses, %d snapshots, %d verifications; store: %d segments removed, %d bodies relocated, %d segments now",
+		s.stats.publishes, s.due(), s.stats.restarts, s.stats.crashes, s.stats.snapshots, s.stats.checks, removed, relocated, ss.Segments)
+	if s.stats.crashes == 0 || removed == 0 || relocated == 0 {
+		t.Errorf("the run had %d power losses, removed %d segments and relocated %d bodies: it does not test what it should", s.stats.crashes, removed, relocated)
+	}
+}
+
+func newTopicSim(t *testing.T, seed uint64) *topicSim {
 	s := &topicSim{t: t, rng: rand.New(rand.NewPCG(seed, 0x70b1c)), mem: vfs.NewMem(),
 		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	filler := strings.Repeat("abcdefghij", 400)
 	s.bodyOf = func(i int) string { return fmt.Sprintf("p%06d|%s", i, filler[:(i*7919)%len(filler)]) }
-	s.open()
-	defer func() { s.b.Close() }()
+	return s
+}
+
+// due is how many deliveries the subscriptions must have got.
+func (s *topicSim) due() int {
+	var n int
+	for _, sub := range s.subs {
+		n += len(sub.want)
+	}
+	return n
+}
+
+// run creates the queues, the topic and its subscriptions, and runs ops
+// random operations; restarts and power losses (a node's graceful
+// restart and crash, in a cluster) are rarer in a cluster, where each
+// waits for leases to move.
+func (s *topicSim) run(ops int) {
+	t := s.t
 	for _, q := range []string{"all", "red", "blue-raw", "late"} {
 		if _, err := s.b.CreateQueue(ctx, q, map[string]string{"MessageRetentionPeriod": "1209600"}, nil); err != nil {
 			t.Fatal(err)
@@ -131,24 +170,15 @@ func topicModelRun(t *testing.T, seed uint64, ops int) {
 				t.Fatal(err)
 			}
 			s.stats.snapshots++
-		case op < 95:
+		case s.cl != nil && op < 97: // a cluster restarts less often
+			s.publish()
+		case op < 95, s.cl != nil && op < 99:
 			s.restart(false)
 		default:
 			s.restart(true)
 		}
 	}
 	s.verify()
-	var pubs int
-	for _, sub := range s.subs {
-		pubs += len(sub.want)
-	}
-	ss := s.b.StoreStats()
-	removed, relocated := s.removed+ss.SegmentsRemoved, s.relocated+ss.Relocated
-	t.Logf("%d publishes (%d deliveries due), %d restarts, %d power losses, %d snapshots, %d verifications; store: %d segments removed, %d bodies relocated, %d segments now",
-		s.stats.publishes, pubs, s.stats.restarts, s.stats.crashes, s.stats.snapshots, s.stats.checks, removed, relocated, ss.Segments)
-	if s.stats.crashes == 0 || removed == 0 || relocated == 0 {
-		t.Errorf("the run had %d power losses, removed %d segments and relocated %d bodies: it does not test what it should", s.stats.crashes, removed, relocated)
-	}
 }
 
 func (s *topicSim) subscription(sub *tSub) sluice.Subscription {
@@ -289,8 +319,26 @@ func (s *topicSim) release(sub *tSub, n int) {
 }
 
 // restart stops the broker, gracefully or by a power loss (the files
-// keep what was synced), starts it again, and checks every queue.
+// keep what was synced), starts it again, and checks every queue. In a
+// cluster, a node that owns a queue or the topic restarts or crashes.
 func (s *topicSim) restart(powerLoss bool) {
+	if s.cl != nil {
+		before := s.cl.nodeOf(s.cl.topicOwner("events"))
+		stopped := s.cl.restartNode(powerLoss)
+		if stopped == before && s.cl.nodeOf(s.cl.topicOwner("events")) != before {
+			s.topicMoves++
+			if powerLoss {
+				s.topicFailovers++
+			}
+		}
+		if powerLoss {
+			s.stats.crashes++
+		} else {
+			s.stats.restarts++
+		}
+		s.verify()
+		return
+	}
 	ss := s.b.StoreStats()
 	s.removed += ss.SegmentsRemoved
 	s.relocated += ss.Relocated
@@ -305,6 +353,18 @@ func (s *topicSim) restart(powerLoss bool) {
 	}
 	s.open()
 	s.verify()
+}
+
+// open starts the broker (one node) on the file system.
+func (s *topicSim) open() {
+	s.t.Helper()
+	b, err := sluice.Open(sluice.Config{Dir: "/data", FS: s.mem, Clock: s.clk, CheckReleases: true,
+		SegmentBytes: modelSegment, CheckpointBytes: modelCheckpoint, CompactInterval: modelCompact,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		s.t.Fatalf("open: %v", err)
+	}
+	s.b = b
 }
 
 // verify waits until every subscription's queue got all it must (the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/engine"
@@ -99,6 +100,14 @@ func (b *Broker) AllTopics(ctx context.Context) []TopicInfo {
 	return out
 }
 
+// SubscriptionAge is how long one subscription's messages waited from
+// their publish to their first receive from its queue.
+type SubscriptionAge = engine.OriginAge
+
+// SubscriptionFirstAttempts returns the SubscriptionAge of every
+// subscription whose queue this node owns (since it took the queue).
+func (b *Broker) SubscriptionFirstAttempts() []SubscriptionAge { return b.e.OriginAges() }
+
 // TopicFigures returns a topic's delivery counters since it was taken here.
 func (b *Broker) TopicFigures(name string) (TopicFigures, error) {
 	o, err := b.topic(name)
@@ -131,11 +140,20 @@ func (b *Broker) topic(name string) (*topic.Owner, error) {
 
 // topicFormat makes the message a subscription's queue gets for a publish,
 // as SNS makes it: the JSON envelope, or with RawMessageDelivery the
-// message and its attributes. Envelopes are not signed in this release
-// (no SignatureVersion, Signature or SigningCertURL).
-func topicFormat(region, account string) topic.Formatter {
+// message and its attributes. The envelopes of a standard topic whose
+// SignatureVersion attribute is set are signed (signing.go); those of a
+// topic without it are not (no SignatureVersion, Signature or
+// SigningCertURL): an RSA signature costs about a millisecond of CPU a
+// publish, more than the rest of its delivery. A publish is signed once
+// for all its subscriptions (prepared, below).
+func topicFormat(region, account, base string, sign *signer) topic.Formatter {
 	scope := snswire.Scope{Region: region, Account: account}
-	d := snswire.Deliverer{UnsubscribeURL: "https://sns." + region + ".amazonaws.com/"}
+	plain := snswire.Deliverer{UnsubscribeURL: base + "/"}
+	signed := plain
+	if sign != nil {
+		signed.Signer = sign
+	}
+	cache := &preparedCache{byKey: map[preparedKey]*snswire.Prepared{}}
 	return func(info *record.TopicInfo, subID string, sub record.Subscription, pub *record.Record) (sluicetype.SendInput, error) {
 		arn := scope.TopicARN(info.Name)
 		t := snswire.ParseTopicSettings(info.Attrs)
@@ -152,7 +170,70 @@ func topicFormat(region, account string) topic.Formatter {
 				n.Attributes[name] = snswire.MessageAttribute{DataType: a.DataType, StringValue: a.StringValue, BinaryValue: a.BinaryValue}
 			}
 		}
-		return d.SQSMessage(n, snswire.Target{SubscriptionARN: arn + ":" + subID, Endpoint: sub.Endpoint,
-			Raw: strings.EqualFold(sub.Attrs["RawMessageDelivery"], "true")})
+		target := snswire.Target{SubscriptionARN: arn + ":" + subID, Endpoint: sub.Endpoint,
+			Raw: strings.EqualFold(sub.Attrs["RawMessageDelivery"], "true")}
+		if t.FIFO || t.SignatureVersion == "" || target.Raw {
+			return plain.SQSMessage(n, target)
+		}
+		p, err := cache.get(preparedKey{info.ID, pub.Seq, t.SignatureVersion}, func() (*snswire.Prepared, error) { return signed.Prepare(n) })
+		if err != nil {
+			return sluicetype.SendInput{}, err
+		}
+		return p.SQSMessage(target)
 	}
+}
+
+// preparedKey names a publish of a topic as signed with a version.
+type preparedKey struct {
+	topic, seq uint64
+	version    string
+}
+
+// preparedCache keeps the latest signed publishes, so that the
+// subscriptions of a topic, delivering in their own rounds, share one
+// signature a publish.
+type preparedCache struct {
+	mu    sync.Mutex
+	byKey map[preparedKey]*snswire.Prepared
+	order []preparedKey
+}
+
+// preparedKept is how many signed publishes preparedCache keeps.
+const preparedKept = 4096
+
+func (c *preparedCache) get(k preparedKey, make func() (*snswire.Prepared, error)) (*snswire.Prepared, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.byKey[k]; p != nil {
+		return p, nil
+	}
+	p, err := make()
+	if err != nil {
+		return nil, err
+	}
+	c.byKey[k] = p
+	c.order = append(c.order, k)
+	if len(c.order) > preparedKept {
+		delete(c.byKey, c.order[0])
+		c.order = c.order[1:]
+	}
+	return p, nil
+}
+
+// SNSCertificate returns the certificate (PEM) served at path p
+// (/SimpleNotificationService-<hex>.pem), which verifies the signatures of
+// SNS envelopes: this node's, or in a cluster another node's.
+func (b *Broker) SNSCertificate(ctx context.Context, p string) ([]byte, bool) {
+	if !certName.MatchString(p) {
+		return nil, false
+	}
+	if b.sign != nil {
+		if pem, ok := b.sign.certificate(p); ok {
+			return pem, true
+		}
+	}
+	if b.cl != nil {
+		return b.cl.certificate(ctx, p)
+	}
+	return nil, false
 }

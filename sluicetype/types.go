@@ -1,6 +1,9 @@
 package sluicetype
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // The broker's public figures and inputs: shared by the engine, the
 // dead-letter tools, the root package (which re-exports them) and its
@@ -91,6 +94,28 @@ type TenantInfo struct {
 // FirstAttemptBounds are the upper bounds (seconds) of the age-at-first-
 // attempt histogram: how long messages waited from send to first delivery.
 var FirstAttemptBounds = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600}
+
+// AgeHistogram counts ages by FirstAttemptBounds (Counts: one bucket a
+// bound, then one above them all; nil while empty), with their sum.
+type AgeHistogram struct {
+	Counts []int64
+	Sum    time.Duration
+}
+
+// Observe counts one age.
+func (h *AgeHistogram) Observe(d time.Duration) {
+	if h.Counts == nil {
+		h.Counts = make([]int64, len(FirstAttemptBounds)+1)
+	}
+	i, _ := slices.BinarySearch(FirstAttemptBounds, d.Seconds())
+	h.Counts[i]++
+	h.Sum += d
+}
+
+// Clone returns a copy of h.
+func (h AgeHistogram) Clone() AgeHistogram {
+	return AgeHistogram{Counts: slices.Clone(h.Counts), Sum: h.Sum}
+}
 
 // QueueStats is one queue's figures at one moment.
 type QueueStats struct {

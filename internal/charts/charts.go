@@ -1,14 +1,16 @@
 // Package charts draws the benchmark charts of docs/benchmarks.md from the
 // reports `sluice bench --json` writes: throughput by peer, by message
-// size and by number of queues, and latency percentiles. The same reports
-// always give the same files (no clock, no map order, embedded fonts).
+// size and by number of queues, and latency percentiles; and line charts
+// of figures over time (Lines) for the docs. The same input always gives
+// the same files (no clock, no map order, embedded fonts).
 //
-// It must not run benchmarks or read anything but the reports it is given.
+// It must not run benchmarks or read anything but what it is given.
 package charts
 
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -372,4 +374,109 @@ func saveAs(p *plot.Plot, format, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// Series is one line of a Lines chart: its points, in X order; a NaN Y
+// leaves a gap (nothing to show there).
+type Series struct {
+	Name string
+	X, Y []float64
+}
+
+// Span is a stretch of the X axis shaded behind the lines, with its label
+// (an outage, say).
+type Span struct {
+	From, To float64
+	Label    string
+}
+
+// Lines draws series as lines, over spans, into base.png and base.svg,
+// and returns the files written. With logY the Y axis is logarithmic
+// (for values over several orders of magnitude; they must be above 0).
+// Earlier series are drawn wider, so that a later one over the same
+// values leaves them in sight.
+func Lines(base, title, sub, xLabel, yLabel string, logY bool, series []Series, spans []Span) ([]string, error) {
+	p := newPlot(title, sub, xLabel, yLabel)
+	top, bottom := 0.0, math.Inf(1)
+	for _, s := range series {
+		for _, y := range s.Y {
+			if !math.IsNaN(y) {
+				top, bottom = max(top, y), min(bottom, y)
+			}
+		}
+	}
+	top *= 1.12
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		bottom = math.Pow(10, math.Floor(math.Log10(bottom))) / 2 // the lowest decade labelled
+		p.Y.Min, top = bottom, math.Pow(10, math.Ceil(math.Log10(top)))
+	} else {
+		bottom = 0
+	}
+	for _, sp := range spans {
+		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: bottom}, {X: sp.To, Y: bottom}, {X: sp.To, Y: top}, {X: sp.From, Y: top}})
+		if err != nil {
+			return nil, err
+		}
+		poly.Color = color.RGBA{R: 0xf2, G: 0xe6, B: 0xd9, A: 0xff}
+		poly.LineStyle.Width = 0
+		p.Add(poly)
+		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: sp.From, Y: top}}, Labels: []string{sp.Label}})
+		if err != nil {
+			return nil, err
+		}
+		lb.Offset = vg.Point{X: vg.Points(3), Y: -vg.Points(12)}
+		p.Add(lb)
+	}
+	for i, s := range series {
+		var first *plotter.Line
+		for _, seg := range segments(s) {
+			l, err := plotter.NewLine(seg)
+			if err != nil {
+				return nil, err
+			}
+			l.Color = linePalette[i%len(linePalette)]
+			l.Width = vg.Points(1.5 + 2*float64(len(series)-1-i))
+			p.Add(l)
+			if first == nil {
+				first = l
+			}
+		}
+		if first != nil {
+			p.Legend.Add(s.Name, first)
+		}
+	}
+	p.Y.Max = top
+	var written []string
+	for _, format := range Formats() {
+		path := base + "." + format
+		if err := saveAs(p, format, path); err != nil {
+			return written, err
+		}
+		written = append(written, path)
+	}
+	return written, nil
+}
+
+// linePalette colours the series of a Lines chart, in order.
+var linePalette = []color.Color{color.RGBA{0x1f, 0x6f, 0xb4, 0xff}, color.RGBA{0x2c, 0x9a, 0x4c, 0xff}, color.RGBA{0xe0, 0x7b, 0x20, 0xff}, color.RGBA{0x94, 0x67, 0xbd, 0xff}}
+
+// segments splits a series at its gaps.
+func segments(s Series) []plotter.XYs {
+	var out []plotter.XYs
+	var cur plotter.XYs
+	for i := range min(len(s.X), len(s.Y)) {
+		if math.IsNaN(s.Y[i]) {
+			if len(cur) > 0 {
+				out = append(out, cur)
+			}
+			cur = nil
+			continue
+		}
+		cur = append(cur, plotter.XY{X: s.X[i], Y: s.Y[i]})
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -82,5 +83,38 @@ func TestRenderNothing(t *testing.T) {
 	files, err := Render(reps, t.TempDir())
 	if err != nil || len(files) != 0 {
 		t.Fatalf("Render = %v, %v; want nothing", files, err)
+	}
+}
+
+// A Lines chart, linear and logarithmic, with a gap and a span: both
+// files are written, the PNG decodes at the documented size, and the
+// same series give the same bytes.
+func TestLines(t *testing.T) {
+	nan := math.NaN()
+	series := []Series{{Name: "flat", X: []float64{1, 2, 3, 4}, Y: []float64{0.1, 0.1, 0.1, 0.1}},
+		{Name: "gap", X: []float64{1, 2, 3, 4}, Y: []float64{0.1, nan, 58, 0.1}}}
+	spans := []Span{{From: 1.5, To: 2.5, Label: "away"}}
+	for _, logY := range []bool{false, true} {
+		var out [2][]byte
+		for i := range out {
+			base := filepath.Join(t.TempDir(), "c")
+			files, err := Lines(base, "title", "sub", "x", "y", logY, series, spans)
+			if err != nil || len(files) != 2 {
+				t.Fatalf("log %v: %v %v", logY, files, err)
+			}
+			if out[i], err = os.ReadFile(base + ".png"); err != nil {
+				t.Fatal(err)
+			}
+			img, err := png.Decode(bytes.NewReader(out[i]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := img.Bounds().Dx(); w != int(Width.Dots(DPI)) {
+				t.Fatalf("width %d", w)
+			}
+		}
+		if !bytes.Equal(out[0], out[1]) {
+			t.Fatalf("log %v: the same series gave different PNGs", logY)
+		}
 	}
 }

@@ -88,7 +88,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.AccountID, "account-id", def("SLUICE_ACCOUNT_ID", "000000000000"), "12-digit account id in ARNs and queue URLs")
 	fs.StringVar(&c.LogLevel, "log-level", def("SLUICE_LOG_LEVEL", "info"), "debug, info, warn or error")
 	fs.BoolVar(&c.Insecure, "insecure", def("SLUICE_INSECURE", "") == "true" || def("SLUICE_INSECURE", "") == "1", "allow a non-loopback address without a credentials file")
-	fs.StringVar(&c.BaseURL, "base-url", def("SLUICE_BASE_URL", ""), "base of queue URLs (default: the request's scheme and Host)")
+	fs.StringVar(&c.BaseURL, "base-url", def("SLUICE_BASE_URL", ""), "base of queue URLs, and of the SigningCertURL and UnsubscribeURL of SNS envelopes (default: the request's scheme and Host; for envelopes SNS's endpoint)")
 	pre := def("SLUICE_PREALLOCATE", "true")
 	fs.BoolVar(&c.Preallocate, "preallocate", pre != "false" && pre != "0", "prepare each next log segment full of zeros (faster fsync on ext4/XFS; turn off on btrfs/ZFS)")
 	fs.StringVar(&c.DiskReserve, "disk-reserve", def("SLUICE_DISK_RESERVE", "256MiB"), "free disk space below which new messages are refused (bytes, or 512MiB, 2GiB)")
@@ -288,7 +288,7 @@ func (c *ServeConfig) brokerConfig(log *slog.Logger) (sluice.Config, error) {
 	if err != nil {
 		return sluice.Config{}, err
 	}
-	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, Logger: log,
+	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, BaseURL: c.BaseURL, Logger: log,
 		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint, Cluster: cc}, nil
 }
 

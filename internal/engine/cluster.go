@@ -46,6 +46,10 @@ type Hooks struct {
 	// ForgetOrigin makes the queues of the other nodes forget their marks
 	// of a deleted topic's partition.
 	ForgetOrigin func(ctx context.Context, origin store.PartitionID)
+	// FirstAttempt tells the nodes that own the topics of the first
+	// receives here (at) of messages delivered from their publishes
+	// (figures only: it may be lost).
+	FirstAttempt func(from []queue.Origin, at time.Time)
 }
 
 // SetHooks connects a clustered engine to its cluster's manager (made

@@ -147,7 +147,7 @@ func newEngine(cfg Config) *Engine {
 		topics: map[string]*topic.Owner{}, topicByPart: map[store.PartitionID]*topic.Owner{}, topicIDs: map[string]store.PartitionID{},
 		nextPart: 1, closing: make(chan struct{})}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
-		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted}
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted, FirstAttempt: e.firstAttempt}
 	if e.cfg.Node == "" {
 		e.cfg.Node = "local"
 	}

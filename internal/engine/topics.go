@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -128,6 +129,65 @@ func (e *Engine) LocalMarks(p store.PartitionID) (map[uint64]uint64, error) {
 		return nil, partition.NotOwner()
 	}
 	return o.OriginMarks()
+}
+
+// firstAttempt tells each topic of the first receives of messages
+// delivered from its publishes (in a cluster, a topic another node owns
+// through the hooks).
+func (e *Engine) firstAttempt(from []queue.Origin, at time.Time) {
+	var remote []queue.Origin
+	for _, f := range from {
+		if t := e.topicOf(store.PartitionID(f.Partition)); t != nil {
+			t.FirstAttempt(f, at)
+		} else {
+			remote = append(remote, f)
+		}
+	}
+	if h := e.hooksOf(); len(remote) > 0 && h != nil && h.FirstAttempt != nil {
+		h.FirstAttempt(remote, at)
+	}
+}
+
+// TopicFirstAttempt notes first receives (at) on another node of messages
+// delivered from topic partition p's publishes, if this node owns it.
+func (e *Engine) TopicFirstAttempt(p store.PartitionID, from []queue.Origin, at time.Time) {
+	if t := e.topicOf(p); t != nil {
+		for _, f := range from {
+			t.FirstAttempt(f, at)
+		}
+	}
+}
+
+// OriginAge is how long one subscription's messages waited from their
+// publish to their first receive: a queue this node owns, a topic it
+// delivers from.
+type OriginAge struct {
+	Topic, Queue string
+	Age          st.AgeHistogram
+}
+
+// OriginAges returns the OriginAge of every queue this node owns and
+// every topic that delivered to it (as far as this node knows the
+// topics' names).
+func (e *Engine) OriginAges() []OriginAge {
+	e.mu.RLock()
+	names := make(map[store.PartitionID]string, len(e.topicIDs))
+	for n, p := range e.topicIDs {
+		names[p] = n
+	}
+	e.mu.RUnlock()
+	var out []OriginAge
+	for _, q := range e.all() {
+		for p, h := range q.OriginFirstAttempts() {
+			if n, ok := names[store.PartitionID(p)]; ok {
+				out = append(out, OriginAge{Topic: n, Queue: q.Meta().Name, Age: h})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b OriginAge) int {
+		return cmp.Or(strings.Compare(a.Topic, b.Topic), strings.Compare(a.Queue, b.Queue))
+	})
+	return out
 }
 
 // ForgetOrigin makes the queues this node owns forget their marks of a

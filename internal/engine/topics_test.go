@@ -164,3 +164,54 @@ func TestTopicLifecycle(t *testing.T) {
 		t.Fatalf("a topic of the deleted one's name: %v", err)
 	}
 }
+
+// TestFirstAttemptFigures: each publish is timed from its publish to its
+// first receive once for the topic (its first subscriber's, however many
+// subscriptions receive it later), and once per subscription.
+func TestFirstAttemptFigures(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := openTopicsEngine(t, t.TempDir(), clk)
+	for _, q := range []string{"fast", "slow"} {
+		if _, err := e.CreateQueue(ctx, q, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info := record.TopicInfo{Name: "t", Subs: map[string]record.Subscription{
+		"f": {Protocol: "sqs", Endpoint: e.ARN("fast")}, "s": {Protocol: "sqs", Endpoint: e.ARN("slow")}}}
+	if _, _, err := e.CreateTopic(info); err != nil {
+		t.Fatal(err)
+	}
+	publishColors(t, e, "t", 0, 4)
+	waitDelivered(t, e, "t", 8)
+	clk.Advance(3 * time.Second)
+	if got := receiveAll(t, e, "fast"); len(got) != 4 {
+		t.Fatalf("fast got %v", got)
+	}
+	clk.Advance(60 * time.Second)
+	if got := receiveAll(t, e, "slow"); len(got) != 4 {
+		t.Fatalf("slow got %v", got)
+	}
+	tp, _ := e.Topic("t")
+	f := tp.Figures().FirstAttempt
+	if f.Sum != 4*3*time.Second || sum(f.Counts) != 4 {
+		t.Fatalf("the first subscriber's first attempts: %d, %v in all; want 4 of 3 s", sum(f.Counts), f.Sum)
+	}
+	ages := e.OriginAges()
+	if len(ages) != 2 || ages[0].Queue != "fast" || ages[1].Queue != "slow" || ages[0].Topic != "t" {
+		t.Fatalf("per subscription: %+v", ages)
+	}
+	if a := ages[0].Age; a.Sum != 4*3*time.Second || sum(a.Counts) != 4 {
+		t.Fatalf("fast: %d, %v", sum(a.Counts), a.Sum)
+	}
+	if a := ages[1].Age; a.Sum != 4*63*time.Second || sum(a.Counts) != 4 {
+		t.Fatalf("slow: %d, %v", sum(a.Counts), a.Sum)
+	}
+}
+
+func sum(xs []int64) int64 {
+	var n int64
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

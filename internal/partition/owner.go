@@ -63,6 +63,10 @@ type Host struct {
 	// Unreadable counts the messages of every queue dropped because their
 	// body could not be read back.
 	Unreadable atomic.Int64
+	// FirstAttempt, when set, is told of the first receive (at) of each
+	// message delivered from an origin (a topic's publish), for the
+	// topic's figures.
+	FirstAttempt func(from []queue.Origin, at time.Time)
 
 	randMu sync.Mutex
 }
@@ -131,6 +135,9 @@ type Owner struct {
 	snapshotting bool
 	// lost are the messages recovery found without a body, for Start.
 	lost []uint64
+	// origins times first receives of messages delivered from a topic
+	// (origins.go).
+	origins originTrack
 }
 
 // state is where an owner is in its life: it serves from acquire (or

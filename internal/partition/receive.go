@@ -166,9 +166,19 @@ func (o *Owner) receiveOnce(ctx context.Context, a ask, p *waitlist.Waiter, canW
 // intact is dropped, never served), and a FIFO receive attempt is
 // remembered with them.
 func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string, now time.Time) []st.Message {
+	var first []uint64
+	tracking := o.origins.some.Load()
 	for i := range ds {
 		if m := &ds[i].Msg; m.RecvCount() == 1 {
 			o.ctr.ObserveFirstAttempt(time.Duration(m.Delivered()-m.Sent) * time.Millisecond)
+			if tracking {
+				first = append(first, m.Seq)
+			}
+		}
+	}
+	if len(first) > 0 {
+		if from := o.origins.firstReceived(first, now); len(from) > 0 && o.h.FirstAttempt != nil {
+			o.h.FirstAttempt(from, now)
 		}
 	}
 	out := make([]st.Message, 0, len(ds))

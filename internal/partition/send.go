@@ -162,6 +162,23 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	o.unlock()
 	if werr == nil {
 		o.ctr.Sent.Add(int64(len(sent)))
+		if from != nil && len(sent) > 0 {
+			seqs, origins := make([]uint64, len(sent)), make([]queue.Origin, len(sent))
+			for k, i := range sent {
+				seqs[k], origins[k] = recs[k].Pos, from[i]
+			}
+			if !o.origins.track(seqs, origins) && o.origins.sweepDue() {
+				// Full: forget the messages that left without a receive
+				// (deleted, purged, moved), then what fits is tracked.
+				o.lock()
+				o.origins.forget(func(seq uint64) bool {
+					_, ok := o.q.Lookup(seq)
+					return ok
+				})
+				o.unlock()
+				o.origins.track(seqs, origins)
+			}
+		}
 		return res, errs, nil
 	}
 	if !batch {

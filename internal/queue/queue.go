@@ -138,7 +138,13 @@ type Queue struct {
 // takes it only when its mark is there, so a delivery refused (throttled,
 // or its write failed) is never passed over by a later one. Positions in
 // between (publishes a filter kept from this queue) need no delivery.
-type Origin struct{ Partition, Pos, After uint64 }
+// At is when the origin record was written (unix ms; 0: unknown): it
+// times the message's first receive from its publish (figures only,
+// never written with the message).
+type Origin struct {
+	Partition, Pos, After uint64
+	At                    int64
+}
 
 // mark is how far deliveries from one origin went: durable, and pending
 // (written now; 0: none).

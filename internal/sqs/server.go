@@ -195,6 +195,17 @@ type request struct {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/SimpleNotificationService-") {
+		// The certificate that verifies SNS envelopes' signatures: public,
+		// as SNS's is.
+		if pem, ok := s.b.SNSCertificate(r.Context(), r.URL.Path); ok {
+			w.Header().Set("Content-Type", "application/x-pem-file")
+			_, _ = w.Write(pem)
+			return
+		}
+		http.NotFound(w, r)
+		return
+	}
 	req := &request{id: uuid.NewString(), r: r}
 	w.Header().Set("x-amzn-RequestId", req.id)
 	start := time.Now()

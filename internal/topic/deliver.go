@@ -67,6 +67,46 @@ type deliveryState struct {
 	lagMu  sync.Mutex
 	lag    []int64
 	lagSum time.Duration
+	// first: from publish to the first receive of it by any
+	// subscription's consumer (FirstAttempt); firstSeen the publishes
+	// timed already (firstOrder: in the order they were, for the bound).
+	firstMu    sync.Mutex
+	first      st.AgeHistogram
+	firstSeen  map[uint64]struct{}
+	firstOrder []uint64
+}
+
+// maxFirstSeen bounds the publishes a topic remembers as received: one
+// received again by another subscription after that many others is timed
+// again.
+const maxFirstSeen = 1 << 16
+
+// FirstAttempt notes the first receive (at) of a message delivered from
+// this topic's publish (by its origin), in any subscription's queue: the
+// first of them for a publish times how long its first subscriber took
+// (AgeOfFirstSubscriberFirstAttempt). Figures only, in memory: after the
+// topic moves to another node, a publish received by a second
+// subscription may be timed again there.
+func (o *Owner) FirstAttempt(from queue.Origin, at time.Time) {
+	if from.Partition != uint64(o.p) || from.At == 0 {
+		return
+	}
+	d := &o.delivery
+	d.firstMu.Lock()
+	defer d.firstMu.Unlock()
+	if _, ok := d.firstSeen[from.Pos]; ok {
+		return
+	}
+	if d.firstSeen == nil {
+		d.firstSeen = map[uint64]struct{}{}
+	}
+	d.firstSeen[from.Pos] = struct{}{}
+	d.firstOrder = append(d.firstOrder, from.Pos)
+	if len(d.firstOrder) > maxFirstSeen {
+		delete(d.firstSeen, d.firstOrder[0])
+		d.firstOrder = d.firstOrder[1:] // append copies the live part when it grows
+	}
+	d.first.Observe(max(0, at.Sub(time.UnixMilli(from.At))))
 }
 
 // observeLag counts a publish a queue took lag after it was published.
@@ -111,6 +151,10 @@ type Figures struct {
 	// above them all); LagSum is its sum.
 	Lag    []int64
 	LagSum time.Duration
+	// FirstAttempt counts publishes by the time from their publish to the
+	// first receive of them by any subscription's consumer
+	// (AgeOfFirstSubscriberFirstAttempt).
+	FirstAttempt st.AgeHistogram
 }
 
 // Figures returns the topic's counters.
@@ -124,6 +168,9 @@ func (o *Owner) Figures() Figures {
 	d.lagMu.Lock()
 	f.Lag, f.LagSum = slices.Clone(d.lag), d.lagSum
 	d.lagMu.Unlock()
+	d.firstMu.Lock()
+	f.FirstAttempt = d.first.Clone()
+	d.firstMu.Unlock()
 	return f
 }
 
@@ -281,7 +328,7 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 		}
 		entries = append(entries, entry{pub: p, idx: len(in)})
 		in = append(in, m)
-		from = append(from, queue.Origin{Partition: uint64(o.p), Pos: p.Seq, After: after})
+		from = append(from, queue.Origin{Partition: uint64(o.p), Pos: p.Seq, After: after, At: p.First})
 		after = p.Seq
 	}
 	var errs []error
