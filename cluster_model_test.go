@@ -101,8 +101,6 @@ type clusterSim struct {
 	// those that moved while operations ran (to a node that came back).
 	restarts, crashes, failovers, handovers, rebalanced, retried int
 	lastOwners                                                   map[string]string
-	// closedStats sums the figures of the nodes' stores closed so far.
-	closedStats sluice.StoreStats
 }
 
 type simNode struct {

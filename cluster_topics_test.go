@@ -400,12 +400,10 @@ func TestClusterTopicModel(t *testing.T) {
 	s.b = clusterBroker{s.cl}
 	defer s.b.Close()
 	s.run(ops)
-	c := s.cl
-	ss := c.closedStats
 	now := s.b.StoreStats()
 	t.Logf("%d publishes (%d deliveries due), %d graceful restarts, %d crashes, %d snapshots, %d verifications; the topic moved %d times (%d after a crash); streams: %d messages purged, %d bodies re-homed",
 		s.stats.publishes, s.due(), s.stats.restarts, s.stats.crashes, s.stats.snapshots, s.stats.checks, s.topicMoves, s.topicFailovers,
-		ss.SegmentsRemoved+now.SegmentsRemoved, ss.Relocated+now.Relocated)
+		base.removedBefore+now.SegmentsRemoved, base.relocatedBefore+now.Relocated)
 	if s.stats.restarts == 0 || s.stats.crashes == 0 || s.topicFailovers == 0 {
 		t.Errorf("%d restarts, %d crashes, the topic taken over after a crash %d times: the run does not test the topic's ownership moving",
 			s.stats.restarts, s.stats.crashes, s.topicFailovers)
