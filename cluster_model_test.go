@@ -185,6 +185,13 @@ func (c *clusterSim) stop(n *simNode, crash bool) {
 // others own its queues, starts it again on its data, then waits until
 // every queue has an owner.
 func (c *clusterSim) restartNode(crash bool) string {
+	return c.restartOne(nil, crash, nil)
+}
+
+// restartOne is restartNode of node n (nil: one restartNode picks); the
+// node stays down until moved also holds too, when given (it is told the
+// stopped node's name).
+func (c *clusterSim) restartOne(n *simNode, crash bool, moved func(stopped string) bool) string {
 	before := c.owners()
 	for q, o := range before {
 		if last, ok := c.lastOwners[q]; ok && last != o {
@@ -202,7 +209,9 @@ func (c *clusterSim) restartNode(crash bool) string {
 	if len(owning) == 0 {
 		owning = c.nodes
 	}
-	n := owning[c.s.rng.IntN(len(owning))]
+	if n == nil {
+		n = owning[c.s.rng.IntN(len(owning))]
+	}
 	if crash {
 		c.crashes++
 	} else {
@@ -219,6 +228,9 @@ func (c *clusterSim) restartNode(crash bool) string {
 			if o == "" || o == n.name {
 				return false
 			}
+		}
+		if moved != nil && !moved(n.name) {
+			return false
 		}
 		return len(during) == len(before)
 	}) {

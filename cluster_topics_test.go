@@ -368,9 +368,10 @@ var (
 // TestClusterTopicModel is TestTopicModel on a three-node cluster in this
 // process: the same publishes, receives, deletes, late subscription and
 // snapshots, each sent to the node that owns its topic or queue, with
-// graceful restarts and crashes of nodes (a crash: the node's NATS server
-// and connection go at once, its leases expire, and another node fences
-// its topic and queues off and takes them over). Deliveries cross nodes
+// graceful restarts of nodes and crashes of the topic's owner (its NATS
+// server and connection go at once, its leases expire, and another node
+// fences its topic and queues off and takes them over; at least one of
+// each a run). Deliveries cross nodes
 // whenever a subscription's queue and the topic have different owners.
 // After every restart and crash, and at the end, each subscription's
 // queue must have got every acknowledged publish its filter admits

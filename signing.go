@@ -16,6 +16,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,7 +73,7 @@ func newSigner(cfg Config) *signer {
 // UnsubscribeURL): Config.BaseURL, or SNS's endpoint in the region.
 func snsBase(cfg Config) string {
 	if cfg.BaseURL != "" {
-		return cfg.BaseURL
+		return strings.TrimRight(cfg.BaseURL, "/")
 	}
 	return "https://sns." + cfg.Region + ".amazonaws.com"
 }

@@ -178,6 +178,16 @@ func (s *topicSim) run(ops int) {
 			s.restart(true)
 		}
 	}
+	if s.cl != nil {
+		// Every cluster run restarts a node and crashes the topic's owner
+		// at least once, whatever its operations drew.
+		if s.stats.restarts == 0 {
+			s.restart(false)
+		}
+		if s.stats.crashes == 0 {
+			s.restart(true)
+		}
+	}
 	s.verify()
 }
 
@@ -323,12 +333,35 @@ func (s *topicSim) release(sub *tSub, n int) {
 // cluster, a node that owns a queue or the topic restarts or crashes.
 func (s *topicSim) restart(powerLoss bool) {
 	if s.cl != nil {
-		before := s.cl.nodeOf(s.cl.topicOwner("events"))
-		stopped := s.cl.restartNode(powerLoss)
-		if stopped == before && s.cl.nodeOf(s.cl.topicOwner("events")) != before {
+		// A crash stops the topic's owner, and the node stays down until
+		// another one took the topic over; a graceful restart stops any
+		// node that owns a queue.
+		owner := s.cl.topicOwner("events")
+		var stopped string
+		if powerLoss {
+			var n *simNode
+			for _, m := range s.cl.nodes {
+				if m.b == owner {
+					n = m
+				}
+			}
+			stopped = s.cl.restartOne(n, true, func(stopped string) bool {
+				for _, m := range s.cl.nodes {
+					if m.b != nil && m.name != stopped {
+						if to, err := m.b.RouteTopic("events", "sqs"); err == nil && to == "" {
+							return true
+						}
+					}
+				}
+				return false
+			})
 			s.topicMoves++
-			if powerLoss {
-				s.topicFailovers++
+			s.topicFailovers++
+		} else {
+			before := s.cl.nodeOf(owner)
+			stopped = s.cl.restartNode(false)
+			if stopped == before {
+				s.topicMoves++
 			}
 		}
 		if powerLoss {
