@@ -207,6 +207,13 @@ func hintOf(l queue.Loc) store.Hint { return store.Hint{A: l.Seg, B: l.Off, C: l
 // core) to the queue's partition. With apply set they are applied once
 // durable; otherwise the change was made already.
 func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *write {
+	// Records the queue made on its own before these (time moved on, and
+	// a visibility timeout that ran out moved a message up the retry
+	// ladder) go first: the store takes a partition's appends in
+	// position order, and would fence these.
+	if early := o.q.RecordsBefore(recs[0].Pos); len(early) > 0 {
+		o.appendLocked(early, false, nil)
+	}
 	data := make([]store.Rec, len(recs))
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}

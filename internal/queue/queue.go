@@ -191,6 +191,23 @@ func (q *Queue) TakeEffects() Effects {
 	return e
 }
 
+// RecordsBefore takes, of the records the queue made on its own
+// (Effects.Records, in position order), those before position pos: an
+// owner about to write pos submits them first, since a partition's
+// appends go in position order.
+func (q *Queue) RecordsBefore(pos uint64) []*record.Record {
+	n := 0
+	for n < len(q.eff.Records) && q.eff.Records[n].Pos < pos {
+		n++
+	}
+	if n == 0 {
+		return nil
+	}
+	out := q.eff.Records[:n:n]
+	q.eff.Records = q.eff.Records[n:]
+	return out
+}
+
 // Requeue hands back effects taken with TakeEffects but not acted on.
 func (q *Queue) Requeue(e Effects) {
 	q.eff.Ready += e.Ready
