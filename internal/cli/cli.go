@@ -59,6 +59,9 @@ Usage:
   sluice bench [flags]                 load test over the SQS JSON protocol
   sluice scenario noisy|outage|cost|all [flags]
                                        anti-backlog scenarios (docs/benchmarks.md)
+  sluice sim FILE|NAME [--csv FILE] [--seed N]   sluice sim --list
+                                       simulate a backlog scenario on the server's own
+                                       queue code, on a virtual clock (docs/simulator.md)
 
 Client commands take --endpoint (default $SLUICE_ENDPOINT or
 http://127.0.0.1:9324), --region (the server's: default $SLUICE_REGION
@@ -96,6 +99,8 @@ func Run(ctx context.Context, args []string, env Env) int {
 		err = loadgen.Bench(ctx, args[1:], env)
 	case "scenario":
 		err = loadgen.Scenario(ctx, args[1:], env)
+	case "sim":
+		err = simulate(ctx, args[1:], env)
 	case "topics":
 		err = topics(ctx, args[1:], env)
 	case "copy":

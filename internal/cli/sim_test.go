@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const simScenario = `
+name = "small"
+seed = 7
+duration = "10m"
+sample = "1m"
+
+[queue]
+VisibilityTimeout = 10
+RetryDelays = "2s,10s"
+
+[[tenant]]
+name = "a"
+rate = 5
+
+[[tenant]]
+name = "b"
+arrivals = "constant"
+rate = 2
+stop = "8m"
+
+[consumers]
+count = 3
+failure = 0.05
+outages = [["2m", "4m"]]
+[consumers.service]
+distribution = "exponential"
+mean = "300ms"
+`
+
+func runSim(args ...string) (stdout, stderr string, code int) {
+	var out, errb bytes.Buffer
+	code = Run(context.Background(), append([]string{"sim"}, args...), Env{Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	return out.String(), errb.String(), code
+}
+
+// TestSim: a scenario file runs, prints its summary and writes its time
+// series; twice, the same bytes.
+func TestSim(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "small.toml")
+	if err := os.WriteFile(file, []byte(simScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var sums, csvs []string
+	for i := range 2 {
+		csvFile := filepath.Join(dir, "series"+string(rune('0'+i))+".csv")
+		out, errs, code := runSim(file, "--csv", csvFile)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		if !strings.Contains(errs, "messages a second of wall time") {
+			t.Errorf("stderr: %q", errs)
+		}
+		data, err := os.ReadFile(csvFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums, csvs = append(sums, out), append(csvs, string(data))
+	}
+	if sums[0] != sums[1] || csvs[0] != csvs[1] {
+		t.Fatalf("two runs differ:\n%s\n%s", sums[0], sums[1])
+	}
+	for _, want := range []string{"scenario small (seed 7)", "TENANT", "WAIT P99"} {
+		if !strings.Contains(sums[0], want) {
+			t.Errorf("summary does not say %q:\n%s", want, sums[0])
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(csvs[0]), "\n")
+	if !strings.HasPrefix(lines[0], "time_s,tenant,") || len(lines) != 1+10*2 {
+		t.Fatalf("csv: %d lines, header %q", len(lines), lines[0])
+	}
+	out, _, code := runSim(file, "--seed", "8")
+	if code != 0 || out == sums[0] || !strings.Contains(out, "(seed 8)") {
+		t.Fatalf("--seed 8: exit %d, same summary %v", code, out == sums[0])
+	}
+}
+
+func TestSimList(t *testing.T) {
+	out, errs, code := runSim("--list")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "consumer-outage ") || !strings.Contains(out, "consumer-outage-sideline") {
+		t.Fatalf("--list:\n%s", out)
+	}
+}
+
+// TestSimErrors: a bad file, an unknown name, no argument: exit 1 with
+// the reason.
+func TestSimErrors(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte(strings.Replace(simScenario, "rate = 5", "rate = -5", 1)), 0o644)
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{bad}, []string{"bad.toml", `tenant[0] ("a")`, "rate"}},
+		{[]string{"no-such-scenario"}, []string{`no shipped scenario "no-such-scenario"`, "--list"}},
+		{[]string{filepath.Join(dir, "missing.toml")}, []string{"missing.toml"}},
+		{nil, []string{"want one scenario"}},
+	} {
+		_, errs, code := runSim(tc.args...)
+		if code != 1 {
+			t.Errorf("%v: exit %d", tc.args, code)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(errs, w) {
+				t.Errorf("%v: stderr %q does not say %q", tc.args, errs, w)
+			}
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicemq/sluice/examples/scenarios"
+)
+
+// mixed exercises every part of the format in a short run: Poisson and
+// constant arrivals, a ramp, on/off periods, a burst, a send limit, a
+// concurrency limit, lognormal service times, failures going through a
+// retry ladder to a dead-letter queue, and an outage.
+const mixed = `
+name = "mixed"
+seed = 42
+duration = "20m"
+sample = "1m"
+
+[queue]
+VisibilityTimeout = 5
+RetryDelays = "1s,5s"
+RedrivePolicy = '{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:sim-dlq","maxReceiveCount":3}'
+TenantSendRate = 30
+SidelineAgeSeconds = 60
+
+[[tenant]]
+name = "steady"
+arrivals = "constant"
+rate = 5
+
+[[tenant]]
+name = "ramping"
+rate = 1
+ramp_to = 20
+start = "2m"
+stop = "15m"
+
+[[tenant]]
+name = "flappy"
+rate = 8
+on = "1m"
+off = "2m"
+[[tenant.burst]]
+at = "5m"
+duration = "30s"
+rate = 100
+
+[consumers]
+count = 6
+batch = 3
+concurrency = 10
+idle_poll = "250ms"
+failure = 0.1
+outages = [["8m", "10m"]]
+
+[consumers.service]
+distribution = "lognormal"
+median = "150ms"
+p99 = "2s"
+`
+
+func run(t testing.TB, sc *Scenario, opt Options) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), sc, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func parse(t testing.TB, text string) *Scenario {
+	t.Helper()
+	sc, err := Parse("test.toml", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func outputs(t *testing.T, res *Result) (string, string) {
+	t.Helper()
+	var sum, series bytes.Buffer
+	if err := res.WriteSummary(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if err := res.WriteCSV(&series); err != nil {
+		t.Fatal(err)
+	}
+	return sum.String(), series.String()
+}
+
+// TestDeterministic: the same scenario and seed give the same summary and
+// time series, byte for byte; another seed gives others.
+func TestDeterministic(t *testing.T) {
+	sum1, csv1 := outputs(t, run(t, parse(t, mixed), Options{}))
+	sum2, csv2 := outputs(t, run(t, parse(t, mixed), Options{}))
+	if sum1 != sum2 {
+		t.Fatalf("two runs, two summaries:\n%s\n%s", sum1, sum2)
+	}
+	if csv1 != csv2 {
+		t.Fatal("two runs, two time series")
+	}
+	other := parse(t, mixed)
+	other.Seed = 43
+	sum3, _ := outputs(t, run(t, other, Options{}))
+	if sum3 == sum1 {
+		t.Fatal("seeds 42 and 43 gave the same summary")
+	}
+	t.Logf("\n%s", sum1)
+}
+
+// TestFiguresAreTheQueues: what the run counts per tenant adds up to the
+// queue's own counters, and the mixed scenario's features all happened.
+func TestFiguresAreTheQueues(t *testing.T) {
+	res := run(t, parse(t, mixed), Options{})
+	var sent, deleted, received, throttled, failed int64
+	for _, tr := range res.Tenants {
+		sent += tr.Sent
+		deleted += tr.Deleted
+		received += tr.Received
+		throttled += tr.Throttled
+		failed += tr.Failed
+	}
+	q := res.Queue
+	if sent != q.Sent || deleted != q.Deleted || received != q.Received || throttled != q.Throttled {
+		t.Fatalf("tenants: sent %d deleted %d received %d throttled %d; queue: %d %d %d %d", sent, deleted, received, throttled, q.Sent, q.Deleted, q.Received, q.Throttled)
+	}
+	if throttled == 0 || failed == 0 || q.Sidelined == 0 || q.Retried == 0 {
+		t.Fatalf("throttled %d, failed %d, sidelined %d, retried %d: want each above 0", throttled, failed, q.Sidelined, q.Retried)
+	}
+	if want := int64(len(res.Tenants)) * int64(20); int64(len(res.Samples)) != want {
+		t.Fatalf("%d samples, want %d (20 a tenant)", len(res.Samples), want)
+	}
+}
+
+// TestConsumerOutage is the shipped scenario's key figure: a message sent
+// just after the consumers stopped waits about as long as the outage (1h,
+// within 10%); one sent just before waited little. With old traffic
+// sidelined, a message sent just after the outage is served at once.
+func TestConsumerOutage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// the waits of messages sent in the first minute of the outage,
+		// and in a minute ten minutes after it, within [lo, hi]
+		during, after [2]time.Duration
+	}{
+		{"consumer-outage", [2]time.Duration{54 * time.Minute, 66 * time.Minute}, [2]time.Duration{10 * time.Minute, time.Hour}},
+		{"consumer-outage-sideline", [2]time.Duration{54 * time.Minute, 80 * time.Minute}, [2]time.Duration{0, 5 * time.Second}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sc, err := Load(scenarios.FS(), tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := sc.Consumers.Outages[0]
+			from, to := out[0].D(), out[1].D()
+			var before, during, after []time.Duration
+			res := run(t, sc, Options{FirstReceive: func(_ string, sent, waited time.Duration) {
+				switch {
+				case sent >= from-time.Minute && sent < from-5*time.Second:
+					before = append(before, waited)
+				case sent >= from && sent < from+time.Minute:
+					during = append(during, waited)
+				case sent >= to+10*time.Minute && sent < to+11*time.Minute:
+					after = append(after, waited)
+				}
+			}})
+			for _, c := range []struct {
+				what  string
+				waits []time.Duration
+				lo    time.Duration
+				hi    time.Duration
+			}{
+				{"the minute before the outage", before, 0, 5 * time.Second},
+				{"the outage's first minute", during, tc.during[0], tc.during[1]},
+				{"a minute ten minutes after the outage", after, tc.after[0], tc.after[1]},
+			} {
+				if len(c.waits) < 500 {
+					t.Fatalf("%s: %d messages received, want about 1200", c.what, len(c.waits))
+				}
+				q := quantiles(c.waits)
+				lo := c.waits[0]
+				if lo < c.lo || q.Max > c.hi {
+					t.Errorf("%s: waits from %s to %s (median %s), want within [%s, %s]", c.what, lo, q.Max, q.P50, c.lo, c.hi)
+				}
+			}
+			if testing.Verbose() {
+				var b strings.Builder
+				res.WriteSummary(&b)
+				t.Logf("\n%s", b.String())
+			}
+		})
+	}
+}
+
+// TestBadScenarios: each mistake is refused, naming the field (and the
+// line, when the TOML decoder gives it).
+func TestBadScenarios(t *testing.T) {
+	base := "duration = \"1h\"\n[[tenant]]\nname = \"a\"\nrate = 1\n[consumers]\ncount = 1\n"
+	for _, tc := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"syntax", "duration = \"1h\"\n[[tenant]\nname = \"a\"\n", []string{"line 3", "expected end of table array name"}},
+		{"unknown key", base + "rte = 3\n", []string{"unknown key consumers.rte"}},
+		{"unknown top key", "colour = 1\n" + base, []string{"unknown key colour"}},
+		{"unknown tenant key", strings.Replace(base, "rate = 1", "rate = 1\nburst_rate = 3", 1), []string{"unknown key tenant.burst_rate"}},
+		{"invalid attribute", base + "[queue]\nVisibilityTimeout = -1\n", []string{"queue:", "Invalid value for the parameter VisibilityTimeout."}},
+		{"unknown attribute", base + "[queue]\nVisibiltyTimeout = 30\n", []string{"queue:", "Unknown Attribute VisibiltyTimeout."}},
+		{"bad retry delays", base + "[queue]\nRetryDelays = \"1s,forever\"\n", []string{"Invalid value for the parameter RetryDelays."}},
+		{"negative rate", strings.Replace(base, "rate = 1", "rate = -5", 1), []string{`tenant[0] ("a")`, "rate:", "-5"}},
+		{"wrong type", strings.Replace(base, "rate = 1", "rate = \"fast\"", 1), []string{"line 4", "rate"}},
+		{"bad duration", strings.Replace(base, `"1h"`, `"an hour"`, 1), []string{"duration", `"an hour" is not a duration`}},
+		{"no duration", strings.Replace(base, `duration = "1h"`, "", 1), []string{"duration: required"}},
+		{"no tenant", "duration = \"1h\"\n", []string{"at least one [[tenant]]"}},
+		{"duplicate tenant", base + "[[tenant]]\nname = \"a\"\n", []string{"tenant[1]", `"a"`, "used by another"}},
+		{"stop after the end", strings.Replace(base, "rate = 1", "rate = 1\nstop = \"2h\"", 1), []string{"start, stop"}},
+		{"on without off", strings.Replace(base, "rate = 1", "rate = 1\non = \"1m\"", 1), []string{"on, off"}},
+		{"failure above 1", base + "failure = 1.5\n", []string{"consumers.failure"}},
+		{"bad batch", base + "batch = 11\n", []string{"consumers.batch"}},
+		{"bad outage", base + "outages = [[\"2m\", \"1m\"]]\n", []string{"consumers.outages[0]"}},
+		{"wrong service parameter", base + "[consumers.service]\ndistribution = \"exponential\"\ntime = \"1s\"\n", []string{"consumers.service.time", "exponential"}},
+		{"fifo", base + "[queue]\nFifoQueue = true\n", []string{"queue.FifoQueue"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("bad.toml", []byte(tc.text))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, ErrScenario) {
+				t.Errorf("%v: not ErrScenario", err)
+			}
+			for _, w := range append(tc.want, "bad.toml") {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%v: does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestMissingDeadLetterQueueTarget: a RedrivePolicy naming another
+// account's queue is refused when the run starts.
+func TestForeignDeadLetterQueue(t *testing.T) {
+	sc := parse(t, strings.Replace(mixed, "000000000000:sim-dlq", "111111111111:sim-dlq", 1))
+	_, err := Run(context.Background(), sc, Options{})
+	if err == nil || !errors.Is(err, ErrScenario) || !strings.Contains(err.Error(), "RedrivePolicy") {
+		t.Fatalf("got %v, want an error about the RedrivePolicy", err)
+	}
+}
+
+// TestShipped: every shipped scenario parses, under its file's name.
+func TestShipped(t *testing.T) {
+	list, err := Shipped(scenarios.FS())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) < 2 || list[0].Name != "consumer-outage" {
+		t.Fatalf("shipped: %d, first %q", len(list), list[0].Name)
+	}
+}
+
+// TestCancel: a cancelled context ends a run.
+func TestCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sc := parse(t, mixed)
+	if _, err := Run(ctx, sc, Options{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v", err)
+	}
+}
