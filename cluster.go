@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -407,20 +408,26 @@ func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
 	if err != nil {
 		return b.Stats()
 	}
-	byName := map[string]QueueStats{}
+	return byName(answers, func(q QueueStats) string { return q.Name })
+}
+
+// byName merges the nodes' answers (each a JSON list) into one list by
+// name, sorted: what a node that owns a thing says of it (a thing moving
+// between owners may come twice; one is kept).
+func byName[T any](answers [][]byte, name func(T) string) []T {
+	all := map[string]T{}
 	for _, a := range answers {
-		var qs []QueueStats
-		if json.Unmarshal(a, &qs) == nil {
-			for _, q := range qs {
-				byName[q.Name] = q
+		var ts []T
+		if json.Unmarshal(a, &ts) == nil {
+			for _, t := range ts {
+				all[name(t)] = t
 			}
 		}
 	}
-	out := make([]QueueStats, 0, len(byName))
-	for _, q := range byName {
-		out = append(out, q)
+	out := make([]T, 0, len(all))
+	for _, n := range slices.Sorted(maps.Keys(all)) {
+		out = append(out, all[n])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
@@ -679,21 +686,7 @@ func (c *clusterNode) certificate(ctx context.Context, p string) ([]byte, bool) 
 // gatherTopics asks every node for the topics it owns.
 func (c *clusterNode) gatherTopics(ctx context.Context) []TopicInfo {
 	answers, _ := c.ask(ctx, "topics", nil)
-	byName := map[string]TopicInfo{}
-	for _, a := range answers {
-		var ts []TopicInfo
-		if json.Unmarshal(a, &ts) == nil {
-			for _, t := range ts {
-				byName[t.Name] = t
-			}
-		}
-	}
-	out := make([]TopicInfo, 0, len(byName))
-	for _, t := range byName {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return byName(answers, func(t TopicInfo) string { return t.Name })
 }
 
 // RouteCatalog is Route for requests that change the catalog (create and
