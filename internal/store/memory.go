@@ -20,7 +20,9 @@ type Memory struct {
 	fail   error // every append fails with it (tests)
 	stats  Stats
 	// wantRecords is how many records after a partition's snapshot make
-	// Wanted ask for a new one.
+	// Wanted ask for a new one (or as many as the snapshot has, if more:
+	// a queue with a large backlog is not rewritten whole every few
+	// thousand records).
 	wantRecords int
 }
 
@@ -28,6 +30,7 @@ type memPart struct {
 	last   uint64
 	recs   []memRec // the newest snapshot (if any) and every record after it
 	snapAt uint64   // position of the newest snapshot's first record, 0: none
+	snapN  int      // how many records the newest snapshot has
 	// kept are the bodies kept since open; held the ones kept before a
 	// Reopen, readable until Recovered but not kept until Keep names them.
 	kept, held map[uint64][]byte
@@ -53,7 +56,7 @@ func (m *Memory) Reopen() *Memory {
 	n := NewMemory()
 	n.wantRecords = m.wantRecords
 	for id, p := range m.parts {
-		c := &memPart{last: p.last, snapAt: p.snapAt, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{},
+		c := &memPart{last: p.last, snapAt: p.snapAt, snapN: p.snapN, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{},
 			held: map[uint64][]byte{}}
 		for _, src := range []map[uint64][]byte{p.held, p.kept} {
 			for pos, d := range src {
@@ -148,7 +151,7 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	mp := m.part(p)
 	if snapshot {
 		mp.recs = mp.recs[:0:0]
-		mp.snapAt = prev + 1
+		mp.snapAt, mp.snapN = prev+1, len(recs)
 		m.stats.Snapshots++
 	}
 	for i, r := range recs {
@@ -273,13 +276,14 @@ func (m *Memory) Release(p PartitionID, pos uint64, _ Hint) {
 }
 
 // Wanted lists the partitions with more than a few thousand records
-// since their snapshot: a memory store holds what it replays.
+// since their snapshot, and more than their snapshot has: a memory store
+// holds what it replays, at most about twice what is live.
 func (m *Memory) Wanted() []PartitionID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []PartitionID
 	for id, mp := range m.parts {
-		if len(mp.recs) > m.wantRecords {
+		if after := len(mp.recs) - mp.snapN; after > m.wantRecords && after > mp.snapN {
 			out = append(out, id)
 		}
 	}
