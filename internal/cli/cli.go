@@ -59,7 +59,7 @@ Usage:
   sluice bench [flags]                 load test over the SQS JSON protocol
   sluice scenario noisy|outage|cost|all [flags]
                                        anti-backlog scenarios (docs/benchmarks.md)
-  sluice sim FILE|NAME [--csv FILE] [--seed N]   sluice sim --list
+  sluice sim FILE|NAME [--csv FILE] [--chart PREFIX] [--seed N]   sluice sim --list
                                        simulate a backlog scenario on the server's own
                                        queue code, on a virtual clock (docs/simulator.md)
 

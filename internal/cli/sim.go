@@ -14,14 +14,16 @@ import (
 	"github.com/sluicemq/sluice/internal/sim"
 )
 
-const simUsage = `Usage: sluice sim [--csv FILE] [--seed N] FILE|NAME
+const simUsage = `Usage: sluice sim [--csv FILE] [--chart PREFIX] [--seed N] FILE|NAME
        sluice sim --list
 
 Replays a backlog scenario on the server's own queue code, on a virtual
 clock: tenants sending at given rates, consumers with a service time,
 failures and outages. FILE is a scenario in TOML (docs/simulator.md);
 NAME one of the shipped scenarios (--list). It prints a summary per
-tenant; --csv writes the time series (a row per sample per tenant).
+tenant; --csv writes the time series (a row per sample per tenant),
+--chart draws it (PREFIX-wait-p50, -wait-p99, -oldest and -backlog,
+PNG and SVG each).
 The same scenario and seed give the same figures on every run.
 
 Flags:
@@ -36,6 +38,7 @@ func simulate(ctx context.Context, args []string, env Env) error {
 	}
 	list := fs.Bool("list", false, "list the shipped scenarios")
 	csvFile := fs.String("csv", "", "write the time series to this CSV file")
+	chart := fs.String("chart", "", "draw the time series: PREFIX-wait-p50, -wait-p99, -oldest and -backlog, .png and .svg")
 	seed := fs.Uint64("seed", 0, "seed the run with this instead of the scenario's seed")
 	pos, err := cmdkit.ParseFlags(fs, args)
 	if err != nil {
@@ -75,6 +78,11 @@ func simulate(ctx context.Context, args []string, env Env) error {
 			return err
 		}
 		if err := os.WriteFile(*csvFile, b.Bytes(), 0o644); err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+	}
+	if *chart != "" {
+		if _, err := res.WriteCharts(*chart); err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
 	}

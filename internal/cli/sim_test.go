@@ -80,6 +80,27 @@ func TestSim(t *testing.T) {
 	if !strings.HasPrefix(lines[0], "time_s,tenant,") || len(lines) != 1+10*2 {
 		t.Fatalf("csv: %d lines, header %q", len(lines), lines[0])
 	}
+	// --chart draws both charts, each as PNG and SVG, the same bytes as
+	// the same run's.
+	var pngs [2][]byte
+	for i := range 2 {
+		base := filepath.Join(dir, "chart"+string(rune('0'+i)))
+		if _, errs, code := runSim(file, "--chart", base); code != 0 {
+			t.Fatalf("--chart: exit %d: %s", code, errs)
+		}
+		for _, f := range []string{"-wait-p50.png", "-wait-p99.svg", "-oldest.png", "-backlog.png", "-backlog.svg"} {
+			data, err := os.ReadFile(base + f)
+			if err != nil || len(data) < 1000 {
+				t.Fatalf("--chart wrote %s%s: %d bytes, %v", base, f, len(data), err)
+			}
+			if f == "-wait-p50.png" {
+				pngs[i] = data
+			}
+		}
+	}
+	if !bytes.Equal(pngs[0], pngs[1]) {
+		t.Fatal("two runs drew different charts")
+	}
 	out, _, code := runSim(file, "--seed", "8")
 	if code != 0 || out == sums[0] || !strings.Contains(out, "(seed 8)") {
 		t.Fatalf("--seed 8: exit %d, same summary %v", code, out == sums[0])

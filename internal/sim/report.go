@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sluicemq/sluice/internal/charts"
 )
 
 // WriteSummary prints the run's figures: a line about the run, a row per
@@ -78,4 +81,60 @@ func fmtDur(d time.Duration) string {
 		return d.Round(100 * time.Millisecond).String()
 	}
 	return d.Round(time.Second).String()
+}
+
+// WriteCharts draws the run's time series, per tenant, with the
+// consumers' outages shaded: base-wait-p50 and base-wait-p99, how long the
+// messages first received in each sample had waited since their send;
+// base-oldest, the age of the oldest message waiting; base-backlog, the
+// messages ready and in flight (PNG and SVG each). It returns the files
+// written.
+func (res *Result) WriteCharts(base string) ([]string, error) {
+	sc := res.Scenario
+	var spans []charts.Span
+	for _, o := range sc.Consumers.Outages {
+		if len(o) == 2 {
+			spans = append(spans, charts.Span{From: o[0].D().Minutes(), To: o[1].D().Minutes(), Label: "consumers out"})
+		}
+	}
+	type chart struct {
+		file, title, y string
+		value          func(Sample) float64
+	}
+	first := func(q func(Sample) time.Duration) func(Sample) float64 {
+		return func(s Sample) float64 {
+			if s.FirstReceives == 0 {
+				return math.NaN() // nothing first received in the sample
+			}
+			return q(s).Minutes()
+		}
+	}
+	all := []chart{
+		{"-wait-p50", "Wait from send to first receive (median of each sample)", "wait (minutes)", first(func(s Sample) time.Duration { return s.Wait.P50 })},
+		{"-wait-p99", "Wait from send to first receive (p99 of each sample)", "wait (minutes)", first(func(s Sample) time.Duration { return s.Wait.P99 })},
+		{"-oldest", "Age of the oldest message waiting", "age (minutes)", func(s Sample) float64 { return s.Oldest.Minutes() }},
+		{"-backlog", "Backlog (messages ready and in flight)", "messages", func(s Sample) float64 { return float64(s.Backlog) }},
+	}
+	sub := fmt.Sprintf("scenario %s, seed %d, %s simulated (sluice sim)", sc.Name, sc.Seed, fmtDur(sc.Duration.D()))
+	var files []string
+	for _, c := range all {
+		var series []charts.Series
+		index := map[string]int{}
+		for _, s := range res.Samples {
+			i, ok := index[s.Tenant]
+			if !ok {
+				i = len(series)
+				index[s.Tenant] = i
+				series = append(series, charts.Series{Name: s.Tenant})
+			}
+			series[i].X = append(series[i].X, s.At.Minutes())
+			series[i].Y = append(series[i].Y, c.value(s))
+		}
+		written, err := charts.Lines(base+c.file, c.title, sub, "time (minutes)", c.y, false, series, spans)
+		files = append(files, written...)
+		if err != nil {
+			return files, err
+		}
+	}
+	return files, nil
 }
