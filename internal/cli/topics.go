@@ -219,9 +219,8 @@ type topicRow struct {
 
 func (t *topicsCmd) list(ctx context.Context) error {
 	rows := []topicRow{}
-	in := &awssns.ListTopicsInput{}
-	for {
-		out, err := t.sns.ListTopics(ctx, in)
+	for pages := awssns.NewListTopicsPaginator(t.sns, &awssns.ListTopicsInput{}); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return err
 		}
@@ -236,10 +235,6 @@ func (t *topicsCmd) list(ctx context.Context) error {
 			n, _ := strconv.Atoi(a.Attributes["SubscriptionsConfirmed"])
 			rows = append(rows, topicRow{Name: arnName(*tp.TopicArn), ARN: *tp.TopicArn, Subscriptions: n})
 		}
-		if out.NextToken == nil {
-			break
-		}
-		in.NextToken = out.NextToken
 	}
 	if t.json {
 		return cmdkit.WriteJSON(t.env.Stdout, rows)
@@ -267,8 +262,8 @@ type subscriptionRow struct {
 func (t *topicsCmd) subscriptions(ctx context.Context, topic string) error {
 	rows := []subscriptionRow{}
 	in := &awssns.ListSubscriptionsByTopicInput{TopicArn: aws.String(t.topicARN(topic))}
-	for {
-		out, err := t.sns.ListSubscriptionsByTopic(ctx, in)
+	for pages := awssns.NewListSubscriptionsByTopicPaginator(t.sns, in); pages.HasMorePages(); {
+		out, err := pages.NextPage(ctx)
 		if err != nil {
 			return err
 		}
@@ -294,10 +289,6 @@ func (t *topicsCmd) subscriptions(ctx context.Context, topic string) error {
 			}
 			rows = append(rows, r)
 		}
-		if out.NextToken == nil {
-			break
-		}
-		in.NextToken = out.NextToken
 	}
 	if t.json {
 		return cmdkit.WriteJSON(t.env.Stdout, rows)
