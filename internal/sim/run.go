@@ -10,6 +10,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
@@ -32,7 +33,42 @@ type Options struct {
 	// long it waited for that receive (the owner's SentTimestamp and
 	// FirstReceiveTimestamp, milliseconds).
 	FirstReceive func(tenant string, sent, waited time.Duration)
+	// Trace, when set, is told of every call the run makes to the queue,
+	// after it returned, in order: what a replay against a server needs
+	// to make the same calls at the same virtual times.
+	Trace func(Op)
 }
+
+// Op is one call a run made to the queue, at At since the start of the
+// run (the fake clock was at Epoch+At).
+type Op struct {
+	At   time.Duration
+	Kind OpKind
+	// Send: the tenant (MessageGroupId and sender) and the body, which
+	// names the tenant and the message's number among its sends
+	// ("acme#17"); Err is the queue's error code ("" when it took it).
+	Tenant, Body string
+	Err          string
+	// Receive: MaxMessages, the partition it was bound to (-1: any), and
+	// the bodies received, in the order the queue gave them.
+	Max, Partition int
+	Bodies         []string
+	// Delete, ChangeVisibility, Retry: the body of the message whose
+	// delivery is settled; Visibility the new timeout (ChangeVisibility).
+	Visibility int
+}
+
+// OpKind says which call an Op is.
+type OpKind uint8
+
+// The calls a run makes.
+const (
+	OpSend OpKind = iota
+	OpReceive
+	OpDelete
+	OpChangeVisibility
+	OpRetry
+)
 
 // Result is what a run measured.
 type Result struct {
@@ -133,6 +169,7 @@ type tenantRun struct {
 	arr      *arrivals
 	ended    bool  // no arrival comes any more
 	open     int64 // sent and not deleted
+	bodies   int64 // sends tried, numbering the bodies
 	waits    []time.Duration
 	interval []time.Duration
 	iSent    int64
@@ -147,9 +184,9 @@ type consumer struct {
 
 // slot is a message in service.
 type slot struct {
-	handle, id string
-	tenant     int32
-	consumer   int32
+	handle, id, body string
+	tenant           int32
+	consumer         int32
 }
 
 type runner struct {
@@ -309,8 +346,16 @@ func (r *runner) nextArrival(i int32) {
 
 func (r *runner) arrive(i int32, now time.Duration) error {
 	t := r.ts[i]
-	in := st.SendInput{Body: "m", GroupID: t.Name, SenderID: t.Name}
+	t.bodies++
+	in := st.SendInput{Body: t.Name + "#" + strconv.FormatInt(t.bodies, 10), GroupID: t.Name, SenderID: t.Name}
 	_, _, err := r.q.Send(r.ctx, []st.SendInput{in}, nil, false)
+	if r.opt.Trace != nil {
+		op := Op{At: now, Kind: OpSend, Tenant: t.Name, Body: in.Body}
+		if se := (*st.Error)(nil); errors.As(err, &se) {
+			op.Err = string(st.CodeOf(err))
+		}
+		r.opt.Trace(op)
+	}
 	switch {
 	case err == nil:
 		t.Sent++
@@ -361,6 +406,13 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 		}
 		msgs = nil // OverLimit: as if empty
 	}
+	if r.opt.Trace != nil {
+		op := Op{At: now, Kind: OpReceive, Max: n, Partition: -1}
+		for _, m := range msgs {
+			op.Bodies = append(op.Bodies, m.Body)
+		}
+		r.opt.Trace(op)
+	}
 	if len(msgs) == 0 {
 		r.push(now+r.sc.Consumers.IdlePoll.D(), kindPoll, ci)
 		return nil
@@ -384,7 +436,7 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 			}
 		}
 		r.current[m.MessageID] = m.ReceiptHandle
-		s := slot{handle: m.ReceiptHandle, id: m.MessageID, tenant: ti, consumer: ci}
+		s := slot{handle: m.ReceiptHandle, id: m.MessageID, body: m.Body, tenant: ti, consumer: ci}
 		var si int32
 		if k := len(r.free); k > 0 {
 			si = r.free[k-1]
@@ -434,6 +486,9 @@ func (r *runner) done(si int32, now time.Duration) error {
 		errs, err := r.q.Delete(r.ctx, []string{s.handle})
 		if err == nil {
 			err = errs[0]
+		}
+		if r.opt.Trace != nil {
+			r.opt.Trace(Op{At: now, Kind: OpDelete, Body: s.body})
 		}
 		if err != nil {
 			return fmt.Errorf("deleting a message of tenant %s: %w", t.Name, err)
