@@ -19,6 +19,9 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 
 	"github.com/sluicemq/sluice/internal/peers"
 )
@@ -28,6 +31,8 @@ const (
 	Width  = 8 * vg.Inch
 	Height = 4.5 * vg.Inch
 	DPI    = 96
+	// PanelWidth is the width of each panel of a row (Panels).
+	PanelWidth = 5.5 * vg.Inch
 )
 
 // Formats are the file formats written for each chart.
@@ -396,24 +401,64 @@ type Span struct {
 // Earlier series are drawn wider, so that a later one over the same
 // values leaves them in sight.
 func Lines(base, title, sub, xLabel, yLabel string, logY bool, series []Series, spans []Span) ([]string, error) {
-	p := newPlot(title, sub, xLabel, yLabel)
+	return Panels(base, xLabel, yLabel, logY, []Panel{{Title: title, Sub: sub, Series: series, Spans: spans}})
+}
+
+// Panel is one chart of a row drawn by Panels.
+type Panel struct {
+	Title, Sub string
+	Series     []Series
+	Spans      []Span
+}
+
+// Panels draws panels side by side, with one Y scale for all (so that
+// they compare at a glance), into base.png and base.svg, and returns the
+// files written. Each panel is drawn as Lines draws one chart.
+func Panels(base, xLabel, yLabel string, logY bool, panels []Panel) ([]string, error) {
 	top, bottom := 0.0, math.Inf(1)
-	for _, s := range series {
-		for _, y := range s.Y {
-			if !math.IsNaN(y) {
-				top, bottom = max(top, y), min(bottom, y)
+	for _, pn := range panels {
+		for _, s := range pn.Series {
+			for _, y := range s.Y {
+				if !math.IsNaN(y) {
+					top, bottom = max(top, y), min(bottom, y)
+				}
 			}
 		}
 	}
 	top *= 1.12
 	if logY {
-		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		bottom = math.Pow(10, math.Floor(math.Log10(bottom))) / 2 // the lowest decade labelled
-		p.Y.Min, top = bottom, math.Pow(10, math.Ceil(math.Log10(top)))
+		top = math.Pow(10, math.Ceil(math.Log10(top)))
 	} else {
 		bottom = 0
 	}
-	for _, sp := range spans {
+	var plots []*plot.Plot
+	for _, pn := range panels {
+		p, err := linesPlot(pn, xLabel, yLabel, logY, bottom, top)
+		if err != nil {
+			return nil, err
+		}
+		plots = append(plots, p)
+	}
+	var written []string
+	for _, format := range Formats() {
+		path := base + "." + format
+		if err := saveRow(plots, format, path); err != nil {
+			return written, err
+		}
+		written = append(written, path)
+	}
+	return written, nil
+}
+
+// linesPlot draws one panel's series over its spans, Y from bottom to top.
+func linesPlot(pn Panel, xLabel, yLabel string, logY bool, bottom, top float64) (*plot.Plot, error) {
+	p := newPlot(pn.Title, pn.Sub, xLabel, yLabel)
+	if logY {
+		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+	}
+	p.Y.Min = bottom
+	for _, sp := range pn.Spans {
 		poly, err := plotter.NewPolygon(plotter.XYs{{X: sp.From, Y: bottom}, {X: sp.To, Y: bottom}, {X: sp.To, Y: top}, {X: sp.From, Y: top}})
 		if err != nil {
 			return nil, err
@@ -428,7 +473,7 @@ func Lines(base, title, sub, xLabel, yLabel string, logY bool, series []Series, 
 		lb.Offset = vg.Point{X: vg.Points(3), Y: -vg.Points(12)}
 		p.Add(lb)
 	}
-	for i, s := range series {
+	for i, s := range pn.Series {
 		var first *plotter.Line
 		for _, seg := range segments(s) {
 			l, err := plotter.NewLine(seg)
@@ -436,7 +481,7 @@ func Lines(base, title, sub, xLabel, yLabel string, logY bool, series []Series, 
 				return nil, err
 			}
 			l.Color = linePalette[i%len(linePalette)]
-			l.Width = vg.Points(1.5 + 2*float64(len(series)-1-i))
+			l.Width = vg.Points(1.5 + 2*float64(len(pn.Series)-1-i))
 			p.Add(l)
 			if first == nil {
 				first = l
@@ -447,15 +492,39 @@ func Lines(base, title, sub, xLabel, yLabel string, logY bool, series []Series, 
 		}
 	}
 	p.Y.Max = top
-	var written []string
-	for _, format := range Formats() {
-		path := base + "." + format
-		if err := saveAs(p, format, path); err != nil {
-			return written, err
-		}
-		written = append(written, path)
+	return p, nil
+}
+
+// saveRow writes plots side by side into path, a chart of Width (or
+// PanelWidth a plot, if wider) by Height.
+func saveRow(plots []*plot.Plot, format, path string) error {
+	if len(plots) == 1 {
+		return saveAs(plots[0], format, path)
 	}
-	return written, nil
+	w := max(Width, PanelWidth*vg.Length(len(plots)))
+	var c vg.CanvasWriterTo
+	switch format {
+	case "png":
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, Height), vgimg.UseDPI(DPI))}
+	case "svg":
+		c = vgsvg.New(w, Height)
+	default:
+		return fmt.Errorf("charts: no format %q", format)
+	}
+	dc := draw.New(c)
+	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(12), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadTop: vg.Points(4), PadBottom: vg.Points(4)}
+	for j, cv := range plot.Align([][]*plot.Plot{plots}, tiles, dc)[0] {
+		plots[j].Draw(cv)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // linePalette colours the series of a Lines chart, in order.

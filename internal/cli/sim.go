@@ -14,7 +14,8 @@ import (
 	"github.com/sluicemq/sluice/internal/sim"
 )
 
-const simUsage = `Usage: sluice sim [--csv FILE] [--chart PREFIX] [--seed N] FILE|NAME
+const simUsage = `Usage: sluice sim [--csv FILE] [--chart PREFIX] [--seed N] [--variant NAME] FILE|NAME
+       sluice sim --compare [flags] FILE|NAME FILE|NAME...
        sluice sim --list
 
 Replays a backlog scenario on the server's own queue code, on a virtual
@@ -24,6 +25,10 @@ NAME one of the shipped scenarios (--list). It prints a summary per
 tenant; --csv writes the time series (a row per sample per tenant),
 --chart draws it (PREFIX-wait-p50, -wait-p99, -oldest and -backlog,
 PNG and SVG each).
+A scenario with [[variant]]s runs once per variant (or only --variant
+NAME) and prints them in one table; --compare runs several scenarios
+(the same one under other configurations) the same way. Charts of
+several runs draw them side by side, on one scale.
 The same scenario and seed give the same figures on every run.
 
 Flags:
@@ -40,6 +45,8 @@ func simulate(ctx context.Context, args []string, env Env) error {
 	csvFile := fs.String("csv", "", "write the time series to this CSV file")
 	chart := fs.String("chart", "", "draw the time series: PREFIX-wait-p50, -wait-p99, -oldest and -backlog, .png and .svg")
 	seed := fs.Uint64("seed", 0, "seed the run with this instead of the scenario's seed")
+	variant := fs.String("variant", "", "run only this variant of the scenario")
+	compare := fs.Bool("compare", false, "run each scenario given (and each of their variants) and compare them")
 	pos, err := cmdkit.ParseFlags(fs, args)
 	if err != nil {
 		return err
@@ -51,30 +58,58 @@ func simulate(ctx context.Context, args []string, env Env) error {
 		}
 		var rows [][]string
 		for _, sc := range all {
-			rows = append(rows, []string{sc.Name, sc.Duration.D().String(), sc.Description})
+			var vs []string
+			for _, v := range sc.Variants {
+				vs = append(vs, v.Name)
+			}
+			rows = append(rows, []string{sc.Name, sc.Duration.D().String(), strings.Join(vs, ","), sc.Description})
 		}
-		cmdkit.Table(env.Stdout, []string{"NAME", "DURATION", "DESCRIPTION"}, rows)
+		cmdkit.Table(env.Stdout, []string{"NAME", "DURATION", "VARIANTS", "DESCRIPTION"}, rows)
 		return nil
 	}
-	if len(pos) != 1 {
+	switch {
+	case *compare && len(pos) < 2:
+		return fmt.Errorf("sim: --compare wants two scenarios or more, FILEs or NAMEs (see sluice sim -h)")
+	case !*compare && len(pos) != 1:
 		return fmt.Errorf("sim: want one scenario, a FILE or a NAME (see sluice sim -h)")
 	}
-	sc, err := loadScenario(pos[0])
-	if err != nil {
-		return err
+	var runs []*sim.Scenario
+	for _, arg := range pos {
+		sc, err := loadScenario(arg)
+		if err != nil {
+			return err
+		}
+		if *seed != 0 {
+			sc.Seed = *seed
+		}
+		for _, v := range sc.Expand() {
+			if *variant != "" && v.Variant != *variant {
+				continue
+			}
+			if v.Variant == "" && *compare {
+				v.Variant = v.Name // --compare names each run by its scenario
+			}
+			runs = append(runs, v)
+		}
 	}
-	if *seed != 0 {
-		sc.Seed = *seed
+	if len(runs) == 0 {
+		return fmt.Errorf("sim: no variant %q (sluice sim --list)", *variant)
 	}
 	start := time.Now()
-	res, err := sim.Run(ctx, sc, sim.Options{})
-	if err != nil {
-		return err
+	var results []*sim.Result
+	var msgs int64
+	for _, sc := range runs {
+		res, err := sim.Run(ctx, sc, sim.Options{})
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+		msgs += res.Messages
 	}
 	wall := time.Since(start)
 	if *csvFile != "" {
 		var b bytes.Buffer
-		if err := res.WriteCSV(&b); err != nil {
+		if err := sim.WriteCSV(&b, results); err != nil {
 			return err
 		}
 		if err := os.WriteFile(*csvFile, b.Bytes(), 0o644); err != nil {
@@ -82,16 +117,21 @@ func simulate(ctx context.Context, args []string, env Env) error {
 		}
 	}
 	if *chart != "" {
-		if _, err := res.WriteCharts(*chart); err != nil {
+		if _, err := sim.WriteCharts(*chart, results); err != nil {
 			return fmt.Errorf("sim: %w", err)
 		}
 	}
-	if err := res.WriteSummary(env.Stdout); err != nil {
+	if len(results) == 1 {
+		err = results[0].WriteSummary(env.Stdout)
+	} else {
+		err = sim.WriteComparison(env.Stdout, results)
+	}
+	if err != nil {
 		return err
 	}
 	// The wall time goes to stderr: the summary is the same on every run.
-	fmt.Fprintf(env.Stderr, "simulated %s in %s: %.0f messages a second of wall time\n", sc.Duration.D(), wall.Round(time.Millisecond),
-		float64(res.Messages)/wall.Seconds())
+	fmt.Fprintf(env.Stderr, "simulated %d run(s) in %s: %.0f messages a second of wall time\n", len(results), wall.Round(time.Millisecond),
+		float64(msgs)/wall.Seconds())
 	return nil
 }
 

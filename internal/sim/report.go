@@ -16,27 +16,18 @@ import (
 )
 
 // WriteSummary prints the run's figures: a line about the run, a row per
-// tenant, and the queue's own counters. Nothing in it depends on the
-// machine or the wall clock, so a scenario and seed print the same bytes.
+// tenant (or class of tenants), and the queue's own counters. Nothing in
+// it depends on the machine or the wall clock, so a scenario and seed
+// print the same bytes.
 func (res *Result) WriteSummary(w io.Writer) error {
 	sc := res.Scenario
 	b := &strings.Builder{}
-	fmt.Fprintf(b, "scenario %s (seed %d): %s simulated, %d messages sent, %d events\n", sc.Name, sc.Seed, fmtDur(sc.Duration.D()), res.Messages, res.Events)
+	fmt.Fprintf(b, "scenario %s (seed %d): %s simulated, %d messages sent, %d events\n", sc.Title(), sc.Seed, fmtDur(sc.Duration.D()), res.Messages, res.Events)
 	if sc.Description != "" {
 		fmt.Fprintf(b, "%s\n", strings.TrimSpace(sc.Description))
 	}
 	b.WriteString("\n")
-	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "TENANT\tSENT\tTHROTTLED\tREFUSED\tRECEIVED\tDELETED\tFAILED\tLATE\tWAIT P50\tWAIT P99\tWAIT MAX\tDRAINED\tBACKLOG\t")
-	for _, t := range res.Tenants {
-		drained := "-"
-		if t.Drained >= 0 {
-			drained = fmtDur(t.Drained)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", t.Name, t.Sent, t.Throttled, t.Refused, t.Received, t.Deleted,
-			t.Failed, t.Late, fmtDur(t.Wait.P50), fmtDur(t.Wait.P99), fmtDur(t.Wait.Max), drained, t.Backlog)
-	}
-	tw.Flush()
+	writeTenants(b, []*Result{res}, false)
 	q := res.Queue
 	fmt.Fprintf(b, "\nqueue %s: sent %d, received %d, deleted %d, throttled %d, empty receives %d, sidelined %d, spilled %d, dead-lettered %d, retried %d",
 		q.Name, q.Sent, q.Received, q.Deleted, q.Throttled, q.EmptyReceives, q.Sidelined, q.Spilled, q.DeadLettered, q.Retried)
@@ -46,21 +37,135 @@ func (res *Result) WriteSummary(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(b, "\nat the end: %d visible, %d in flight, %d delayed, oldest %s\n", q.Visible, q.InFlight, q.Delayed, fmtDur(q.OldestAge))
-	b.WriteString("\nWAIT: from send to first receive (the owner's timestamps). DRAINED: from the tenant's last send until each of\nits messages was deleted (-: not within the run). LATE: served after the message was delivered again.\n")
+	b.WriteString(legend(res.Scenario))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// legend explains the table's columns that need it.
+func legend(sc *Scenario) string {
+	s := "\nWAIT: from send to first receive (the owner's timestamps). DRAINED: from the tenant's last send until each of\nits messages was deleted (-: not within the run). LATE: served after the message was delivered again.\n"
+	if showDup([]*Result{{Scenario: sc}}) {
+		s += "DUP: deliveries made while another delivery of the same message was still in service.\n"
+	}
+	if sc.Hurt > 0 {
+		s += fmt.Sprintf("HURT: tenants whose p99 wait exceeded %s, of the class's tenants.\n", fmtDur(sc.Hurt.D()))
+	}
+	return s
+}
+
+// showDup: the DUP column is shown when a run's consumers may serve a
+// message twice at once and say how they prevent it.
+func showDup(rs []*Result) bool {
+	for _, r := range rs {
+		if r.Scenario.Consumers.Heartbeat > 0 {
+			return true
+		}
+		for _, t := range r.Tenants {
+			if t.Duplicates > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// writeTenants writes the table of tenants of each run (with a VARIANT
+// column first when variants is set).
+func writeTenants(b io.Writer, rs []*Result, variants bool) {
+	dup, hurt := showDup(rs), false
+	for _, r := range rs {
+		hurt = hurt || r.Scenario.Hurt > 0
+	}
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	head := "TENANT\tSENT\tTHROTTLED\tREFUSED\tRECEIVED\tDELETED\tFAILED\tLATE\t"
+	if variants {
+		head = "VARIANT\t" + head
+	}
+	if dup {
+		head += "DUP\t"
+	}
+	head += "WAIT P50\tWAIT P99\tWAIT MAX\tDRAINED\tBACKLOG\t"
+	if hurt {
+		head += "HURT\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, r := range rs {
+		for _, t := range r.Tenants {
+			drained := "-"
+			if t.Drained >= 0 {
+				drained = fmtDur(t.Drained)
+			}
+			name := t.Name
+			if t.Members > 1 {
+				name = fmt.Sprintf("%s (%d)", t.Name, t.Members)
+			}
+			row := fmt.Sprintf("%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t", name, t.Sent, t.Throttled, t.Refused, t.Received, t.Deleted, t.Failed, t.Late)
+			if variants {
+				row = r.Scenario.Variant + "\t" + row
+			}
+			if dup {
+				row += fmt.Sprintf("%d\t", t.Duplicates)
+			}
+			row += fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t", fmtDur(t.Wait.P50), fmtDur(t.Wait.P99), fmtDur(t.Wait.Max), drained, t.Backlog)
+			if hurt {
+				if r.Scenario.Hurt > 0 {
+					row += fmt.Sprintf("%d/%d\t", t.Hurt, t.Members)
+				} else {
+					row += "-\t"
+				}
+			}
+			fmt.Fprintln(tw, row)
+		}
+	}
+	tw.Flush()
+}
+
+// WriteComparison prints the runs of one scenario under several
+// configurations (its variants, or the files of --compare) in one table,
+// a row per variant per tenant, after a line per run.
+func WriteComparison(w io.Writer, rs []*Result) error {
+	b := &strings.Builder{}
+	for _, r := range rs {
+		sc := r.Scenario
+		fmt.Fprintf(b, "%s (seed %d): %s simulated, %d messages sent", sc.Title(), sc.Seed, fmtDur(sc.Duration.D()), r.Messages)
+		if sc.Description != "" {
+			fmt.Fprintf(b, ": %s", strings.TrimSpace(sc.Description))
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	writeTenants(b, rs, true)
+	b.WriteString(legend(rs[0].Scenario))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // WriteCSV writes the time series: a row per sample per tenant. Times and
 // ages are in seconds.
-func (res *Result) WriteCSV(w io.Writer) error {
+func (res *Result) WriteCSV(w io.Writer) error { return WriteCSV(w, []*Result{res}) }
+
+// WriteCSV writes the time series of several runs of one scenario, with
+// a first column naming each row's variant (when there is more than one
+// run).
+func WriteCSV(w io.Writer, rs []*Result) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"time_s", "tenant", "sent", "received", "deleted", "backlog", "in_flight", "sidelined", "oldest_age_s",
-		"first_receives", "wait_p50_s", "wait_p99_s", "wait_max_s"})
-	for _, s := range res.Samples {
-		cw.Write([]string{secsStr(s.At), s.Tenant, itoa(s.Sent), itoa(s.Received), itoa(s.Deleted), strconv.Itoa(s.Backlog),
-			strconv.Itoa(s.InFlight), strconv.Itoa(s.Sidelined), secsStr(s.Oldest), itoa(s.FirstReceives),
-			secsStr(s.Wait.P50), secsStr(s.Wait.P99), secsStr(s.Wait.Max)})
+	head := []string{"time_s", "tenant", "sent", "received", "deleted", "backlog", "in_flight", "sidelined", "oldest_age_s",
+		"first_receives", "wait_p50_s", "wait_p99_s", "wait_max_s"}
+	if len(rs) > 1 {
+		head = append([]string{"variant"}, head...)
+	}
+	cw.Write(head)
+	for _, res := range rs {
+		for _, s := range res.Samples {
+			row := []string{secsStr(s.At), s.Tenant, itoa(s.Sent), itoa(s.Received), itoa(s.Deleted), strconv.Itoa(s.Backlog),
+				strconv.Itoa(s.InFlight), strconv.Itoa(s.Sidelined), secsStr(s.Oldest), itoa(s.FirstReceives),
+				secsStr(s.Wait.P50), secsStr(s.Wait.P99), secsStr(s.Wait.Max)}
+			if len(rs) > 1 {
+				row = append([]string{res.Scenario.Variant}, row...)
+			}
+			cw.Write(row)
+		}
 	}
 	cw.Flush()
 	return cw.Error()
@@ -90,13 +195,12 @@ func fmtDur(d time.Duration) string {
 // messages ready and in flight (PNG and SVG each). It returns the files
 // written.
 func (res *Result) WriteCharts(base string) ([]string, error) {
-	sc := res.Scenario
-	var spans []charts.Span
-	for _, o := range sc.Consumers.Outages {
-		if len(o) == 2 {
-			spans = append(spans, charts.Span{From: o[0].D().Minutes(), To: o[1].D().Minutes(), Label: "consumers out"})
-		}
-	}
+	return WriteCharts(base, []*Result{res})
+}
+
+// WriteCharts draws the charts of Result.WriteCharts for several runs of
+// one scenario (its variants), a panel per run side by side on one scale.
+func WriteCharts(base string, rs []*Result) ([]string, error) {
 	type chart struct {
 		file, title, y string
 		value          func(Sample) float64
@@ -115,22 +219,42 @@ func (res *Result) WriteCharts(base string) ([]string, error) {
 		{"-oldest", "Age of the oldest message waiting", "age (minutes)", func(s Sample) float64 { return s.Oldest.Minutes() }},
 		{"-backlog", "Backlog (messages ready and in flight)", "messages", func(s Sample) float64 { return float64(s.Backlog) }},
 	}
-	sub := fmt.Sprintf("scenario %s, seed %d, %s simulated (sluice sim)", sc.Name, sc.Seed, fmtDur(sc.Duration.D()))
 	var files []string
 	for _, c := range all {
-		var series []charts.Series
-		index := map[string]int{}
-		for _, s := range res.Samples {
-			i, ok := index[s.Tenant]
-			if !ok {
-				i = len(series)
-				index[s.Tenant] = i
-				series = append(series, charts.Series{Name: s.Tenant})
+		var panels []charts.Panel
+		for _, res := range rs {
+			sc := res.Scenario
+			var spans []charts.Span
+			for _, o := range sc.Consumers.Outages {
+				if len(o) == 2 {
+					spans = append(spans, charts.Span{From: o[0].D().Minutes(), To: o[1].D().Minutes(), Label: "consumers out"})
+				}
 			}
-			series[i].X = append(series[i].X, s.At.Minutes())
-			series[i].Y = append(series[i].Y, c.value(s))
+			for _, d := range sc.Consumers.Dependency {
+				label := "dependency slow"
+				if d.Failure != nil {
+					label = "dependency failing"
+				}
+				spans = append(spans, charts.Span{From: d.From.D().Minutes(), To: d.To.D().Minutes(), Label: label})
+			}
+			pn := charts.Panel{Title: c.title, Sub: fmt.Sprintf("scenario %s, seed %d, %s simulated (sluice sim)", sc.Title(), sc.Seed, fmtDur(sc.Duration.D())), Spans: spans}
+			if len(rs) > 1 {
+				pn.Title, pn.Sub = sc.Variant, c.title
+			}
+			index := map[string]int{}
+			for _, s := range res.Samples {
+				i, ok := index[s.Tenant]
+				if !ok {
+					i = len(pn.Series)
+					index[s.Tenant] = i
+					pn.Series = append(pn.Series, charts.Series{Name: s.Tenant})
+				}
+				pn.Series[i].X = append(pn.Series[i].X, s.At.Minutes())
+				pn.Series[i].Y = append(pn.Series[i].Y, c.value(s))
+			}
+			panels = append(panels, pn)
 		}
-		written, err := charts.Lines(base+c.file, c.title, sub, "time (minutes)", c.y, false, series, spans)
+		written, err := charts.Panels(base+c.file, "time (minutes)", c.y, false, panels)
 		files = append(files, written...)
 		if err != nil {
 			return files, err

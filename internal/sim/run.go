@@ -84,22 +84,32 @@ type Result struct {
 	Events, Messages int64
 }
 
-// TenantResult are one tenant's figures over the run.
+// TenantResult are one tenant's figures over the run: one [[tenant]]
+// entry's, a class of Members tenants alike when its count is more than
+// one (the class's figures are its tenants' together).
 type TenantResult struct {
-	Name string
+	Name    string
+	Members int
 	// Sent counts the sends the queue took; Throttled those it refused
 	// with RequestThrottled (the tenant's send limit), Refused those it
 	// refused otherwise. A refused message is not sent again.
 	Sent, Throttled, Refused int64
 	// Received counts deliveries (first ones and later), Deleted the
 	// deletes of a delivery still current, Failed the deliveries the
-	// consumers failed (left to time out), Late the deliveries served
-	// after they had been delivered again (their delete does nothing).
+	// consumers failed, Late the deliveries served after they had been
+	// delivered again (their delete does nothing).
 	Received, Deleted, Failed, Late int64
+	// Duplicates counts the deliveries of a message made while another
+	// delivery of it was still in service: two consumers working on it
+	// at once.
+	Duplicates int64
 	// FirstReceives counts first deliveries; Wait is how long they waited
 	// since their send (the owner's timestamps).
 	FirstReceives int64
 	Wait          Quantiles
+	// Hurt counts the tenants whose p99 wait exceeded the scenario's Hurt
+	// (0 when it sets none).
+	Hurt int
 	// LastArrival is when the tenant last sent (-1: never); Drained how
 	// long after it the tenant held no message (-1: not within the run).
 	LastArrival, Drained time.Duration
@@ -110,7 +120,7 @@ type TenantResult struct {
 // Quantiles summarise waits.
 type Quantiles struct{ P50, P99, Max time.Duration }
 
-// Sample is one tenant's figures at one moment of the run.
+// Sample is one tenant's (or class's) figures at one moment of the run.
 type Sample struct {
 	At     time.Duration
 	Tenant string
@@ -133,6 +143,7 @@ const (
 	kindSample kind = iota // ordered first at equal times: a sample sees the state before what happens at its time
 	kindArrival
 	kindDone
+	kindBeat
 	kindPoll
 )
 
@@ -141,6 +152,7 @@ type event struct {
 	seq  uint64
 	kind kind
 	i    int32 // the tenant, the consumer, or the service slot
+	gen  uint32
 }
 
 type events []event
@@ -164,12 +176,21 @@ func (h *events) Pop() any {
 	return e
 }
 
-type tenantRun struct {
+// member is one tenant of the run.
+type member struct {
+	name   string
+	class  int32
+	arr    *arrivals
+	ended  bool  // no arrival comes any more
+	bodies int64 // sends tried, numbering the bodies
+	waits  []time.Duration
+}
+
+// class is a [[tenant]] entry: its figures, over its members.
+type class struct {
 	TenantResult
-	arr      *arrivals
-	ended    bool  // no arrival comes any more
+	ended    int   // members whose arrivals ended
 	open     int64 // sent and not deleted
-	bodies   int64 // sends tried, numbering the bodies
 	waits    []time.Duration
 	interval []time.Duration
 	iSent    int64
@@ -182,26 +203,30 @@ type consumer struct {
 	waiting bool // for a free slot of the concurrency limit
 }
 
-// slot is a message in service.
+// slot is a message in service; gen tells its heartbeats from those of an
+// earlier message in the same slot.
 type slot struct {
 	handle, id, body string
-	tenant           int32
+	member           int32
 	consumer         int32
+	gen              uint32
+	fail             bool
 }
 
 type runner struct {
-	sc    *Scenario
-	opt   Options
-	ctx   context.Context
-	clk   *clock.Fake
-	eng   *engine.Engine
-	q     *partition.Owner
-	h     events
-	seq   uint64
-	end   time.Duration
-	ts    []*tenantRun
-	names map[string]int32
-	cons  []consumer
+	sc      *Scenario
+	opt     Options
+	ctx     context.Context
+	clk     *clock.Fake
+	eng     *engine.Engine
+	q       *partition.Owner
+	h       events
+	seq     uint64
+	end     time.Duration
+	members []*member
+	classes []*class
+	names   map[string]int32
+	cons    []consumer
 	// slots are the messages in service, free the unused ones.
 	slots     []slot
 	free      []int32
@@ -211,18 +236,34 @@ type runner struct {
 	svc, fail *rand.Rand
 	// current maps a message id in service to the handle of its latest
 	// delivery: a delivery served after the message was delivered again
-	// is late (its delete would do nothing).
-	current map[string]string
-	samples []Sample
-	events  int64
-	zero    int
+	// is late (its delete would do nothing). serving counts the
+	// deliveries of each message in service.
+	current    map[string]string
+	serving    map[string]int32
+	visibility int // the queue's VisibilityTimeout, seconds (heartbeats)
+	partitions int // the queue's Partitions (bound consumers)
+	deps       []dependency
+	samples    []Sample
+	events     int64
+	zero       int
 }
 
-// Run simulates sc. It drives a real engine on a fake clock from the
-// calling goroutine, and closes it before it returns. ctx cancels the
-// run.
+// dependency is a Dependency period, with the classes it affects (nil:
+// every class).
+type dependency struct {
+	Dependency
+	classes []bool
+}
+
+// Run simulates sc (a scenario of one configuration: see Expand). It
+// drives a real engine on a fake clock from the calling goroutine, and
+// closes it before it returns. ctx cancels the run.
 func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
-	r := &runner{sc: sc, opt: opt, ctx: ctx, clk: clock.NewFake(Epoch), end: sc.Duration.D(), names: map[string]int32{}, current: map[string]string{}}
+	if len(sc.Variants) > 0 {
+		return nil, fmt.Errorf("sim: scenario %s has %d variants: run each of Expand", sc.Name, len(sc.Variants))
+	}
+	r := &runner{sc: sc, opt: opt, ctx: ctx, clk: clock.NewFake(Epoch), end: sc.Duration.D(), names: map[string]int32{},
+		current: map[string]string{}, serving: map[string]int32{}}
 	seed := sc.Seed
 	stream := func(n uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, n)) }
 	var key [32]byte
@@ -237,13 +278,31 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 	if err := r.createQueues(); err != nil {
 		return nil, err
 	}
+	cfg := r.q.Config()
+	r.visibility, r.partitions = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Partitions
 	r.svc, r.fail = stream(1), stream(2)
-	for i := range sc.Tenants {
-		t := &sc.Tenants[i]
-		tr := &tenantRun{TenantResult: TenantResult{Name: t.Name, LastArrival: -1, Drained: -1}, arr: newArrivals(t, stream(100+uint64(i)))}
-		r.ts = append(r.ts, tr)
-		r.names[t.Name] = int32(i)
-		r.nextArrival(int32(i))
+	for ci := range sc.Tenants {
+		t := &sc.Tenants[ci]
+		c := &class{TenantResult: TenantResult{Name: t.Name, Members: max(1, t.Count), LastArrival: -1, Drained: -1}}
+		r.classes = append(r.classes, c)
+		for _, name := range t.members() {
+			// Tenant i of the run draws its arrivals from stream 100+i.
+			i := int32(len(r.members))
+			m := &member{name: name, class: int32(ci), arr: newArrivals(t, stream(100+uint64(i)))}
+			r.members = append(r.members, m)
+			r.names[name] = i
+			r.nextArrival(i)
+		}
+	}
+	for _, d := range sc.Consumers.Dependency {
+		dep := dependency{Dependency: d}
+		if len(d.Tenants) > 0 {
+			dep.classes = make([]bool, len(sc.Tenants))
+			for ci, t := range sc.Tenants {
+				dep.classes[ci] = slices.Contains(d.Tenants, t.Name)
+			}
+		}
+		r.deps = append(r.deps, dep)
 	}
 	c := sc.Consumers
 	r.cons = make([]consumer, c.Count)
@@ -254,12 +313,12 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 	for i := range r.cons {
 		// Staggered over one idle interval, so that they do not poll in
 		// lockstep.
-		r.push(time.Duration(int64(c.IdlePoll)*int64(i)/int64(c.Count)), kindPoll, int32(i))
+		r.push(time.Duration(int64(c.IdlePoll)*int64(i)/int64(c.Count)), kindPoll, int32(i), 0)
 	}
 	for at := sc.Sample.D(); at < r.end; at += sc.Sample.D() {
-		r.push(at, kindSample, 0)
+		r.push(at, kindSample, 0, 0)
 	}
-	r.push(r.end, kindSample, 0)
+	r.push(r.end, kindSample, 0, 0)
 	if err := r.loop(); err != nil {
 		return nil, err
 	}
@@ -294,9 +353,15 @@ func (r *runner) createQueues() error {
 	return nil
 }
 
-func (r *runner) push(at time.Duration, k kind, i int32) {
+func (r *runner) push(at time.Duration, k kind, i int32, gen uint32) {
 	r.seq++
-	heap.Push(&r.h, event{at: at, seq: r.seq, kind: k, i: i})
+	heap.Push(&r.h, event{at: at, seq: r.seq, kind: k, i: i, gen: gen})
+}
+
+func (r *runner) trace(op Op) {
+	if r.opt.Trace != nil {
+		r.opt.Trace(op)
+	}
 }
 
 func (r *runner) loop() error {
@@ -322,6 +387,8 @@ func (r *runner) loop() error {
 			err = r.poll(ev.i, ev.at)
 		case kindDone:
 			err = r.done(ev.i, ev.at)
+		case kindBeat:
+			err = r.beat(ev.i, ev.gen, ev.at)
 		case kindSample:
 			r.sample(ev.at)
 		}
@@ -333,42 +400,42 @@ func (r *runner) loop() error {
 }
 
 func (r *runner) nextArrival(i int32) {
-	t := r.ts[i]
-	at, ok := t.arr.next()
+	m := r.members[i]
+	at, ok := m.arr.next()
 	if !ok {
-		t.ended = true
-		r.checkDrained(t, t.LastArrival)
+		m.ended = true
+		c := r.classes[m.class]
+		c.ended++
+		r.checkDrained(c, c.LastArrival)
 		return
 	}
 	d := time.Duration(math.Round(at * float64(time.Second)))
-	r.push(d, kindArrival, i)
+	r.push(d, kindArrival, i, 0)
 }
 
 func (r *runner) arrive(i int32, now time.Duration) error {
-	t := r.ts[i]
-	t.bodies++
-	in := st.SendInput{Body: t.Name + "#" + strconv.FormatInt(t.bodies, 10), GroupID: t.Name, SenderID: t.Name}
+	m := r.members[i]
+	c := r.classes[m.class]
+	m.bodies++
+	in := st.SendInput{Body: m.name + "#" + strconv.FormatInt(m.bodies, 10), GroupID: m.name, SenderID: m.name}
 	_, _, err := r.q.Send(r.ctx, []st.SendInput{in}, nil, false)
-	if r.opt.Trace != nil {
-		op := Op{At: now, Kind: OpSend, Tenant: t.Name, Body: in.Body}
-		if se := (*st.Error)(nil); errors.As(err, &se) {
-			op.Err = string(st.CodeOf(err))
-		}
-		r.opt.Trace(op)
-	}
+	op := Op{At: now, Kind: OpSend, Tenant: m.name, Body: in.Body}
 	switch {
 	case err == nil:
-		t.Sent++
-		t.iSent++
-		t.open++
-		t.LastArrival = now
+		c.Sent++
+		c.iSent++
+		c.open++
+		c.LastArrival = now
 	case st.CodeOf(err) == st.CodeRequestThrottled:
-		t.Throttled++
+		c.Throttled++
+		op.Err = string(st.CodeRequestThrottled)
 	case errors.As(err, new(*st.Error)):
-		t.Refused++
+		c.Refused++
+		op.Err = string(st.CodeOf(err))
 	default:
 		return err
 	}
+	r.trace(op)
 	r.nextArrival(i)
 	return nil
 }
@@ -384,21 +451,27 @@ func (r *runner) inOutage(now time.Duration) (time.Duration, bool) {
 }
 
 func (r *runner) poll(ci int32, now time.Duration) error {
-	c := &r.cons[ci]
-	if c.busy > 0 || c.waiting {
+	cs := &r.cons[ci]
+	if cs.busy > 0 || cs.waiting {
 		return nil // a wake-up for a consumer that got work meanwhile
 	}
 	if until, out := r.inOutage(now); out {
-		r.push(until, kindPoll, ci)
+		r.push(until, kindPoll, ci, 0)
 		return nil
 	}
 	n := min(r.sc.Consumers.Batch, r.limit-r.inService)
 	if n <= 0 {
-		c.waiting = true
+		cs.waiting = true
 		r.waitSlot = append(r.waitSlot, ci)
 		return nil
 	}
-	msgs, err := r.q.Receive(r.ctx, st.ReceiveInput{MaxMessages: n, WaitTimeSeconds: &r.zero})
+	in := st.ReceiveInput{MaxMessages: n, WaitTimeSeconds: &r.zero}
+	part := -1
+	if r.sc.Consumers.Bind {
+		part = int(ci) % r.partitions
+		in.Partition = &part
+	}
+	msgs, err := r.q.Receive(r.ctx, in)
 	if err != nil {
 		var se *st.Error
 		if !errors.As(err, &se) {
@@ -407,50 +480,81 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 		msgs = nil // OverLimit: as if empty
 	}
 	if r.opt.Trace != nil {
-		op := Op{At: now, Kind: OpReceive, Max: n, Partition: -1}
+		op := Op{At: now, Kind: OpReceive, Max: n, Partition: part}
 		for _, m := range msgs {
 			op.Bodies = append(op.Bodies, m.Body)
 		}
-		r.opt.Trace(op)
+		r.trace(op)
 	}
 	if len(msgs) == 0 {
-		r.push(now+r.sc.Consumers.IdlePoll.D(), kindPoll, ci)
+		r.push(now+r.sc.Consumers.IdlePoll.D(), kindPoll, ci, 0)
 		return nil
 	}
 	for _, m := range msgs {
-		ti, ok := r.names[m.GroupID]
+		mi, ok := r.names[m.GroupID]
 		if !ok {
 			return fmt.Errorf("received a message of unknown tenant %q", m.GroupID)
 		}
-		t := r.ts[ti]
-		t.Received++
-		t.iRecv++
+		mem := r.members[mi]
+		c := r.classes[mem.class]
+		c.Received++
+		c.iRecv++
 		if m.ReceiveCount == 1 {
 			sent := m.SentTimestamp.Sub(Epoch)
 			waited := m.FirstReceiveTimestamp.Sub(m.SentTimestamp)
-			t.FirstReceives++
-			t.waits = append(t.waits, waited)
-			t.interval = append(t.interval, waited)
+			c.FirstReceives++
+			c.waits = append(c.waits, waited)
+			c.interval = append(c.interval, waited)
+			if r.sc.Hurt > 0 {
+				mem.waits = append(mem.waits, waited)
+			}
 			if r.opt.FirstReceive != nil {
-				r.opt.FirstReceive(t.Name, sent, waited)
+				r.opt.FirstReceive(c.Name, sent, waited)
 			}
 		}
+		if r.serving[m.MessageID] > 0 {
+			c.Duplicates++
+		}
+		r.serving[m.MessageID]++
 		r.current[m.MessageID] = m.ReceiptHandle
-		s := slot{handle: m.ReceiptHandle, id: m.MessageID, body: m.Body, tenant: ti, consumer: ci}
+		latency, failure := r.dependency(mem.class, now)
+		s := slot{handle: m.ReceiptHandle, id: m.MessageID, body: m.Body, member: mi, consumer: ci}
+		s.fail = failure > 0 && r.fail.Float64() < failure
 		var si int32
 		if k := len(r.free); k > 0 {
 			si = r.free[k-1]
 			r.free = r.free[:k-1]
+			s.gen = r.slots[si].gen + 1
 			r.slots[si] = s
 		} else {
 			si = int32(len(r.slots))
 			r.slots = append(r.slots, s)
 		}
-		c.busy++
+		cs.busy++
 		r.inService++
-		r.push(now+r.serviceTime(), kindDone, si)
+		r.push(now+r.serviceTime()+latency, kindDone, si, 0)
+		if hb := r.sc.Consumers.Heartbeat.D(); hb > 0 {
+			r.push(now+hb, kindBeat, si, s.gen)
+		}
 	}
 	return nil
+}
+
+// dependency is the latency added to a service of class ci started at
+// now, and the probability that it fails.
+func (r *runner) dependency(ci int32, now time.Duration) (time.Duration, float64) {
+	var latency time.Duration
+	failure := r.sc.Consumers.Failure
+	for _, d := range r.deps {
+		if now < d.From.D() || now >= d.To.D() || (d.classes != nil && !d.classes[ci]) {
+			continue
+		}
+		latency += d.Latency.D()
+		if d.Failure != nil {
+			failure = *d.Failure
+		}
+	}
+	return latency, failure
 }
 
 func (r *runner) serviceTime() time.Duration {
@@ -468,71 +572,135 @@ func (r *runner) serviceTime() time.Duration {
 	return s.Time.D()
 }
 
+// beat extends the visibility of the message in slot si, if it is still
+// the one served there and its delivery is still current, and beats
+// again a heartbeat later.
+func (r *runner) beat(si int32, gen uint32, now time.Duration) error {
+	s := r.slots[si]
+	if s.gen != gen || s.handle == "" || r.current[s.id] != s.handle {
+		return nil
+	}
+	errs, err := r.q.ChangeVisibility(r.ctx, []st.VisibilityChange{{ReceiptHandle: s.handle, Seconds: r.visibility}})
+	if err == nil {
+		err = errs[0]
+	}
+	if err != nil {
+		return fmt.Errorf("extending the visibility of a message of tenant %s: %w", r.members[s.member].name, err)
+	}
+	r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body, Visibility: r.visibility})
+	r.push(now+r.sc.Consumers.Heartbeat.D(), kindBeat, si, gen)
+	return nil
+}
+
 func (r *runner) done(si int32, now time.Duration) error {
 	s := r.slots[si]
-	r.slots[si] = slot{}
+	r.slots[si] = slot{gen: s.gen}
 	r.free = append(r.free, si)
-	t := r.ts[s.tenant]
+	mem := r.members[s.member]
+	c := r.classes[mem.class]
+	if r.serving[s.id]--; r.serving[s.id] == 0 {
+		delete(r.serving, s.id)
+	}
 	current := r.current[s.id] == s.handle
 	if current {
 		delete(r.current, s.id)
 	}
 	switch {
 	case !current:
-		t.Late++
-	case r.sc.Consumers.Failure > 0 && r.fail.Float64() < r.sc.Consumers.Failure:
-		t.Failed++ // left in flight: it comes back after its visibility timeout
+		c.Late++
+	case s.fail:
+		c.Failed++
+		if err := r.failed(s, now); err != nil {
+			return fmt.Errorf("giving back a message of tenant %s: %w", mem.name, err)
+		}
 	default:
 		errs, err := r.q.Delete(r.ctx, []string{s.handle})
 		if err == nil {
 			err = errs[0]
 		}
-		if r.opt.Trace != nil {
-			r.opt.Trace(Op{At: now, Kind: OpDelete, Body: s.body})
-		}
 		if err != nil {
-			return fmt.Errorf("deleting a message of tenant %s: %w", t.Name, err)
+			return fmt.Errorf("deleting a message of tenant %s: %w", mem.name, err)
 		}
-		t.Deleted++
-		t.iDel++
-		t.open--
-		r.checkDrained(t, now)
+		r.trace(Op{At: now, Kind: OpDelete, Body: s.body})
+		c.Deleted++
+		c.iDel++
+		c.open--
+		r.checkDrained(c, now)
 	}
-	c := &r.cons[s.consumer]
-	c.busy--
+	cs := &r.cons[s.consumer]
+	cs.busy--
 	r.inService--
-	if c.busy == 0 {
-		r.push(now, kindPoll, s.consumer)
+	if cs.busy == 0 {
+		r.push(now, kindPoll, s.consumer, 0)
 	}
 	if len(r.waitSlot) > 0 {
 		w := r.waitSlot[0]
 		r.waitSlot = slices.Delete(r.waitSlot, 0, 1)
 		r.cons[w].waiting = false
-		r.push(now, kindPoll, w)
+		r.push(now, kindPoll, w, 0)
 	}
 	return nil
 }
 
-// checkDrained notes when a tenant whose arrivals ended holds nothing
-// any more (each of its messages deleted).
-func (r *runner) checkDrained(t *tenantRun, now time.Duration) {
-	if t.ended && t.open == 0 && t.Drained < 0 {
-		t.Drained = max(0, now-t.LastArrival)
+// failed gives back a message whose service failed, as the consumers'
+// on_failure says: left to time out, RetryMessage, or visible at once.
+func (r *runner) failed(s slot, now time.Duration) error {
+	switch r.sc.Consumers.OnFailure {
+	case "retry":
+		if err := r.q.RetryMessage(r.ctx, s.handle, nil, "sim"); err != nil {
+			return err
+		}
+		r.trace(Op{At: now, Kind: OpRetry, Body: s.body})
+	case "release":
+		errs, err := r.q.ChangeVisibility(r.ctx, []st.VisibilityChange{{ReceiptHandle: s.handle}})
+		if err == nil {
+			err = errs[0]
+		}
+		if err != nil {
+			return err
+		}
+		r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body})
+	}
+	return nil
+}
+
+// checkDrained notes when a class whose arrivals ended holds nothing any
+// more (each of its messages deleted).
+func (r *runner) checkDrained(c *class, now time.Duration) {
+	if c.ended == c.Members && c.open == 0 && c.Drained < 0 {
+		c.Drained = max(0, now-c.LastArrival)
 	}
 }
 
-func (r *runner) sample(now time.Duration) {
-	info := map[string]st.TenantInfo{}
+// figures sums the owner's tenant figures by class.
+func (r *runner) figures() []st.TenantInfo {
+	out := make([]st.TenantInfo, len(r.classes))
 	for _, ti := range r.q.Tenants(0) {
-		info[ti.Name] = ti
+		mi, ok := r.names[ti.Name]
+		if !ok {
+			continue
+		}
+		f := &out[r.members[mi].class]
+		f.Ready += ti.Ready
+		f.InFlight += ti.InFlight
+		f.OldestAge = max(f.OldestAge, ti.OldestAge)
+		if f.Lanes == nil {
+			f.Lanes = map[string]int{}
+		}
+		f.Lanes["backlog"] += ti.Lanes["backlog"]
 	}
-	for _, t := range r.ts {
-		ti := info[t.Name]
-		s := Sample{At: now, Tenant: t.Name, Sent: t.iSent, Received: t.iRecv, Deleted: t.iDel,
+	return out
+}
+
+func (r *runner) sample(now time.Duration) {
+	info := r.figures()
+	for ci, c := range r.classes {
+		ti := info[ci]
+		s := Sample{At: now, Tenant: c.Name, Sent: c.iSent, Received: c.iRecv, Deleted: c.iDel,
 			Backlog: ti.Ready + ti.InFlight, InFlight: ti.InFlight, Sidelined: ti.Lanes["backlog"], Oldest: ti.OldestAge,
-			FirstReceives: int64(len(t.interval)), Wait: quantiles(t.interval)}
+			FirstReceives: int64(len(c.interval)), Wait: quantiles(c.interval)}
 		r.samples = append(r.samples, s)
-		t.iSent, t.iRecv, t.iDel, t.interval = 0, 0, 0, t.interval[:0]
+		c.iSent, c.iRecv, c.iDel, c.interval = 0, 0, 0, c.interval[:0]
 	}
 }
 
@@ -543,16 +711,20 @@ func (r *runner) result() *Result {
 			res.Queue = qs
 		}
 	}
-	info := map[string]st.TenantInfo{}
-	for _, ti := range r.q.Tenants(0) {
-		info[ti.Name] = ti
+	if r.sc.Hurt > 0 {
+		for _, m := range r.members {
+			if quantiles(m.waits).P99 > r.sc.Hurt.D() {
+				r.classes[m.class].Hurt++
+			}
+		}
 	}
-	for _, t := range r.ts {
-		tr := t.TenantResult
-		tr.Wait = quantiles(t.waits)
-		tr.Backlog = info[t.Name].Ready + info[t.Name].InFlight
+	info := r.figures()
+	for ci, c := range r.classes {
+		tr := c.TenantResult
+		tr.Wait = quantiles(c.waits)
+		tr.Backlog = info[ci].Ready + info[ci].InFlight
 		res.Tenants = append(res.Tenants, tr)
-		res.Messages += t.Sent
+		res.Messages += c.Sent
 	}
 	return res
 }
