@@ -112,8 +112,56 @@ func TestSimList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if !strings.Contains(out, "consumer-outage ") || !strings.Contains(out, "consumer-outage-sideline") {
-		t.Fatalf("--list:\n%s", out)
+	for _, want := range []string{"consumer-outage ", "fifo,fair,sideline", "shuffle-sharding ", "slow-handlers "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("--list does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestSimCompare: --compare runs each file as a variant named by its
+// scenario, in one table, one CSV with a variant column, and charts of
+// panels; a file's own [[variant]]s run the same way, or one of them
+// with --variant.
+func TestSimCompare(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+	os.WriteFile(a, []byte(strings.Replace(simScenario, `name = "small"`, `name = "plain"`, 1)), 0o644)
+	os.WriteFile(b, []byte(strings.Replace(strings.Replace(simScenario, `name = "small"`, `name = "limited"`, 1), "[queue]", "[queue]\nTenantSendRate = 2", 1)), 0o644)
+	csvFile := filepath.Join(dir, "cmp.csv")
+	out, errs, code := runSim("--compare", a, b, "--csv", csvFile, "--chart", filepath.Join(dir, "cmp"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"plain/plain (seed 7)", "limited/limited (seed 7)", "VARIANT", "\n    plain       a", "\n  limited       a"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--compare does not say %q:\n%s", want, out)
+		}
+	}
+	data, _ := os.ReadFile(csvFile)
+	if lines := strings.Split(strings.TrimSpace(string(data)), "\n"); !strings.HasPrefix(lines[0], "variant,time_s,tenant,") || len(lines) != 1+2*10*2 {
+		t.Errorf("csv: %d lines, header %q", len(lines), lines[0])
+	}
+	if st, err := os.Stat(filepath.Join(dir, "cmp-wait-p99.png")); err != nil || st.Size() < 1000 {
+		t.Errorf("--chart: %v", err)
+	}
+
+	variants := simScenario + "\n[[variant]]\nname = \"loose\"\n[[variant]]\nname = \"tight\"\n[variant.queue]\nTenantSendRate = 2\n"
+	v := filepath.Join(dir, "v.toml")
+	os.WriteFile(v, []byte(variants), 0o644)
+	out, errs, code = runSim(v)
+	if code != 0 || !strings.Contains(out, "small/loose") || !strings.Contains(out, "small/tight") {
+		t.Fatalf("variants: exit %d: %s\n%s", code, errs, out)
+	}
+	out, errs, code = runSim("--variant", "tight", v)
+	if code != 0 || !strings.Contains(out, "scenario small/tight (seed 7)") || strings.Contains(out, "loose") {
+		t.Fatalf("--variant tight: exit %d: %s\n%s", code, errs, out)
+	}
+	if _, errs, code = runSim("--variant", "nope", v); code != 1 || !strings.Contains(errs, `no variant "nope"`) {
+		t.Fatalf("--variant nope: exit %d: %s", code, errs)
+	}
+	if _, errs, code = runSim("--compare", a); code != 1 || !strings.Contains(errs, "two scenarios or more") {
+		t.Fatalf("--compare of one: exit %d: %s", code, errs)
 	}
 }
 
@@ -127,7 +175,7 @@ func TestSimErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{[]string{bad}, []string{"bad.toml", `tenant[0] ("a")`, "rate"}},
+		{[]string{bad}, []string{"bad.toml", "line 13", "tenant[0].rate"}},
 		{[]string{"no-such-scenario"}, []string{`no shipped scenario "no-such-scenario"`, "--list"}},
 		{[]string{filepath.Join(dir, "missing.toml")}, []string{"missing.toml"}},
 		{nil, []string{"want one scenario"}},

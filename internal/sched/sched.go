@@ -303,7 +303,7 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 				}
 			}
 		}
-		t.parts = shard(t.name, cfg.Partitions, cfg.PartitionsPerTenant)
+		t.parts = Shard(t.name, cfg.Partitions, cfg.PartitionsPerTenant)
 		t.pts = make([]*ptenant, len(t.parts))
 		t.ready, t.capped = 0, false
 	}
@@ -374,14 +374,15 @@ func (s *Sched) tenant(name string) *tenant {
 	}
 	t := &tenant{name: name, lim: s.limits(name)}
 	s.busy++ // a new tenant is not idle until maybeIdle says so
-	t.parts = shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+	t.parts = Shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
 	t.pts = make([]*ptenant, len(t.parts))
 	s.tenants[name] = t
 	return t
 }
 
-// shard picks k distinct partitions of n for a tenant, deterministically.
-func shard(name string, n, k int) []int {
+// Shard picks the k distinct partitions of n a tenant hashes to (its
+// shuffle shard), deterministically: the same for a name everywhere.
+func Shard(name string, n, k int) []int {
 	if n == 1 {
 		return []int{0}
 	}
@@ -415,7 +416,7 @@ func (s *Sched) TenantPartitions(name string) []int {
 	if !s.cfg.Fair {
 		name = ""
 	}
-	return shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+	return Shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
 }
 
 func (s *Sched) ptenant(t *tenant, i int) *ptenant {

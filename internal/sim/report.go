@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -136,6 +137,12 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 	}
 	b.WriteString("\n")
 	writeTenants(b, rs, true)
+	b.WriteString("\n")
+	for _, r := range rs {
+		q := r.Queue
+		fmt.Fprintf(b, "%s: received %d, empty receives %d, sidelined %d, retried %d, dead-lettered %d; at the end %d visible, %d in flight, %d delayed\n",
+			r.Scenario.Variant, q.Received, q.EmptyReceives, q.Sidelined, q.Retried, q.DeadLettered, q.Visible, q.InFlight, q.Delayed)
+	}
 	b.WriteString(legend(rs[0].Scenario))
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -151,7 +158,7 @@ func (res *Result) WriteCSV(w io.Writer) error { return WriteCSV(w, []*Result{re
 func WriteCSV(w io.Writer, rs []*Result) error {
 	cw := csv.NewWriter(w)
 	head := []string{"time_s", "tenant", "sent", "received", "deleted", "backlog", "in_flight", "sidelined", "oldest_age_s",
-		"first_receives", "wait_p50_s", "wait_p99_s", "wait_max_s"}
+		"first_receives", "wait_p50_s", "wait_p99_s", "wait_max_s", "duplicates"}
 	if len(rs) > 1 {
 		head = append([]string{"variant"}, head...)
 	}
@@ -160,7 +167,7 @@ func WriteCSV(w io.Writer, rs []*Result) error {
 		for _, s := range res.Samples {
 			row := []string{secsStr(s.At), s.Tenant, itoa(s.Sent), itoa(s.Received), itoa(s.Deleted), strconv.Itoa(s.Backlog),
 				strconv.Itoa(s.InFlight), strconv.Itoa(s.Sidelined), secsStr(s.Oldest), itoa(s.FirstReceives),
-				secsStr(s.Wait.P50), secsStr(s.Wait.P99), secsStr(s.Wait.Max)}
+				secsStr(s.Wait.P50), secsStr(s.Wait.P99), secsStr(s.Wait.Max), itoa(s.Duplicates)}
 			if len(rs) > 1 {
 				row = append([]string{res.Scenario.Variant}, row...)
 			}
@@ -219,6 +226,9 @@ func WriteCharts(base string, rs []*Result) ([]string, error) {
 		{"-oldest", "Age of the oldest message waiting", "age (minutes)", func(s Sample) float64 { return s.Oldest.Minutes() }},
 		{"-backlog", "Backlog (messages ready and in flight)", "messages", func(s Sample) float64 { return float64(s.Backlog) }},
 	}
+	if showDup(rs) {
+		all = append(all, chart{"-duplicates", "Deliveries of a message already in service (each sample)", "deliveries", func(s Sample) float64 { return float64(s.Duplicates) }})
+	}
 	var files []string
 	for _, c := range all {
 		var panels []charts.Panel
@@ -228,6 +238,11 @@ func WriteCharts(base string, rs []*Result) ([]string, error) {
 			for _, o := range sc.Consumers.Outages {
 				if len(o) == 2 {
 					spans = append(spans, charts.Span{From: o[0].D().Minutes(), To: o[1].D().Minutes(), Label: "consumers out"})
+				}
+			}
+			for _, t := range sc.Tenants {
+				for _, b := range t.Bursts {
+					spans = append(spans, charts.Span{From: b.At.D().Minutes(), To: (b.At + b.Duration).D().Minutes(), Label: fmt.Sprintf("%s at %g/s", t.Name, b.Rate)})
 				}
 			}
 			for _, d := range sc.Consumers.Dependency {
@@ -260,5 +275,41 @@ func WriteCharts(base string, rs []*Result) ([]string, error) {
 			return files, err
 		}
 	}
+	if len(rs[0].Members) > 0 {
+		written, err := tenantsChart(base+"-tenants", rs)
+		files = append(files, written...)
+		if err != nil {
+			return files, err
+		}
+	}
 	return files, nil
+}
+
+// tenantsChart draws every tenant's p99 wait, worst first, a line per
+// run, against the scenario's hurt line: how many tenants a noisy one
+// hurt under each configuration.
+func tenantsChart(base string, rs []*Result) ([]string, error) {
+	var series []charts.Series
+	n := 0
+	for _, r := range rs {
+		ws := make([]float64, 0, len(r.Members))
+		for _, m := range r.Members {
+			ws = append(ws, max(m.Wait.P99.Seconds(), 0.001)) // a log scale needs more than 0
+		}
+		slices.SortFunc(ws, func(a, b float64) int { return cmp.Compare(b, a) })
+		s := charts.Series{Name: r.Scenario.Variant}
+		if s.Name == "" {
+			s.Name = r.Scenario.Name
+		}
+		for i, w := range ws {
+			s.X, s.Y = append(s.X, float64(i+1)), append(s.Y, w)
+		}
+		series = append(series, s)
+		n = max(n, len(ws))
+	}
+	sc := rs[0].Scenario
+	hurt := sc.Hurt.D().Seconds()
+	series = append(series, charts.Series{Name: "hurt above " + fmtDur(sc.Hurt.D()), X: []float64{1, float64(n)}, Y: []float64{hurt, hurt}})
+	return charts.Lines(base, "Each tenant's p99 wait from send to first receive, worst first", fmt.Sprintf("scenario %s, seed %d, %s simulated (sluice sim)", sc.Name, sc.Seed, fmtDur(sc.Duration.D())),
+		"tenants, by p99 wait", "p99 wait (seconds)", true, series, nil)
 }

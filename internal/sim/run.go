@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
@@ -29,7 +30,7 @@ var Epoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
 // Options are what a run takes besides its scenario.
 type Options struct {
 	// FirstReceive, when set, is told of every message's first receive:
-	// its tenant, when it was sent (since the start of the run) and how
+	// its tenant (a class's member by its own name), when it was sent (since the start of the run) and how
 	// long it waited for that receive (the owner's SentTimestamp and
 	// FirstReceiveTimestamp, milliseconds).
 	FirstReceive func(tenant string, sent, waited time.Duration)
@@ -82,6 +83,16 @@ type Result struct {
 	// Events counts the events the run handled; Messages the messages
 	// sent.
 	Events, Messages int64
+	// Members are every tenant's own waits, when the scenario counts the
+	// hurt (Scenario.Hurt): the blast radius, tenant by tenant.
+	Members []MemberResult
+}
+
+// MemberResult is one tenant's waits (a class's member's, by its own
+// name).
+type MemberResult struct {
+	Name, Class string
+	Wait        Quantiles
 }
 
 // TenantResult are one tenant's figures over the run: one [[tenant]]
@@ -135,6 +146,9 @@ type Sample struct {
 	// sample, and Wait how long they waited since their send.
 	FirstReceives int64
 	Wait          Quantiles
+	// Duplicates counts the deliveries since the previous sample made
+	// while another delivery of the same message was in service.
+	Duplicates int64
 }
 
 type kind uint8
@@ -184,6 +198,24 @@ type member struct {
 	ended  bool  // no arrival comes any more
 	bodies int64 // sends tried, numbering the bodies
 	waits  []time.Duration
+	// Without fair delivery the queue keeps no figures by tenant, so the
+	// run keeps its own: when each message (by its body's number) was
+	// sent (-1: refused), which were received, and the first not yet.
+	sent []time.Duration
+	got  []bool
+	head int
+}
+
+// oldest is the age at now of the member's oldest message not yet
+// received (0: none), from the run's own figures.
+func (m *member) oldest(now time.Duration) time.Duration {
+	for m.head < len(m.sent) && (m.got[m.head] || m.sent[m.head] < 0) {
+		m.head++
+	}
+	if m.head == len(m.sent) {
+		return 0
+	}
+	return now - m.sent[m.head]
 }
 
 // class is a [[tenant]] entry: its figures, over its members.
@@ -196,6 +228,7 @@ type class struct {
 	iSent    int64
 	iRecv    int64
 	iDel     int64
+	iDup     int64
 }
 
 type consumer struct {
@@ -240,8 +273,9 @@ type runner struct {
 	// deliveries of each message in service.
 	current    map[string]string
 	serving    map[string]int32
-	visibility int // the queue's VisibilityTimeout, seconds (heartbeats)
-	partitions int // the queue's Partitions (bound consumers)
+	visibility int  // the queue's VisibilityTimeout, seconds (heartbeats)
+	partitions int  // the queue's Partitions (bound consumers)
+	unfair     bool // FairDelivery = false: the queue keeps no figures by tenant
 	deps       []dependency
 	samples    []Sample
 	events     int64
@@ -280,6 +314,7 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 	}
 	cfg := r.q.Config()
 	r.visibility, r.partitions = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Partitions
+	r.unfair = sc.Queue["FairDelivery"] == "false"
 	r.svc, r.fail = stream(1), stream(2)
 	for ci := range sc.Tenants {
 		t := &sc.Tenants[ci]
@@ -420,6 +455,13 @@ func (r *runner) arrive(i int32, now time.Duration) error {
 	in := st.SendInput{Body: m.name + "#" + strconv.FormatInt(m.bodies, 10), GroupID: m.name, SenderID: m.name}
 	_, _, err := r.q.Send(r.ctx, []st.SendInput{in}, nil, false)
 	op := Op{At: now, Kind: OpSend, Tenant: m.name, Body: in.Body}
+	if r.unfair {
+		at := now
+		if err != nil {
+			at = -1
+		}
+		m.sent, m.got = append(m.sent, at), append(m.got, false)
+	}
 	switch {
 	case err == nil:
 		c.Sent++
@@ -508,12 +550,19 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 			if r.sc.Hurt > 0 {
 				mem.waits = append(mem.waits, waited)
 			}
+			if r.unfair {
+				_, n, _ := strings.Cut(m.Body, "#")
+				if k, err := strconv.Atoi(n); err == nil && k >= 1 && k <= len(mem.got) {
+					mem.got[k-1] = true
+				}
+			}
 			if r.opt.FirstReceive != nil {
-				r.opt.FirstReceive(c.Name, sent, waited)
+				r.opt.FirstReceive(mem.name, sent, waited)
 			}
 		}
 		if r.serving[m.MessageID] > 0 {
 			c.Duplicates++
+			c.iDup++
 		}
 		r.serving[m.MessageID]++
 		r.current[m.MessageID] = m.ReceiptHandle
@@ -672,9 +721,29 @@ func (r *runner) checkDrained(c *class, now time.Duration) {
 	}
 }
 
-// figures sums the owner's tenant figures by class.
+// figures sums the owner's tenant figures by class. Without fair
+// delivery the owner keeps none by tenant, and they are the run's own:
+// the messages sent and not deleted, those in service, and the age of the
+// oldest not yet received.
 func (r *runner) figures() []st.TenantInfo {
 	out := make([]st.TenantInfo, len(r.classes))
+	if r.unfair {
+		now := r.clk.Now().Sub(Epoch)
+		for ci, c := range r.classes {
+			out[ci].Ready = int(c.open)
+		}
+		for _, s := range r.slots {
+			if s.handle != "" {
+				ci := r.members[s.member].class
+				out[ci].InFlight++
+				out[ci].Ready--
+			}
+		}
+		for _, m := range r.members {
+			out[m.class].OldestAge = max(out[m.class].OldestAge, m.oldest(now))
+		}
+		return out
+	}
 	for _, ti := range r.q.Tenants(0) {
 		mi, ok := r.names[ti.Name]
 		if !ok {
@@ -698,9 +767,9 @@ func (r *runner) sample(now time.Duration) {
 		ti := info[ci]
 		s := Sample{At: now, Tenant: c.Name, Sent: c.iSent, Received: c.iRecv, Deleted: c.iDel,
 			Backlog: ti.Ready + ti.InFlight, InFlight: ti.InFlight, Sidelined: ti.Lanes["backlog"], Oldest: ti.OldestAge,
-			FirstReceives: int64(len(c.interval)), Wait: quantiles(c.interval)}
+			FirstReceives: int64(len(c.interval)), Wait: quantiles(c.interval), Duplicates: c.iDup}
 		r.samples = append(r.samples, s)
-		c.iSent, c.iRecv, c.iDel, c.interval = 0, 0, 0, c.interval[:0]
+		c.iSent, c.iRecv, c.iDel, c.iDup, c.interval = 0, 0, 0, 0, c.interval[:0]
 	}
 }
 
@@ -713,9 +782,11 @@ func (r *runner) result() *Result {
 	}
 	if r.sc.Hurt > 0 {
 		for _, m := range r.members {
-			if quantiles(m.waits).P99 > r.sc.Hurt.D() {
+			w := quantiles(m.waits)
+			if w.P99 > r.sc.Hurt.D() {
 				r.classes[m.class].Hurt++
 			}
+			res.Members = append(res.Members, MemberResult{Name: m.name, Class: r.classes[m.class].Name, Wait: w})
 		}
 	}
 	info := r.figures()

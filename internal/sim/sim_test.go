@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicemq/sluice/examples/scenarios"
 )
@@ -138,66 +138,6 @@ func TestFiguresAreTheQueues(t *testing.T) {
 	}
 }
 
-// TestConsumerOutage is the shipped scenario's key figure: a message sent
-// just after the consumers stopped waits about as long as the outage (1h,
-// within 10%); one sent just before waited little. With old traffic
-// sidelined, a message sent just after the outage is served at once.
-func TestConsumerOutage(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		// the waits of messages sent in the first minute of the outage,
-		// and in a minute ten minutes after it, within [lo, hi]
-		during, after [2]time.Duration
-	}{
-		{"consumer-outage", [2]time.Duration{54 * time.Minute, 66 * time.Minute}, [2]time.Duration{10 * time.Minute, time.Hour}},
-		{"consumer-outage-sideline", [2]time.Duration{54 * time.Minute, 80 * time.Minute}, [2]time.Duration{0, 5 * time.Second}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			sc, err := Load(scenarios.FS(), tc.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := sc.Consumers.Outages[0]
-			from, to := out[0].D(), out[1].D()
-			var before, during, after []time.Duration
-			res := run(t, sc, Options{FirstReceive: func(_ string, sent, waited time.Duration) {
-				switch {
-				case sent >= from-time.Minute && sent < from-5*time.Second:
-					before = append(before, waited)
-				case sent >= from && sent < from+time.Minute:
-					during = append(during, waited)
-				case sent >= to+10*time.Minute && sent < to+11*time.Minute:
-					after = append(after, waited)
-				}
-			}})
-			for _, c := range []struct {
-				what  string
-				waits []time.Duration
-				lo    time.Duration
-				hi    time.Duration
-			}{
-				{"the minute before the outage", before, 0, 5 * time.Second},
-				{"the outage's first minute", during, tc.during[0], tc.during[1]},
-				{"a minute ten minutes after the outage", after, tc.after[0], tc.after[1]},
-			} {
-				if len(c.waits) < 500 {
-					t.Fatalf("%s: %d messages received, want about 1200", c.what, len(c.waits))
-				}
-				q := quantiles(c.waits)
-				lo := c.waits[0]
-				if lo < c.lo || q.Max > c.hi {
-					t.Errorf("%s: waits from %s to %s (median %s), want within [%s, %s]", c.what, lo, q.Max, q.P50, c.lo, c.hi)
-				}
-			}
-			if testing.Verbose() {
-				var b strings.Builder
-				res.WriteSummary(&b)
-				t.Logf("\n%s", b.String())
-			}
-		})
-	}
-}
-
 // TestBadScenarios: each mistake is refused, naming the field (and the
 // line, when the TOML decoder gives it).
 func TestBadScenarios(t *testing.T) {
@@ -273,8 +213,16 @@ func TestShipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list) < 2 || list[0].Name != "consumer-outage" {
-		t.Fatalf("shipped: %d, first %q", len(list), list[0].Name)
+	var names []string
+	for _, sc := range list {
+		names = append(names, sc.Name)
+		if len(sc.Variants) < 2 {
+			t.Errorf("%s: %d variants, want two or more to compare", sc.Name, len(sc.Variants))
+		}
+	}
+	want := []string{"consumer-outage", "noisy-tenant", "retry-storm", "shuffle-sharding", "slow-dependency", "slow-handlers"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("shipped: %v, want %v", names, want)
 	}
 }
 
