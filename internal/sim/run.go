@@ -55,7 +55,8 @@ type Op struct {
 	Max, Partition int
 	Bodies         []string
 	// Delete, ChangeVisibility, Retry: the body of the message whose
-	// delivery is settled; Visibility the new timeout (ChangeVisibility).
+	// delivery is settled; Visibility the new timeout (ChangeVisibility);
+	// Err the queue's error code, if it refused.
 	Visibility int
 }
 
@@ -633,10 +634,13 @@ func (r *runner) beat(si int32, gen uint32, now time.Duration) error {
 	if err == nil {
 		err = errs[0]
 	}
+	r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body, Visibility: r.visibility, Err: errCode(err)})
+	if errors.As(err, new(*st.Error)) {
+		return nil // too late: the message is visible again (a heartbeat longer than the timeout)
+	}
 	if err != nil {
 		return fmt.Errorf("extending the visibility of a message of tenant %s: %w", r.members[s.member].name, err)
 	}
-	r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body, Visibility: r.visibility})
 	r.push(now+r.sc.Consumers.Heartbeat.D(), kindBeat, si, gen)
 	return nil
 }
@@ -692,25 +696,35 @@ func (r *runner) done(si int32, now time.Duration) error {
 }
 
 // failed gives back a message whose service failed, as the consumers'
-// on_failure says: left to time out, RetryMessage, or visible at once.
+// on_failure says: left to time out, RetryMessage, or visible at once. A
+// call the queue refuses (the delivery's visibility ran out meanwhile:
+// the message is back anyway) is left at that.
 func (r *runner) failed(s slot, now time.Duration) error {
+	var err error
 	switch r.sc.Consumers.OnFailure {
 	case "retry":
-		if err := r.q.RetryMessage(r.ctx, s.handle, nil, "sim"); err != nil {
-			return err
-		}
-		r.trace(Op{At: now, Kind: OpRetry, Body: s.body})
+		err = r.q.RetryMessage(r.ctx, s.handle, nil, "sim")
+		r.trace(Op{At: now, Kind: OpRetry, Body: s.body, Err: errCode(err)})
 	case "release":
-		errs, err := r.q.ChangeVisibility(r.ctx, []st.VisibilityChange{{ReceiptHandle: s.handle}})
+		var errs []error
+		errs, err = r.q.ChangeVisibility(r.ctx, []st.VisibilityChange{{ReceiptHandle: s.handle}})
 		if err == nil {
 			err = errs[0]
 		}
-		if err != nil {
-			return err
-		}
-		r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body})
+		r.trace(Op{At: now, Kind: OpChangeVisibility, Body: s.body, Err: errCode(err)})
 	}
-	return nil
+	if errors.As(err, new(*st.Error)) {
+		return nil
+	}
+	return err
+}
+
+// errCode is the queue's error code of err ("" for none).
+func errCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	return string(st.CodeOf(err))
 }
 
 // checkDrained notes when a class whose arrivals ended holds nothing any
