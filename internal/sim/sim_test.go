@@ -235,3 +235,36 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// TestLateHeartbeats: heartbeats further apart than the visibility
+// timeout, and failures given back after it ran out, are refused by the
+// queue; the run goes on, and counts the duplicates they let through.
+func TestLateHeartbeats(t *testing.T) {
+	sc := parse(t, `
+duration = "10m"
+[queue]
+VisibilityTimeout = 5
+[[tenant]]
+name = "a"
+rate = 2
+[consumers]
+count = 50
+heartbeat = "8s"
+failure = 0.3
+on_failure = "retry"
+[consumers.service]
+distribution = "lognormal"
+median = "3s"
+p99 = "20s"
+`)
+	refused := 0
+	res := run(t, sc, Options{Trace: func(op Op) {
+		if op.Err != "" && (op.Kind == OpChangeVisibility || op.Kind == OpRetry) {
+			refused++
+		}
+	}})
+	a := res.Tenants[0]
+	if refused == 0 || a.Duplicates == 0 || a.Late == 0 {
+		t.Fatalf("%d calls refused, %d duplicates, %d late: want each above 0", refused, a.Duplicates, a.Late)
+	}
+}
