@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -143,25 +142,60 @@ type event struct {
 	i    int32 // the tenant, the consumer, or the service slot
 }
 
+// events is the run's event queue: a binary min-heap ordered by time,
+// then kind, then seq. Hand-written rather than container/heap, whose
+// Push and Pop box every event in an interface (an allocation each, a
+// few million a simulated day). seq is unique, so the order is total and
+// any correct heap pops the same sequence.
 type events []event
 
-func (h events) Len() int { return len(h) }
-func (h events) Less(i, j int) bool {
-	if h[i].at != h[j].at {
-		return h[i].at < h[j].at
+func (e *event) before(f *event) bool {
+	if e.at != f.at {
+		return e.at < f.at
 	}
-	if h[i].kind != h[j].kind {
-		return h[i].kind < h[j].kind
+	if e.kind != f.kind {
+		return e.kind < f.kind
 	}
-	return h[i].seq < h[j].seq
+	return e.seq < f.seq
 }
-func (h events) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *events) Push(x any)   { *h = append(*h, x.(event)) }
-func (h *events) Pop() any {
-	old := *h
-	e := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return e
+
+func (h *events) push(e event) {
+	*h = append(*h, e)
+	q := *h
+	i := len(q) - 1
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !q[i].before(&q[parent]) {
+			break
+		}
+		q[i], q[parent] = q[parent], q[i]
+		i = parent
+	}
+}
+
+// pop removes and returns the first event; h must not be empty.
+func (h *events) pop() event {
+	q := *h
+	first := q[0]
+	n := len(q) - 1
+	q[0] = q[n]
+	q = q[:n]
+	for i := 0; ; {
+		least, l := i, 2*i+1
+		if l < n && q[l].before(&q[least]) {
+			least = l
+		}
+		if r := l + 1; r < n && q[r].before(&q[least]) {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		q[i], q[least] = q[least], q[i]
+		i = least
+	}
+	*h = q
+	return first
 }
 
 type tenantRun struct {
@@ -296,12 +330,12 @@ func (r *runner) createQueues() error {
 
 func (r *runner) push(at time.Duration, k kind, i int32) {
 	r.seq++
-	heap.Push(&r.h, event{at: at, seq: r.seq, kind: k, i: i})
+	r.h.push(event{at: at, seq: r.seq, kind: k, i: i})
 }
 
 func (r *runner) loop() error {
-	for r.h.Len() > 0 {
-		ev := heap.Pop(&r.h).(event)
+	for len(r.h) > 0 {
+		ev := r.h.pop()
 		if ev.at > r.end {
 			break
 		}
