@@ -175,6 +175,9 @@ type write struct {
 	recs []*record.Record
 	// failed, when set, runs (under the lock) if the append fails.
 	failed func()
+	// one holds the encoded record of an append of one (most are), so
+	// that it is allocated with the write.
+	one [1]store.Rec
 }
 
 // New returns the owner of partition p, a queue with the given settings
@@ -214,11 +217,14 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	if early := o.q.RecordsBefore(recs[0].Pos); len(early) > 0 {
 		o.appendLocked(early, false, nil)
 	}
-	data := make([]store.Rec, len(recs))
+	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
+	data := w.one[:]
+	if len(recs) > 1 {
+		data = make([]store.Rec, len(recs))
+	}
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
 	}
-	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
 	switch {
 	case o.h.closed():
 		w.f = store.Failed(Unavailable())
