@@ -69,12 +69,19 @@ type Host struct {
 	FirstAttempt func(from []queue.Origin, at time.Time)
 
 	randMu sync.Mutex
+	// randBuf is what read reads Rand into, under randMu: a caller's
+	// buffer handed to the io.Reader interface would escape, an
+	// allocation for each message id and receipt handle.
+	randBuf [16]byte
 }
 
+// read fills p (at most 16 bytes) from Rand.
 func (h *Host) read(p []byte) {
 	h.randMu.Lock()
 	defer h.randMu.Unlock()
-	_, _ = io.ReadFull(h.Rand, p)
+	b := h.randBuf[:len(p)]
+	_, _ = io.ReadFull(h.Rand, b)
+	copy(p, b)
 }
 
 // ARN is a queue's ARN.
