@@ -250,6 +250,10 @@ type runner struct {
 	samples []Sample
 	events  int64
 	zero    int
+	// send and del are the one-entry arguments of each Send and Delete,
+	// reused: the owner reads them during the call and keeps neither.
+	send [1]st.SendInput
+	del  [1]string
 }
 
 // Run simulates sc. It drives a real engine on a fake clock from the
@@ -382,7 +386,8 @@ func (r *runner) arrive(i int32, now time.Duration) error {
 	t := r.ts[i]
 	t.bodies++
 	in := st.SendInput{Body: t.Name + "#" + strconv.FormatInt(t.bodies, 10), GroupID: t.Name, SenderID: t.Name}
-	_, _, err := r.q.Send(r.ctx, []st.SendInput{in}, nil, false)
+	r.send[0] = in
+	_, _, err := r.q.Send(r.ctx, r.send[:], nil, false)
 	if r.opt.Trace != nil {
 		op := Op{At: now, Kind: OpSend, Tenant: t.Name, Body: in.Body}
 		if se := (*st.Error)(nil); errors.As(err, &se) {
@@ -517,7 +522,8 @@ func (r *runner) done(si int32, now time.Duration) error {
 	case r.sc.Consumers.Failure > 0 && r.fail.Float64() < r.sc.Consumers.Failure:
 		t.Failed++ // left in flight: it comes back after its visibility timeout
 	default:
-		errs, err := r.q.Delete(r.ctx, []string{s.handle})
+		r.del[0] = s.handle
+		errs, err := r.q.Delete(r.ctx, r.del[:])
 		if err == nil {
 			err = errs[0]
 		}
