@@ -41,11 +41,15 @@ func (e *enc) flag(v bool) {
 // Encode such a record once.
 func Encode(r *Record) []byte {
 	if r.Type == Send && r.Raw.buf != nil {
-		var head [rawRoom]byte
-		e := &enc{b: append(head[:0], Version, byte(Send))}
+		// The header is written at the start of the room (capped, so it
+		// cannot run into the payload: one too long is written elsewhere)
+		// and moved up against the payload. A buffer of its own would
+		// escape (enc's appends go through a pointer): an allocation for
+		// every message sent.
+		e := &enc{b: append(r.Raw.buf[:0:rawRoom], Version, byte(Send))}
 		encodeMsg(e, r.Msg)
 		if n := len(e.b); n <= rawRoom {
-			copy(r.Raw.buf[rawRoom-n:], e.b)
+			copy(r.Raw.buf[rawRoom-n:], e.b) // copy handles the overlap
 			return r.Raw.buf[rawRoom-n:]
 		}
 	}
