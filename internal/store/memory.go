@@ -160,7 +160,8 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	}
 	for i, r := range recs {
 		pos := prev + 1 + uint64(i)
-		d := append([]byte(nil), r.Data...)
+		d := make([]byte, len(r.Data))
+		copy(d, r.Data)
 		mp.recs = append(mp.recs, memRec{pos: pos, data: d, snapshot: snapshot})
 		if r.Keep {
 			mp.kept[pos] = d
