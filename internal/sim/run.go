@@ -294,10 +294,10 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 		// lockstep.
 		r.push(time.Duration(int64(c.IdlePoll)*int64(i)/int64(c.Count)), kindPoll, int32(i))
 	}
-	for at := sc.Sample.D(); at < r.end; at += sc.Sample.D() {
-		r.push(at, kindSample, 0)
-	}
-	r.push(r.end, kindSample, 0)
+	// Samples are taken every Sample and at the end; loop pushes each
+	// when it handles the one before, so that the event heap stays small
+	// (all of a day's samples in it made every push and pop slower).
+	r.push(min(sc.Sample.D(), r.end), kindSample, 0)
 	if err := r.loop(); err != nil {
 		return nil, err
 	}
@@ -362,6 +362,9 @@ func (r *runner) loop() error {
 			err = r.done(ev.i, ev.at)
 		case kindSample:
 			r.sample(ev.at)
+			if ev.at < r.end {
+				r.push(min(ev.at+r.sc.Sample.D(), r.end), kindSample, 0)
+			}
 		}
 		if err != nil {
 			return fmt.Errorf("sim: at %s: %w", ev.at, err)
