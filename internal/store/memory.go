@@ -151,10 +151,7 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	}
 	mp := m.part(p)
 	if snapshot {
-		// Room for the snapshot and for the records after it until
-		// Wanted asks for the next one: the log is not copied over and
-		// over as it grows.
-		mp.recs = make([]memRec, 0, len(recs)+max(len(recs), m.wantRecords)+1)
+		mp.recs = mp.recs[:0:0]
 		mp.snapAt, mp.snapN = prev+1, len(recs)
 		m.stats.Snapshots++
 	}
