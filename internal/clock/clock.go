@@ -3,7 +3,7 @@
 package clock
 
 import (
-	"sort"
+	"slices"
 	"sync"
 	"time"
 )
@@ -77,30 +77,39 @@ func (c *Fake) Set(t time.Time) {
 		if t.After(c.now) {
 			c.now = t
 		}
-		sort.Slice(c.timers, func(i, j int) bool {
-			if !c.timers[i].at.Equal(c.timers[j].at) {
-				return c.timers[i].at.Before(c.timers[j].at)
-			}
-			return c.timers[i].seq < c.timers[j].seq
-		})
-		var due *fakeTimer
-		keep := c.timers[:0]
-		for _, tm := range c.timers {
-			if tm.done {
-				continue
-			}
-			if due == nil && !tm.at.After(c.now) {
-				due = tm
-				tm.done = true
-				continue
-			}
-			keep = append(keep, tm)
-		}
-		c.timers = keep
+		due := c.takeDueLocked()
 		c.mu.Unlock()
 		if due == nil {
 			return
 		}
 		due.f()
 	}
+}
+
+// takeDueLocked removes and returns the timer to fire next: the earliest
+// due, the first scheduled among equal times (nil: none is due). It drops
+// stopped timers on the way. A scan, not a sort: a fake clock holds a few
+// timers, and the simulator sets it before each of millions of events,
+// most of which fire none.
+func (c *Fake) takeDueLocked() *fakeTimer {
+	due := -1
+	keep := c.timers[:0]
+	for _, tm := range c.timers {
+		if tm.done {
+			continue
+		}
+		if !tm.at.After(c.now) && (due < 0 || tm.at.Before(keep[due].at) || tm.at.Equal(keep[due].at) && tm.seq < keep[due].seq) {
+			due = len(keep)
+		}
+		keep = append(keep, tm)
+	}
+	clear(c.timers[len(keep):])
+	c.timers = keep
+	if due < 0 {
+		return nil
+	}
+	tm := c.timers[due]
+	tm.done = true
+	c.timers = slices.Delete(c.timers, due, due+1)
+	return tm
 }

@@ -69,12 +69,19 @@ type Host struct {
 	FirstAttempt func(from []queue.Origin, at time.Time)
 
 	randMu sync.Mutex
+	// randBuf is what read reads Rand into, under randMu: a caller's
+	// buffer handed to the io.Reader interface would escape, an
+	// allocation for each message id and receipt handle.
+	randBuf [16]byte
 }
 
+// read fills p (at most 16 bytes) from Rand.
 func (h *Host) read(p []byte) {
 	h.randMu.Lock()
 	defer h.randMu.Unlock()
-	_, _ = io.ReadFull(h.Rand, p)
+	b := h.randBuf[:len(p)]
+	_, _ = io.ReadFull(h.Rand, b)
+	copy(p, b)
 }
 
 // ARN is a queue's ARN.
@@ -175,6 +182,9 @@ type write struct {
 	recs []*record.Record
 	// failed, when set, runs (under the lock) if the append fails.
 	failed func()
+	// one holds the encoded record of an append of one (most are), so
+	// that it is allocated with the write.
+	one [1]store.Rec
 }
 
 // New returns the owner of partition p, a queue with the given settings
@@ -214,11 +224,14 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	if early := o.q.RecordsBefore(recs[0].Pos); len(early) > 0 {
 		o.appendLocked(early, false, nil)
 	}
-	data := make([]store.Rec, len(recs))
+	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
+	data := w.one[:]
+	if len(recs) > 1 {
+		data = make([]store.Rec, len(recs))
+	}
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
 	}
-	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
 	switch {
 	case o.h.closed():
 		w.f = store.Failed(Unavailable())

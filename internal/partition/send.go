@@ -70,6 +70,12 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	res := make([]st.SendResult, len(in))
 	errs := make([]error, len(in))
 	specs := make([]*queue.SendSpec, len(in))
+	// Each message's spec and payload, allocated together.
+	type entry struct {
+		spec queue.SendSpec
+		pl   record.Payload
+	}
+	entries := make([]entry, len(in))
 	maxSize := cfg.MaxMessageSize
 	if from != nil {
 		// A topic's delivery is held to SQS's limit, not to the queue's
@@ -85,13 +91,15 @@ func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin
 			continue
 		}
 		sum := message.BodySum(m.Body)
-		p := &record.Payload{ID: h.NewID(), Body: m.Body, Attrs: m.Attributes, Trace: m.TraceHeader, TraceParent: m.TraceParent,
+		p := &entries[i].pl
+		*p = record.Payload{ID: h.NewID(), Body: m.Body, Attrs: m.Attributes, Trace: m.TraceHeader, TraceParent: m.TraceParent,
 			Sender: m.SenderID, MD5: string(sum[:])}
 		delay := cfg.Queue.Delay
 		if !cfg.Queue.FIFO && m.DelaySeconds != nil {
 			delay = time.Duration(*m.DelaySeconds) * time.Second
 		}
-		spec := &queue.SendSpec{Group: m.GroupID, Tenant: cfg.Tenant(m), Dedup: m.DedupID, Delay: delay, Payload: p}
+		spec := &entries[i].spec
+		*spec = queue.SendSpec{Group: m.GroupID, Tenant: cfg.Tenant(m), Dedup: m.DedupID, Delay: delay, Payload: p}
 		if from != nil {
 			spec.Origin = &from[i]
 		}

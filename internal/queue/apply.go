@@ -48,17 +48,17 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		if _, dup := q.t.Get(r.Msg.Seq); dup {
 			return nil
 		}
-		m := fromRecord(r.Msg)
+		m := q.fromRecord(r.Msg)
 		m.Loc = loc
 		q.applySendDedup(r)
-		q.place(now, q.insert(m), Pending)
+		q.place(now, q.insert(&m), Pending)
 	case record.Index:
 		for i := range r.Msgs {
 			if _, dup := q.t.Get(r.Msgs[i].Seq); dup {
 				continue
 			}
-			m := fromRecord(&r.Msgs[i])
-			q.place(now, q.insert(m), m.State)
+			m := q.fromRecord(&r.Msgs[i])
+			q.place(now, q.insert(&m), m.State)
 		}
 	case record.Receive:
 		if m, ok := q.t.Get(r.Seq); ok {

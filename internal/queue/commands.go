@@ -136,11 +136,18 @@ func (q *Queue) send(t int64, now time.Time, in *SendSpec) SendResult {
 		}
 		p.SeqNum = q.dedup.Next(uint64(now.UnixNano()))
 	}
-	m := &record.Msg{Sent: t, VisibleAt: t + in.Delay.Milliseconds(), Group: in.Group}
+	// The record and its message, allocated together.
+	rm := &struct {
+		r record.Record
+		m record.Msg
+	}{}
+	m := &rm.m
+	*m = record.Msg{Sent: t, VisibleAt: t + in.Delay.Milliseconds(), Group: in.Group}
 	if in.Tenant != in.Group {
 		m.Tenant = in.Tenant
 	}
-	r := &record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
+	r := &rm.r
+	*r = record.Record{Type: record.Send, Pos: q.take(), Msg: m, Payload: p}
 	m.Seq = r.Pos
 	if q.cfg.FIFO {
 		q.dedup.Hold(key, dedup.Entry{ID: p.ID, SeqNum: p.SeqNum, Until: t + dedup.Window.Milliseconds(), Pending: r.Pos})

@@ -298,11 +298,7 @@ func (q *Queue) insert(m *Msg) *Msg {
 	c.flags = 0
 	c.State = Pending
 	if c.g != nil {
-		n := q.names[c.g.s]
-		if n == nil {
-			n = &gname{s: c.g.s}
-			q.names[n.s] = n
-		}
+		n := q.groupName(c.g.s)
 		n.refs++
 		c.g = n
 	}
@@ -653,10 +649,26 @@ func indexOf(m *Msg) record.Msg {
 	return r
 }
 
-// fromRecord makes an index entry (in no structure) from a record's.
-func fromRecord(r *record.Msg) *Msg {
-	m := &Msg{Seq: r.Seq, Sent: r.Sent, VisibleAt: r.VisibleAt, Level: r.Level, State: State(r.State), heapIdx: -1}
-	m.SetGroup(r.Group)
+// groupName is the queue's shared copy of group id g, made if it has
+// none yet (insert counts its references).
+func (q *Queue) groupName(g string) *gname {
+	n := q.names[g]
+	if n == nil {
+		n = &gname{s: g}
+		q.names[g] = n
+	}
+	return n
+}
+
+// fromRecord makes an index entry (in no structure) from a record's, to
+// insert. It is a value, and its group name is the queue's shared copy:
+// what insert stores is a copy, so an entry or a name of its own would be
+// garbage at once (two allocations for every message sent).
+func (q *Queue) fromRecord(r *record.Msg) Msg {
+	m := Msg{Seq: r.Seq, Sent: r.Sent, VisibleAt: r.VisibleAt, Level: r.Level, State: State(r.State), heapIdx: -1}
+	if r.Group != "" {
+		m.g = q.groupName(r.Group)
+	}
 	if r.Tenant != "" {
 		m.SetTenant(r.Tenant)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -41,11 +42,15 @@ func (e *enc) flag(v bool) {
 // Encode such a record once.
 func Encode(r *Record) []byte {
 	if r.Type == Send && r.Raw.buf != nil {
-		var head [rawRoom]byte
-		e := &enc{b: append(head[:0], Version, byte(Send))}
+		// The header is written at the start of the room (capped, so it
+		// cannot run into the payload: one too long is written elsewhere)
+		// and moved up against the payload. A buffer of its own would
+		// escape (enc's appends go through a pointer): an allocation for
+		// every message sent.
+		e := &enc{b: append(r.Raw.buf[:0:rawRoom], Version, byte(Send))}
 		encodeMsg(e, r.Msg)
 		if n := len(e.b); n <= rawRoom {
-			copy(r.Raw.buf[rawRoom-n:], e.b)
+			copy(r.Raw.buf[rawRoom-n:], e.b) // copy handles the overlap
 			return r.Raw.buf[rawRoom-n:]
 		}
 	}
@@ -510,15 +515,26 @@ func decodeMsgInto(d *dec, m *Msg) {
 }
 
 func decodePayload(d *dec, body bool) *Payload {
-	p := &Payload{ID: d.str()}
-	if body {
-		p.Body = d.str()
-	} else {
-		d.raw() // the body: skipped, not copied
+	// The short fields are copied out together, into one string each of
+	// them is a part of: every receive decodes a payload per message, and
+	// a string each was four allocations. The body stays a string of its
+	// own, so that a short field kept does not keep it.
+	var short [7][]byte // ID, then Trace, Sender, Dedup, SeqNum, TraceParent, MD5
+	short[0] = d.raw()
+	bodyRaw := d.raw() // not copied without body
+	for i := 1; i < len(short); i++ {
+		short[i] = d.raw()
 	}
-	p.Trace, p.Sender, p.Dedup, p.SeqNum, p.TraceParent, p.MD5 = d.str(), d.str(), d.str(), d.str(), d.str(), d.str()
+	var s [len(short)]string
+	if !d.skip {
+		copyStrings(s[:], short[:])
+	}
+	p := &Payload{ID: s[0], Trace: s[1], Sender: s[2], Dedup: s[3], SeqNum: s[4], TraceParent: s[5], MD5: s[6]}
 	if !body {
 		return p
+	}
+	if !d.skip {
+		p.Body = string(bodyRaw)
 	}
 	n := d.u()
 	if n > 10 {
@@ -547,6 +563,29 @@ func decodePayload(d *dec, body bool) *Payload {
 		p.Attrs[name] = a
 	}
 	return p
+}
+
+// copyStrings sets ss[i] to string(bs[i]), with one allocation for all.
+func copyStrings(ss []string, bs [][]byte) {
+	n := 0
+	for _, b := range bs {
+		n += len(b)
+	}
+	if n == 0 {
+		return
+	}
+	var sb strings.Builder
+	sb.Grow(n)
+	for _, b := range bs {
+		sb.Write(b)
+	}
+	all := sb.String()
+	for i, b := range bs {
+		if len(b) > 0 { // an empty one is "", not a part of all that would keep it
+			ss[i] = all[:len(b)]
+		}
+		all = all[len(b):]
+	}
 }
 
 // ReadPayload reads back from s the payload of the message whose Send is

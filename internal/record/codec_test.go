@@ -91,7 +91,9 @@ func TestDecodesOlderRecords(t *testing.T) {
 }
 
 func TestEncodeRawEqualsPayload(t *testing.T) {
-	for _, group := range []string{"g", strings.Repeat("x", 200)} {
+	// A header that fits, one that fits but is longer than half the room
+	// (moved up over itself), one that does not fit.
+	for _, group := range []string{"g", strings.Repeat("y", 90), strings.Repeat("x", 200)} {
 		r := samples()[1]
 		m := *r.Msg
 		m.Group = group

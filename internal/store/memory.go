@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"math"
@@ -156,7 +157,8 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	}
 	for i, r := range recs {
 		pos := prev + 1 + uint64(i)
-		d := append([]byte(nil), r.Data...)
+		d := make([]byte, len(r.Data))
+		copy(d, r.Data)
 		mp.recs = append(mp.recs, memRec{pos: pos, data: d, snapshot: snapshot})
 		if r.Keep {
 			mp.kept[pos] = d
@@ -165,8 +167,32 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	mp.last = prev + uint64(len(recs))
 	m.stats.Batches++
 	m.stats.BytesWritten += int64(size)
-	return done{hints: make([]Hint, len(recs)), last: mp.last}
+	return newMemDone(len(recs), mp.last)
 }
+
+// memDone is a memory store's append, durable at once. Its zero hints
+// (the memory store reads by position) are one allocation with it for an
+// append of one record, as most are.
+type memDone struct {
+	last  uint64
+	hints []Hint
+	one   [1]Hint
+}
+
+func newMemDone(n int, last uint64) *memDone {
+	d := &memDone{last: last}
+	if n == 1 {
+		d.hints = d.one[:]
+	} else {
+		d.hints = make([]Hint, n)
+	}
+	return d
+}
+
+func (d *memDone) Wait(context.Context) error { return nil }
+func (d *memDone) Done() (bool, error)        { return true, nil }
+func (d *memDone) Hints() []Hint              { return d.hints }
+func (d *memDone) Last() uint64               { return d.last }
 
 func (m *Memory) Append(p PartitionID, prev uint64, recs []Rec) Future {
 	return m.add(p, prev, recs, false)

@@ -39,6 +39,10 @@ type Table[T any, P Entry[T]] struct {
 	odd    map[uint64]*T
 	n      int    // live values
 	top    uint64 // the highest sequence in the chunks
+	// adding is Add's copy of the value it stores, empty between calls:
+	// a method called on Add's argument through the type parameter would
+	// make every caller's argument escape, an allocation per value added.
+	adding T
 }
 
 type chunk[T any] struct {
@@ -75,14 +79,23 @@ func (t *Table[T, P]) last() *chunk[T] {
 // Add stores a copy of v, which must not be gone and whose sequence must
 // not be live already, and returns the stored value.
 func (t *Table[T, P]) Add(v *T) *T {
+	t.adding = *v
+	p := t.add()
+	var zero T
+	t.adding = zero // holds nothing between calls
+	return p
+}
+
+// add stores t.adding.
+func (t *Table[T, P]) add() *T {
 	t.n++
-	seq := P(v).Key()
+	seq := P(&t.adding).Key()
 	if seq <= t.top {
 		if t.odd == nil {
 			t.odd = map[uint64]*T{}
 		}
 		p := new(T)
-		*p = *v
+		*p = t.adding
 		t.odd[seq] = p
 		return p
 	}
@@ -101,7 +114,7 @@ func (t *Table[T, P]) Add(v *T) *T {
 		c = &chunk[T]{vals: slices.Grow([]T(nil), size), first: seq}
 		t.chunks = append(t.chunks, c)
 	}
-	c.vals = append(c.vals, *v)
+	c.vals = append(c.vals, t.adding)
 	c.live++
 	return &c.vals[len(c.vals)-1]
 }
