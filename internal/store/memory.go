@@ -21,9 +21,9 @@ type Memory struct {
 	fail   error // every append fails with it (tests)
 	stats  Stats
 	// wantRecords is how many records after a partition's snapshot make
-	// Wanted ask for a new one (or as many as the snapshot has, if more:
-	// a queue with a large backlog is not rewritten whole every few
-	// thousand records).
+	// Wanted ask for a new one (once they also outweigh the snapshot in
+	// bytes: a queue with a large backlog is not rewritten whole every
+	// few thousand records).
 	wantRecords int
 }
 
@@ -32,6 +32,9 @@ type memPart struct {
 	recs   []memRec // the newest snapshot (if any) and every record after it
 	snapAt uint64   // position of the newest snapshot's first record, 0: none
 	snapN  int      // how many records the newest snapshot has
+	// snapBytes and afterBytes weigh the newest snapshot and the records
+	// after it.
+	snapBytes, afterBytes int
 	// kept are the bodies kept since open; held the ones kept before a
 	// Reopen, readable until Recovered but not kept until Keep names them.
 	kept, held map[uint64][]byte
@@ -57,7 +60,7 @@ func (m *Memory) Reopen() *Memory {
 	n := NewMemory()
 	n.wantRecords = m.wantRecords
 	for id, p := range m.parts {
-		c := &memPart{last: p.last, snapAt: p.snapAt, snapN: p.snapN, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{},
+		c := &memPart{last: p.last, snapAt: p.snapAt, snapN: p.snapN, snapBytes: p.snapBytes, afterBytes: p.afterBytes, recs: append([]memRec(nil), p.recs...), kept: map[uint64][]byte{},
 			held: map[uint64][]byte{}}
 		for _, src := range []map[uint64][]byte{p.held, p.kept} {
 			for pos, d := range src {
@@ -153,7 +156,10 @@ func (m *Memory) add(p PartitionID, prev uint64, recs []Rec, snapshot bool) Futu
 	if snapshot {
 		mp.recs = mp.recs[:0:0]
 		mp.snapAt, mp.snapN = prev+1, len(recs)
+		mp.snapBytes, mp.afterBytes = size, 0
 		m.stats.Snapshots++
+	} else {
+		mp.afterBytes += size
 	}
 	for i, r := range recs {
 		pos := prev + 1 + uint64(i)
@@ -302,14 +308,16 @@ func (m *Memory) Release(p PartitionID, pos uint64, _ Hint) {
 }
 
 // Wanted lists the partitions with more than a few thousand records
-// since their snapshot, and more than their snapshot has: a memory store
-// holds what it replays, at most about twice what is live.
+// since their snapshot, and more bytes of them than their snapshot has: a
+// memory store holds what it replays, at most about twice what is live.
+// (A snapshot record holds many messages, so counting records would
+// rewrite a large backlog every few thousand appends.)
 func (m *Memory) Wanted() []PartitionID {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []PartitionID
 	for id, mp := range m.parts {
-		if after := len(mp.recs) - mp.snapN; after > m.wantRecords && after > mp.snapN {
+		if after := len(mp.recs) - mp.snapN; after > m.wantRecords && mp.afterBytes > mp.snapBytes {
 			out = append(out, id)
 		}
 	}
