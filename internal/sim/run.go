@@ -233,8 +233,8 @@ type member struct {
 	ended  bool  // no arrival comes any more
 	bodies int64 // sends tried, numbering the bodies
 	waits  []time.Duration
-	// Without fair delivery the queue keeps no figures by tenant, so the
-	// run keeps its own: when each message (by its body's number) was
+	// Without fair delivery (and on a FIFO queue) the queue keeps no
+	// figures by tenant, so the run keeps its own: when each message (by its body's number) was
 	// sent (-1: refused), which were received, and the first not yet.
 	sent []time.Duration
 	got  []bool
@@ -310,7 +310,10 @@ type runner struct {
 	serving    map[string]int32
 	visibility int  // the queue's VisibilityTimeout, seconds (heartbeats)
 	partitions int  // the queue's Partitions (bound consumers)
-	unfair     bool // FairDelivery = false: the queue keeps no figures by tenant
+	fifo       bool
+	// own: the queue keeps no figures by tenant (FairDelivery = false, or
+	// a FIFO queue), so the run keeps its own.
+	own bool
 	deps       []dependency
 	samples    []Sample
 	events     int64
@@ -353,7 +356,8 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 	}
 	cfg := r.q.Config()
 	r.visibility, r.partitions = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Partitions
-	r.unfair = sc.Queue["FairDelivery"] == "false"
+	r.fifo = sc.FIFO()
+	r.own = r.fifo || sc.Queue["FairDelivery"] == "false"
 	r.svc, r.fail = stream(1), stream(2)
 	for ci := range sc.Tenants {
 		t := &sc.Tenants[ci]
@@ -408,18 +412,23 @@ func (r *runner) createQueues() error {
 		if err != nil {
 			return fmt.Errorf("%w: queue.RedrivePolicy: %w", ErrScenario, err)
 		}
+		name := r.sc.QueueName()
 		dlq, err := r.eng.QueueNameFromARN(p.DeadLetterTargetArn)
-		if err != nil || dlq == QueueName {
-			return fmt.Errorf("%w: queue.RedrivePolicy: deadLetterTargetArn must be a queue of arn:aws:sqs:%s:%s:, other than %q", ErrScenario, Region, AccountID, QueueName)
+		if err != nil || dlq == name {
+			return fmt.Errorf("%w: queue.RedrivePolicy: deadLetterTargetArn must be a queue of arn:aws:sqs:%s:%s:, other than %q", ErrScenario, Region, AccountID, name)
 		}
-		if _, err := r.eng.CreateQueue(ctx, dlq, nil, nil); err != nil {
+		var attrs map[string]string
+		if r.sc.FIFO() {
+			attrs = map[string]string{"FifoQueue": "true"} // a FIFO queue's dead-letter queue is one too
+		}
+		if _, err := r.eng.CreateQueue(ctx, dlq, attrs, nil); err != nil {
 			return fmt.Errorf("%w: queue.RedrivePolicy: creating the dead-letter queue: %w", ErrScenario, err)
 		}
 	}
-	if _, err := r.eng.CreateQueue(ctx, QueueName, r.sc.Queue, nil); err != nil {
+	if _, err := r.eng.CreateQueue(ctx, r.sc.QueueName(), r.sc.Queue, nil); err != nil {
 		return fmt.Errorf("%w: queue: %w", ErrScenario, err)
 	}
-	q, err := r.eng.Queue(QueueName)
+	q, err := r.eng.Queue(r.sc.QueueName())
 	if err != nil {
 		return err
 	}
@@ -495,10 +504,13 @@ func (r *runner) arrive(i int32, now time.Duration) error {
 	c := r.classes[m.class]
 	m.bodies++
 	in := st.SendInput{Body: m.name + "#" + strconv.FormatInt(m.bodies, 10), GroupID: m.name, SenderID: m.name}
+	if r.fifo {
+		in.DedupID = in.Body // each body is new
+	}
 	r.send[0] = in
 	_, _, err := r.q.Send(r.ctx, r.send[:], nil, false)
 	op := Op{At: now, Kind: OpSend, Tenant: m.name, Body: in.Body}
-	if r.unfair {
+	if r.own {
 		at := now
 		if err != nil {
 			at = -1
@@ -593,7 +605,7 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 			if r.sc.Hurt > 0 {
 				mem.waits = append(mem.waits, waited)
 			}
-			if r.unfair {
+			if r.own {
 				_, n, _ := strings.Cut(m.Body, "#")
 				if k, err := strconv.Atoi(n); err == nil && k >= 1 && k <= len(mem.got) {
 					mem.got[k-1] = true
@@ -779,12 +791,13 @@ func (r *runner) checkDrained(c *class, now time.Duration) {
 }
 
 // figures sums the owner's tenant figures by class. Without fair
-// delivery the owner keeps none by tenant, and they are the run's own:
+// delivery, and on a FIFO queue, the owner keeps none by tenant, and they
+// are the run's own:
 // the messages sent and not deleted, those in service, and the age of the
 // oldest not yet received.
 func (r *runner) figures() []st.TenantInfo {
 	out := make([]st.TenantInfo, len(r.classes))
-	if r.unfair {
+	if r.own {
 		now := r.clk.Now().Sub(Epoch)
 		for ci, c := range r.classes {
 			out[ci].Ready = int(c.open)
@@ -833,7 +846,7 @@ func (r *runner) sample(now time.Duration) {
 func (r *runner) result() *Result {
 	res := &Result{Scenario: r.sc, Samples: r.samples, Events: r.events}
 	for _, qs := range r.eng.Stats() {
-		if qs.Name == QueueName {
+		if qs.Name == r.sc.QueueName() {
 			res.Queue = qs
 		}
 	}

@@ -156,7 +156,8 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // D is d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// The queue the simulation creates, and the account its ARNs name (a
+// The queue the simulation creates (QueueName, or QueueName.fifo for a
+// FIFO queue: Scenario.QueueName), and the account its ARNs name (a
 // RedrivePolicy's target is created first, if it is of this account).
 const (
 	QueueName = "sim"
@@ -395,6 +396,17 @@ func (sc *Scenario) Expand() []*Scenario {
 	return out
 }
 
+// FIFO reports whether the scenario's queue is a FIFO queue.
+func (sc *Scenario) FIFO() bool { return sc.Queue["FifoQueue"] == "true" }
+
+// QueueName is the name of the queue the run creates: sim, or sim.fifo.
+func (sc *Scenario) QueueName() string {
+	if sc.FIFO() {
+		return QueueName + ".fifo"
+	}
+	return QueueName
+}
+
 // Title names the run: the scenario, and its variant if any.
 func (sc *Scenario) Title() string {
 	if sc.Variant == "" {
@@ -521,13 +533,17 @@ func (sc *Scenario) checkVariant(i int, v *Variant) error {
 // checkQueue checks the queue's attributes as CreateQueue does, with the
 // server's own error messages.
 func checkQueue(table string, q map[string]string) error {
-	if _, ok := q["FifoQueue"]; ok {
-		return ferr(table+".FifoQueue", "the simulator runs standard queues only (for now)")
+	fifo := false
+	switch v, ok := q["FifoQueue"]; {
+	case ok && v != "true":
+		return ferr(table+".FifoQueue", "true, or leave it out for a standard queue")
+	case ok:
+		fifo = true
 	}
-	if _, err := attr.Validate(q, false, true); err != nil {
+	if _, err := attr.Validate(q, fifo, true); err != nil {
 		// Name the attribute: the first that is refused alone.
 		for _, k := range slices.Sorted(maps.Keys(q)) {
-			if _, e := attr.Validate(map[string]string{k: q[k]}, false, true); e != nil {
+			if _, e := attr.Validate(map[string]string{k: q[k]}, fifo, true); e != nil {
 				return ferr(table+"."+k, "%s", e)
 			}
 		}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
+	"time"
 	"slices"
 	"strings"
 	"testing"
@@ -172,7 +175,8 @@ func TestBadScenarios(t *testing.T) {
 		{"wrong service parameter", base + "[consumers.service]\ndistribution = \"exponential\"\ntime = \"1s\"\n", []string{"line 9", "consumers.service.time", "exponential"}},
 		{"dependency tenant", base + "[[consumers.dependency]]\nfrom = \"1m\"\nto = \"2m\"\ntenants = [\"zed\"]\n", []string{"line 10", "consumers.dependency[0].tenants", `"zed"`}},
 		{"dependency period", base + "[[consumers.dependency]]\nfrom = \"3m\"\nto = \"2m\"\n", []string{"line 9", "consumers.dependency[0].to"}},
-		{"fifo", base + "[queue]\nFifoQueue = true\n", []string{"line 8", "queue.FifoQueue"}},
+		{"fifo false", base + "[queue]\nFifoQueue = false\n", []string{"line 8", "queue.FifoQueue", "leave it out"}},
+		{"fifo attribute on a standard queue", base + "[queue]\nContentBasedDeduplication = true\n", []string{"line 8", "queue.ContentBasedDeduplication"}},
 		{"variant without a name", base + "[[variant]]\n[variant.queue]\nFairDelivery = false\n", []string{"line 7", "variant[0].name: required"}},
 		{"variant attribute", base + "[[variant]]\nname = \"x\"\n[[variant]]\nname = \"y\"\n[variant.queue]\nTenantMaxInFlight = -3\n",
 			[]string{"line 12", "variant[1].queue.TenantMaxInFlight", "Invalid value"}},
@@ -267,4 +271,78 @@ p99 = "20s"
 	if refused == 0 || a.Duplicates == 0 || a.Late == 0 {
 		t.Fatalf("%d calls refused, %d duplicates, %d late: want each above 0", refused, a.Duplicates, a.Late)
 	}
+}
+
+// TestFIFO: a FIFO queue (sim.fifo, its dead-letter queue FIFO too) keeps
+// each tenant's (message group's) messages in order: first receives come
+// in send order, whatever the failures; and a group whose messages are
+// slow (one in flight at a time) holds back only itself.
+func TestFIFO(t *testing.T) {
+	sc := parse(t, `
+duration = "20m"
+[queue]
+FifoQueue = true
+VisibilityTimeout = 5
+RedrivePolicy = '{"deadLetterTargetArn":"arn:aws:sqs:us-east-1:000000000000:sim-dlq.fifo","maxReceiveCount":2}'
+[[tenant]]
+name = "slow"
+rate = 1
+[[tenant]]
+name = "fast"
+rate = 1
+[[tenant]]
+name = "other"
+rate = 0.5
+[consumers]
+count = 6
+failure = 0.05
+[consumers.service]
+distribution = "exponential"
+mean = "100ms"
+[[consumers.dependency]]
+from = "10m"
+to = "14m"
+latency = "2s"
+tenants = ["slow"]
+`)
+	if sc.QueueName() != "sim.fifo" {
+		t.Fatalf("queue %q", sc.QueueName())
+	}
+	last := map[string]int{}
+	var order []string
+	res := run(t, sc, Options{Trace: func(op Op) {
+		if op.Kind != OpReceive {
+			return
+		}
+		for _, b := range op.Bodies {
+			tn, n, _ := strings.Cut(b, "#")
+			k, _ := strconv.Atoi(n)
+			if k > last[tn] {
+				if k != last[tn]+1 { // a first receive of a later message: one skipped
+					order = append(order, fmt.Sprintf("%s: %s after #%d", op.At, b, last[tn]))
+				}
+				last[tn] = k
+			}
+		}
+	}})
+	if len(order) > 0 {
+		t.Fatalf("first receives out of send order: %v", order[:min(5, len(order))])
+	}
+	if res.Queue.DeadLettered == 0 {
+		t.Error("no message dead-lettered")
+	}
+	slow, fast := tenantOf(res, "slow"), tenantOf(res, "fast")
+	if slow.Wait.P99 < time.Minute || fast.Wait.P99 > 15*time.Second {
+		t.Errorf("slow's p99 wait %s, fast's %s: want the slow group held back, the fast one not", slow.Wait.P99, fast.Wait.P99)
+	}
+	t.Logf("\n%s", func() string { var b strings.Builder; res.WriteSummary(&b); return b.String() }())
+}
+
+func tenantOf(res *Result, name string) TenantResult {
+	for _, tr := range res.Tenants {
+		if tr.Name == name {
+			return tr
+		}
+	}
+	return TenantResult{}
 }
