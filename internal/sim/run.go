@@ -308,16 +308,16 @@ type runner struct {
 	// deliveries of each message in service.
 	current    map[string]string
 	serving    map[string]int32
-	visibility int  // the queue's VisibilityTimeout, seconds (heartbeats)
-	partitions int  // the queue's Partitions (bound consumers)
+	visibility int // the queue's VisibilityTimeout, seconds (heartbeats)
+	partitions int // the queue's Partitions (bound consumers)
 	fifo       bool
 	// own: the queue keeps no figures by tenant (FairDelivery = false, or
 	// a FIFO queue), so the run keeps its own.
-	own bool
-	deps       []dependency
-	samples    []Sample
-	events     int64
-	zero       int
+	own     bool
+	deps    []dependency
+	samples []Sample
+	events  int64
+	zero    int
 	// send and del are the one-entry arguments of each Send and Delete,
 	// reused: the owner reads them during the call and keeps neither.
 	send [1]st.SendInput
