@@ -45,7 +45,14 @@ func (res *Result) WriteSummary(w io.Writer) error {
 
 // legend explains the table's columns that need it.
 func legend(sc *Scenario) string {
-	s := "\nWAIT: from send to first receive (the owner's timestamps). DRAINED: from the tenant's last send until each of\nits messages was deleted (-: not within the run). LATE: served after the message was delivered again.\n"
+	s := "\nWAIT: from send to first receive (the owner's timestamps). DRAINED: from the tenant's last send until each of\nits messages was deleted (-: not within the run). LATE: served after the message was delivered again.\n" +
+		"DROPPED: sent, never deleted, and gone at the end (an age limit, a retry ladder without a dead-letter queue).\n"
+	if sc.Queue["RedrivePolicy"] != "" {
+		s += "DLQ: in the dead-letter queue at the end.\n"
+	}
+	if sc.Queue["SidelineAgeSeconds"] != "" {
+		s += "SIDELINED: the most of the tenant's messages in the backlog lane at one sample.\n"
+	}
 	if showDup([]*Result{{Scenario: sc}}) {
 		s += "DUP: deliveries made while another delivery of the same message was still in service.\n"
 	}
@@ -74,9 +81,11 @@ func showDup(rs []*Result) bool {
 // writeTenants writes the table of tenants of each run (with a VARIANT
 // column first when variants is set).
 func writeTenants(b io.Writer, rs []*Result, variants bool) {
-	dup, hurt := showDup(rs), false
+	dup, hurt, dlq, side := showDup(rs), false, false, false
 	for _, r := range rs {
 		hurt = hurt || r.Scenario.Hurt > 0
+		dlq = dlq || r.Scenario.Queue["RedrivePolicy"] != ""
+		side = side || r.Scenario.Queue["SidelineAgeSeconds"] != ""
 	}
 	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', tabwriter.AlignRight)
 	head := "TENANT\tSENT\tTHROTTLED\tREFUSED\tRECEIVED\tDELETED\tFAILED\tLATE\t"
@@ -85,6 +94,13 @@ func writeTenants(b io.Writer, rs []*Result, variants bool) {
 	}
 	if dup {
 		head += "DUP\t"
+	}
+	if dlq {
+		head += "DLQ\t"
+	}
+	head += "DROPPED\t"
+	if side {
+		head += "SIDELINED\t"
 	}
 	head += "WAIT P50\tWAIT P99\tWAIT MAX\tDRAINED\tBACKLOG\t"
 	if hurt {
@@ -107,6 +123,13 @@ func writeTenants(b io.Writer, rs []*Result, variants bool) {
 			}
 			if dup {
 				row += fmt.Sprintf("%d\t", t.Duplicates)
+			}
+			if dlq {
+				row += fmt.Sprintf("%d\t", t.DeadLettered)
+			}
+			row += fmt.Sprintf("%d\t", t.Dropped)
+			if side {
+				row += fmt.Sprintf("%d\t", t.SidelinedPeak)
 			}
 			row += fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t", fmtDur(t.Wait.P50), fmtDur(t.Wait.P99), fmtDur(t.Wait.Max), drained, t.Backlog)
 			if hurt {

@@ -17,6 +17,7 @@ import (
 	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -124,8 +125,16 @@ type TenantResult struct {
 	// LastArrival is when the tenant last sent (-1: never); Drained how
 	// long after it the tenant held no message (-1: not within the run).
 	LastArrival, Drained time.Duration
-	// Backlog is what the tenant held at the end (ready and in flight).
-	Backlog int
+	// Backlog is what the tenant held at the end (ready, delayed and in
+	// flight), DeadLettered what it had in the dead-letter queue, and
+	// Dropped what left the queue otherwise without a consumer deleting
+	// it: all counted message by message at the end.
+	Backlog      int
+	DeadLettered int
+	Dropped      int64
+	// SidelinedPeak is the most of its messages in the backlog lane
+	// (SidelineAgeSeconds) at one sample.
+	SidelinedPeak int
 }
 
 // Quantiles summarise waits.
@@ -288,6 +297,7 @@ type runner struct {
 	clk     *clock.Fake
 	eng     *engine.Engine
 	q       *partition.Owner
+	dlq     *partition.Owner // its dead-letter queue, nil if none
 	h       events
 	seq     uint64
 	end     time.Duration
@@ -423,6 +433,9 @@ func (r *runner) createQueues() error {
 		}
 		if _, err := r.eng.CreateQueue(ctx, dlq, attrs, nil); err != nil {
 			return fmt.Errorf("%w: queue.RedrivePolicy: creating the dead-letter queue: %w", ErrScenario, err)
+		}
+		if r.dlq, err = r.eng.Queue(dlq); err != nil {
+			return err
 		}
 	}
 	if _, err := r.eng.CreateQueue(ctx, r.sc.QueueName(), r.sc.Queue, nil); err != nil {
@@ -859,15 +872,40 @@ func (r *runner) result() *Result {
 			res.Members = append(res.Members, MemberResult{Name: m.name, Class: r.classes[m.class].Name, Wait: w})
 		}
 	}
-	info := r.figures()
+	// What each class holds at the end, and what went to the dead-letter
+	// queue, counted message by message: the rest of what it sent and did
+	// not delete was dropped (an age limit, a ladder without a dead-letter
+	// queue, retention).
+	held, dead := r.held(r.q), r.held(r.dlq)
 	for ci, c := range r.classes {
 		tr := c.TenantResult
 		tr.Wait = quantiles(c.waits)
-		tr.Backlog = info[ci].Ready + info[ci].InFlight
+		tr.Backlog, tr.DeadLettered = held[ci], dead[ci]
+		tr.Dropped = tr.Sent - tr.Deleted - int64(held[ci]) - int64(dead[ci])
+		for _, sm := range r.samples {
+			if sm.Tenant == c.Name {
+				tr.SidelinedPeak = max(tr.SidelinedPeak, sm.Sidelined)
+			}
+		}
 		res.Tenants = append(res.Tenants, tr)
 		res.Messages += c.Sent
 	}
 	return res
+}
+
+// held counts the messages q holds, by class (none for a nil q).
+func (r *runner) held(q *partition.Owner) []int {
+	out := make([]int, len(r.classes))
+	if q == nil {
+		return out
+	}
+	q.Messages(0, 0, func(m *queue.Msg) bool {
+		if mi, ok := r.names[m.Group()]; ok {
+			out[r.members[mi].class]++
+		}
+		return false // counted, not copied
+	})
+	return out
 }
 
 // quantiles are the nearest-rank 50th and 99th percentiles and the

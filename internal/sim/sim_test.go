@@ -133,6 +133,17 @@ func TestFiguresAreTheQueues(t *testing.T) {
 	if sent != q.Sent || deleted != q.Deleted || received != q.Received || throttled != q.Throttled {
 		t.Fatalf("tenants: sent %d deleted %d received %d throttled %d; queue: %d %d %d %d", sent, deleted, received, throttled, q.Sent, q.Deleted, q.Received, q.Throttled)
 	}
+	var dead, dropped, queueDropped int64
+	for _, tr := range res.Tenants {
+		dead += int64(tr.DeadLettered)
+		dropped += tr.Dropped
+	}
+	for _, n := range q.Dropped {
+		queueDropped += int64(n)
+	}
+	if dead != q.DeadLettered || dead == 0 || dropped != queueDropped {
+		t.Fatalf("tenants: dead-lettered %d, dropped %d; queue: %d, %d (want them equal, and some dead-lettered)", dead, dropped, q.DeadLettered, queueDropped)
+	}
 	if throttled == 0 || failed == 0 || q.Sidelined == 0 || q.Retried == 0 {
 		t.Fatalf("throttled %d, failed %d, sidelined %d, retried %d: want each above 0", throttled, failed, q.Sidelined, q.Retried)
 	}
@@ -345,4 +356,38 @@ func tenantOf(res *Result, name string) TenantResult {
 		}
 	}
 	return TenantResult{}
+}
+
+// TestDropped: a retry ladder without a dead-letter queue drops what it
+// exhausts; each tenant's DROPPED is what it sent and neither deleted,
+// held nor dead-lettered, and adds up to the queue's own count.
+func TestDropped(t *testing.T) {
+	res := run(t, parse(t, `
+duration = "10m"
+[queue]
+VisibilityTimeout = 2
+RetryDelays = "1s"
+[[tenant]]
+name = "a"
+rate = 5
+[[tenant]]
+name = "b"
+rate = 2
+[consumers]
+count = 4
+failure = 0.3
+`), Options{})
+	var dropped, queueDropped int64
+	for _, tr := range res.Tenants {
+		if tr.Dropped == 0 {
+			t.Errorf("%s: nothing dropped", tr.Name)
+		}
+		dropped += tr.Dropped
+	}
+	for _, n := range res.Queue.Dropped {
+		queueDropped += int64(n)
+	}
+	if dropped != queueDropped {
+		t.Fatalf("tenants dropped %d, the queue %d", dropped, queueDropped)
+	}
 }
