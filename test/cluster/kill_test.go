@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sluicemq/sluice/test/ledger"
+	"github.com/sluicemq/sluice/test/process"
 	"github.com/sluicemq/sluice/test/traffic"
 )
 
@@ -119,7 +120,7 @@ func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *led
 	}
 
 	killed := time.Now()
-	if _, err := victim.stop(sigkill); err != nil {
+	if _, err := victim.stop(process.Kill); err != nil {
 		t.Fatal(err)
 	}
 	took, attempts, err := failover(c, clients, victim, url, l, killed)
@@ -283,7 +284,7 @@ func finish(t *testing.T, c *cluster, clients []*sqs.Client, url string, l *ledg
 	t.Logf("final receive in %v (%v): %v", time.Since(begin).Round(time.Millisecond), failed, v)
 	for _, n := range c.nodes {
 		f := n.figures()
-		t.Logf("%s: %d starts; its log: %d WARN and %d ERROR lines; the first ERROR lines:\n  %s", n.name, n.startCount(), f.warns, f.errors, strings.Join(f.samples, "\n  "))
+		t.Logf("%s: %d starts; its log: %d WARN and %d ERROR lines; the first ERROR lines:\n  %s", n.name, n.startCount(), f.Warns, f.Errors, strings.Join(f.Samples, "\n  "))
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the final receive hit its time bound: %v", ctx.Err())

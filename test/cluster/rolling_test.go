@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sluicemq/sluice/test/process"
 )
 
 // TestClusterRollingRestart runs load through all three nodes with SDK
@@ -40,7 +42,7 @@ func TestClusterRollingRestart(t *testing.T) {
 		all, toServing := tr.Failed().Count()
 		acks := l.Acks()
 		tr.Slowest()
-		took, err := n.stop(sigterm)
+		took, err := n.stop(process.Term)
 		if err != nil {
 			t.Fatalf("restart %d: %v", i+1, err)
 		}

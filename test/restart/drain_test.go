@@ -5,6 +5,8 @@ import (
 	"flag"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/test/process"
 )
 
 var restartMessages = flag.Int("restart.messages", 0, "TestRestartDrainRestart: 0 sends 30,000 messages and restarts twice, "+
@@ -21,11 +23,11 @@ var restartMessages = flag.Int("restart.messages", 0, "TestRestartDrainRestart: 
 // Recovery must not free a segment that still holds a live message.
 func TestRestartDrainRestart(t *testing.T) {
 	if n := *restartMessages; n > 0 {
-		drainRestart(t, n, []stopMode{sigterm, sigkill, sigkill})
+		drainRestart(t, n, []process.Stop{process.Term, process.Kill, process.Kill})
 		return
 	}
-	for _, how := range []stopMode{sigterm, sigkill} {
-		t.Run(how.String(), func(t *testing.T) { drainRestart(t, 30000, []stopMode{how, how}) })
+	for _, how := range []process.Stop{process.Term, process.Kill} {
+		t.Run(how.String(), func(t *testing.T) { drainRestart(t, 30000, []process.Stop{how, how}) })
 	}
 }
 
@@ -42,7 +44,7 @@ const (
 // messages pick chose (holding every message it receives, and
 // making those not picked visible again), sends drainExtra more, and
 // deletes the picked ones. Then it receives everything and checks it.
-func drainRestart(t *testing.T, n int, stops []stopMode) {
+func drainRestart(t *testing.T, n int, stops []process.Stop) {
 	// Bounded whatever the server does: generous for a loaded machine
 	// (about 2,000 messages a second), so only a hang reaches it.
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute+time.Duration(n/500)*time.Second)
@@ -69,7 +71,7 @@ func drainRestart(t *testing.T, n int, stops []stopMode) {
 		url = queueURL(t, c)
 		now, removed, created := segs.look(s)
 		t.Logf("restart %d (%v): stopped in %v, serving %v after exec; %d segments (%d removed, %d new since the last look)",
-			i+1, how, stopped.Round(time.Millisecond), s.proc.started.Round(time.Millisecond), now, removed, created)
+			i+1, how, stopped.Round(time.Millisecond), s.started.Round(time.Millisecond), now, removed, created)
 		if i == len(stops)-1 {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/test/ledger"
+	"github.com/sluicemq/sluice/test/process"
 	"github.com/sluicemq/sluice/test/traffic"
 )
 
@@ -65,7 +66,7 @@ func TestKillLoopUnderLoad(t *testing.T) {
 			t.Fatalf("round %d hit the time bound before %d acknowledged sends\n%v", r, perRound, s.figures())
 		}
 		s.start()
-		t.Logf("restart %d: serving %v after exec", r, s.proc.started.Round(time.Millisecond))
+		t.Logf("restart %d: serving %v after exec", r, s.started.Round(time.Millisecond))
 	}
 
 	betweenKills := segs.removed
@@ -100,7 +101,10 @@ func runUntilKill(ctx context.Context, s *server, url string, l *ledger.Ledger, 
 	enough := make(chan struct{})
 	var once sync.Once
 	load := traffic.Start(ctx, url, l, traffic.Config{Senders: loadSenders, Receivers: loadConsumers, Vis: loadVis,
-		Route: func(int) (traffic.Route, bool) { return traffic.Route{Client: c}, true },
+		Route: func(int) (traffic.Route, bool) {
+			downs := s.downs.Load()
+			return traffic.Route{Client: c, Down: func() bool { return s.downs.Load() != downs }}, true
+		},
 		Sent: func(n int) {
 			if acked.Add(int64(n)) >= int64(perRound) {
 				once.Do(func() { close(enough) })
@@ -117,7 +121,7 @@ func runUntilKill(ctx context.Context, s *server, url string, l *ledger.Ledger, 
 	case <-minimum.C:
 	case <-ctx.Done():
 	}
-	s.stop(sigkill) // with requests in flight
+	s.stop(process.Kill) // with requests in flight
 	load.Stop()
 	return load.Failed()
 }
