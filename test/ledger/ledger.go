@@ -27,8 +27,9 @@ import (
 // to reach it.
 const VisibilityMargin = time.Second
 
-// Config says what the ledger accepts. With only Bodies set it is the
-// strictest: each body one message, no receive history.
+// Config says what the ledger accepts and checks. With only Bodies set, a
+// body comes back as one message, a delete acknowledged within its
+// receive's visibility timeout took, and receive counts are not checked.
 type Config struct {
 	// Bodies are the message bodies the test sends, each naming its id.
 	// Required.

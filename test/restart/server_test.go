@@ -114,7 +114,7 @@ func (s *server) stop(how process.Stop) {
 		s.t.Fatalf("stop: %v", err) // not signalled
 	}
 	s.tr.CloseIdleConnections()
-	s.past.add(s.figuresOf(p, s.lines))
+	s.past.add(figuresOf(p, s.lines))
 	s.proc, s.lines, s.cl = nil, nil, nil
 	if err != nil {
 		s.t.Fatalf("%v\n%s", err, p.Tail())
@@ -125,7 +125,7 @@ func (s *server) stop(how process.Stop) {
 func (s *server) client() *sqs.Client { return s.cl }
 
 // figuresOf is what process p's log says (lines: its recovery lines).
-func (s *server) figuresOf(p *process.Process, lines *recoveryLines) logFigures {
+func figuresOf(p *process.Process, lines *recoveryLines) logFigures {
 	f := logFigures{Figures: p.Figures()}
 	f.unreadable, f.recovered = lines.figures()
 	return f
@@ -137,7 +137,7 @@ func (s *server) figures() logFigures {
 	f.Samples = slices.Clone(f.Samples)
 	f.recovered = slices.Clone(f.recovered)
 	if s.proc != nil {
-		f.add(s.figuresOf(s.proc, s.lines))
+		f.add(figuresOf(s.proc, s.lines))
 	}
 	return f
 }
