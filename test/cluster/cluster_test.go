@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicemq/sluice/test/process"
 	"github.com/sluicemq/sluice/test/testkit"
 )
 
@@ -97,7 +98,7 @@ func startWired(t *testing.T, wire wiring) *cluster {
 		}
 	})
 	begin := time.Now()
-	procs := make([]*process, 3)
+	procs := make([]*process.Process, 3)
 	for i, n := range c.nodes {
 		if procs[i], err = n.start(); err != nil {
 			t.Fatal(err)

@@ -17,6 +17,9 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicemq/sluice/test/ledger"
+	"github.com/sluicemq/sluice/test/traffic"
 )
 
 // TestClusterNodeCutOff cuts the node that owns the queue off from the
@@ -108,7 +111,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 	mc := &cluster{t: t, name: c.name, token: c.token, nodes: maj} // the two that stay
 	l := newLedger(false)
 	tr := startTraffic(mc, l, url, majClients)
-	defer tr.stop()
+	defer tr.Stop()
 	settle(t, l, time.Now(), 0)
 
 	before, err := own.clusterStatus()
@@ -123,7 +126,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 	}
 	live, _, _ := rn.carried(own.name)
 	logOff := logSize(own)
-	acks := l.acks()
+	acks := l.Acks()
 
 	// The cut.
 	cut := time.Now()
@@ -138,7 +141,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 	// (a) The others take the queue over.
 	took, attempts, err := failover(c, clients, own, url, l, cut)
 	if err != nil {
-		t.Fatalf("after the cut: %v\nload: %v", err, tr.failed)
+		t.Fatalf("after the cut: %v\nload: %v", err, tr.Failed())
 	}
 	newOwner, served, _, err := mc.owner(queueName, part, time.Minute)
 	if err != nil {
@@ -193,8 +196,8 @@ func TestClusterNodeCutOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr.slowestSince()
-	failedBefore, _ := tr.failed.count()
+	tr.Slowest()
+	failedBefore, _ := tr.Failed().Count()
 	healOffs := map[*node]int64{}
 	for _, n := range c.nodes {
 		healOffs[n] = logSize(n)
@@ -225,9 +228,9 @@ func TestClusterNodeCutOff(t *testing.T) {
 		"a send through %s is acknowledged %v after it",
 		newOwner.name, agree.Round(time.Millisecond), healthy.Round(time.Millisecond), own.name, servesAgain.Round(time.Millisecond))
 
-	settle(t, l, time.Now(), l.acks())
-	send, receive := tr.slowestSince()
-	failedAfter, _ := tr.failed.count()
+	settle(t, l, time.Now(), l.Acks())
+	send, receive := tr.Slowest()
+	failedAfter, _ := tr.Failed().Count()
 
 	// (b), (c) What the cut node's log says happened to its partition, from
 	// the cut on, and what its /api/cluster said meanwhile.
@@ -317,7 +320,7 @@ func TestClusterNodeCutOff(t *testing.T) {
 			empty++
 		default:
 			failed++
-			kinds[fmt.Sprintf("%s %s", map[bool]string{true: "send", false: "receive"}[k.send], errKind(k.err))]++
+			kinds[fmt.Sprintf("%s %s", map[bool]string{true: "send", false: "receive"}[k.send], traffic.ErrKind(k.err))]++
 		}
 	}
 	t.Logf("(b) the probe's requests through %s that ended during the cut: %d sends, %d receives; %d failed (%v), %d receives answered empty",
@@ -329,9 +332,9 @@ func TestClusterNodeCutOff(t *testing.T) {
 	t.Logf("after the heal: the slowest acknowledged send through the other two took %v, the slowest receive %v, %d requests or batch entries of the load failed; from the heal on, %s",
 		send, receive, failedAfter-failedBefore, afterHeal(c.nodes, healOffs, part, heal))
 	pr.stop()
-	tr.stop()
+	tr.Stop()
 	v := finish(t, c, clients, url, l, tr)
-	if v.failed() {
+	if v.Failed() {
 		t.Errorf("(e) after the cut and the heal under load: %v", v)
 	}
 }
@@ -608,7 +611,7 @@ type call struct {
 func (k call) outcome() string {
 	switch {
 	case k.err != nil:
-		return "failed: " + errKind(k.err)
+		return "failed: " + traffic.ErrKind(k.err)
 	case k.send:
 		return "acknowledged"
 	}
@@ -626,10 +629,10 @@ type probe struct {
 	sending time.Time // when the send under way began; zero between sends
 }
 
-func startProbe(cl *sqs.Client, url string, l *ledger) *probe {
+func startProbe(cl *sqs.Client, url string, l *ledger.Ledger) *probe {
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &probe{cancel: cancel}
-	failed := newFailures()
+	failed := traffic.NewFailures()
 	run := func(send bool) {
 		for ctx.Err() == nil {
 			// The SDK client's own timeout is 45 s: a forwarded request
@@ -640,9 +643,9 @@ func startProbe(cl *sqs.Client, url string, l *ledger) *probe {
 				p.mu.Lock()
 				p.sending = k.start
 				p.mu.Unlock()
-				k.err = sendOne(rctx, cl, url, l)
+				k.err = traffic.SendOne(rctx, cl, url, l)
 			} else {
-				k.got, k.err = consume(rctx, cl, url, l, loadVis, leave, failed)
+				k.got, k.err = traffic.Consume(rctx, cl, url, l, loadVis, leave, failed)
 			}
 			rcancel()
 			k.end = time.Now()
@@ -655,7 +658,7 @@ func startProbe(cl *sqs.Client, url string, l *ledger) *probe {
 				p.sending = time.Time{}
 			}
 			p.mu.Unlock()
-			backoff(ctx)
+			traffic.Backoff(ctx)
 		}
 	}
 	p.wg.Go(func() { run(true) })

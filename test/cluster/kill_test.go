@@ -11,6 +11,10 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sluicemq/sluice/test/ledger"
+	"github.com/sluicemq/sluice/test/process"
+	"github.com/sluicemq/sluice/test/traffic"
 )
 
 const (
@@ -51,16 +55,16 @@ func TestClusterKillOwner(t *testing.T) {
 	l := newLedger(false)
 	clients := []*sqs.Client{c.client(0, false), c.client(1, false), c.client(2, false)}
 	tr := startTraffic(c, l, url, clients)
-	defer tr.stop()
+	defer tr.Stop()
 	settle(t, l, time.Now(), 0)
 
 	var times []time.Duration
 	for k := 1; k <= *kills; k++ {
 		times = append(times, killRound(t, c, k, part, stream, url, l, clients, tr))
-		settle(t, l, time.Now(), l.acks())
+		settle(t, l, time.Now(), l.Acks())
 	}
 
-	tr.stop()
+	tr.Stop()
 	v := finish(t, c, clients, url, l, tr)
 	if n := len(times); n > 0 {
 		all := rounded(times) // in the order of the kills
@@ -69,7 +73,7 @@ func TestClusterKillOwner(t *testing.T) {
 		t.Logf("failover after %d kills: min %v, median %v, max %v (the issue's target: under %v); all: %v", n,
 			times[0].Round(time.Millisecond), median.Round(time.Millisecond), times[n-1].Round(time.Millisecond), failoverTarget, all)
 	}
-	if v.failed() {
+	if v.Failed() {
 		t.Errorf("after %d kills under load: %v", *kills, v)
 	}
 }
@@ -78,7 +82,7 @@ func TestClusterKillOwner(t *testing.T) {
 // k: the leader of its stream), measures the failover, starts the node
 // again and waits until the cluster is whole, and logs what happened. It
 // returns the failover time.
-func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *ledger, clients []*sqs.Client, tr *traffic) time.Duration {
+func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *ledger.Ledger, clients []*sqs.Client, tr *traffic.Load) time.Duration {
 	t.Helper()
 	own, _, _, err := c.owner(queueName, part, time.Minute)
 	if err != nil {
@@ -106,8 +110,8 @@ func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *led
 	if err != nil {
 		t.Logf("kill %d: the lease bucket's consumers: %v", k, err)
 	}
-	acks := l.acks()
-	tr.slowestSince()
+	acks := l.Acks()
+	tr.Slowest()
 	watching, stopWatch := context.WithTimeout(context.Background(), failoverTimeout)
 	defer stopWatch()
 	var leases <-chan leaseTimes
@@ -116,12 +120,12 @@ func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *led
 	}
 
 	killed := time.Now()
-	if _, err := victim.stop(sigkill); err != nil {
+	if _, err := victim.stop(process.Kill); err != nil {
 		t.Fatal(err)
 	}
 	took, attempts, err := failover(c, clients, victim, url, l, killed)
 	if err != nil {
-		t.Fatalf("kill %d of %s (which %s): %v\nload: %v", k, victim.name, strings.Join(roles, " and "), err, tr.failed)
+		t.Fatalf("kill %d of %s (which %s): %v\nload: %v", k, victim.name, strings.Join(roles, " and "), err, tr.Failed())
 	}
 	lease := "its lease was not the victim's"
 	if leases != nil {
@@ -167,7 +171,7 @@ func killRound(t *testing.T, c *cluster, k, part int, stream, url string, l *led
 	if err != nil {
 		t.Fatalf("kill %d: restarting %s: %v", k, victim.name, err)
 	}
-	send, receive := tr.slowestSince()
+	send, receive := tr.Slowest()
 	t.Logf("kill %d: %s serves %v after exec, the cluster is whole %v after exec; the round's slowest acknowledged send took %v, its slowest receive %v",
 		k, victim.name, serving.Round(time.Millisecond), healthy.Round(time.Millisecond), send, receive)
 	return took
@@ -216,7 +220,7 @@ func (c *cluster) named(name string) *node {
 // side by side, until one is acknowledged, and returns how long after
 // killed that was and how many sends it took. Each attempt is bounded, so
 // that one stuck on the dead node does not hide the owner's return.
-func failover(c *cluster, clients []*sqs.Client, victim *node, url string, l *ledger, killed time.Time) (time.Duration, int64, error) {
+func failover(c *cluster, clients []*sqs.Client, victim *node, url string, l *ledger.Ledger, killed time.Time) (time.Duration, int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), failoverTimeout)
 	defer cancel()
 	var (
@@ -232,7 +236,7 @@ func failover(c *cluster, clients []*sqs.Client, victim *node, url string, l *le
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				actx, acancel := context.WithTimeout(ctx, 5*time.Second)
-				err := sendOne(actx, clients[i], url, l)
+				err := traffic.SendOne(actx, clients[i], url, l)
 				acancel()
 				attempts.Add(1)
 				if err == nil {
@@ -240,7 +244,7 @@ func failover(c *cluster, clients []*sqs.Client, victim *node, url string, l *le
 					cancel()
 					return
 				}
-				backoff(ctx)
+				traffic.Backoff(ctx)
 			}
 		})
 	}
@@ -253,10 +257,10 @@ func failover(c *cluster, clients []*sqs.Client, victim *node, url string, l *le
 
 // settle waits until the load has run minRound since since, and at least
 // 50 more sends than acks were acknowledged.
-func settle(t *testing.T, l *ledger, since time.Time, acks int) {
+func settle(t *testing.T, l *ledger.Ledger, since time.Time, acks int) {
 	t.Helper()
 	err := poll(2*time.Minute, 50*time.Millisecond, func() (bool, error) {
-		if n := l.acks(); n < acks+50 {
+		if n := l.Acks(); n < acks+50 {
 			return false, fmt.Errorf("%d sends acknowledged since, want 50", n-acks)
 		}
 		return time.Since(since) >= minRound, nil
@@ -268,19 +272,19 @@ func settle(t *testing.T, l *ledger, since time.Time, acks int) {
 
 // finish drains the queue after the load stopped, checks it against l,
 // and logs what the run did.
-func finish(t *testing.T, c *cluster, clients []*sqs.Client, url string, l *ledger, tr *traffic) verdict {
+func finish(t *testing.T, c *cluster, clients []*sqs.Client, url string, l *ledger.Ledger, tr *traffic.Load) ledger.Verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	begin := time.Now()
 	// Every message the load left in flight is visible again by then.
-	failed := drainAll(ctx, c, clients, url, l, begin.Add(loadVis+visibilityMargin))
-	v := l.verdict()
-	t.Logf("load: %v", tr.failed)
+	failed := drainAll(ctx, c, clients, url, l, begin.Add(loadVis+ledger.VisibilityMargin))
+	v := l.Verdict()
+	t.Logf("load: %v", tr.Failed())
 	t.Logf("final receive in %v (%v): %v", time.Since(begin).Round(time.Millisecond), failed, v)
 	for _, n := range c.nodes {
 		f := n.figures()
-		t.Logf("%s: %d starts; its log: %d WARN and %d ERROR lines; the first ERROR lines:\n  %s", n.name, n.startCount(), f.warns, f.errors, strings.Join(f.samples, "\n  "))
+		t.Logf("%s: %d starts; its log: %d WARN and %d ERROR lines; the first ERROR lines:\n  %s", n.name, n.startCount(), f.Warns, f.Errors, strings.Join(f.Samples, "\n  "))
 	}
 	if ctx.Err() != nil {
 		t.Errorf("the final receive hit its time bound: %v", ctx.Err())

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/sluicemq/sluice/test/process"
 )
 
 // TestClusterRollingRestart runs load through all three nodes with SDK
@@ -25,7 +27,7 @@ func TestClusterRollingRestart(t *testing.T) {
 	l := newLedger(true)
 	clients := []*sqs.Client{c.client(0, true), c.client(1, true), c.client(2, true)}
 	tr := startTraffic(c, l, url, clients)
-	defer tr.stop()
+	defer tr.Stop()
 	settle(t, l, time.Now(), 0)
 
 	for i, n := range c.nodes {
@@ -37,10 +39,10 @@ func TestClusterRollingRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart %d: the leader of stream %s: %v", i+1, stream, err)
 		}
-		all, toServing := tr.failed.count()
-		acks := l.acks()
-		tr.slowestSince()
-		took, err := n.stop(sigterm)
+		all, toServing := tr.Failed().Count()
+		acks := l.Acks()
+		tr.Slowest()
+		took, err := n.stop(process.Term)
 		if err != nil {
 			t.Fatalf("restart %d: %v", i+1, err)
 		}
@@ -52,9 +54,9 @@ func TestClusterRollingRestart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restart %d: the queue's owner after it: %v", i+1, err)
 		}
-		settle(t, l, time.Now(), l.acks())
-		all2, toServing2 := tr.failed.count()
-		send, receive := tr.slowestSince()
+		settle(t, l, time.Now(), l.Acks())
+		all2, toServing2 := tr.Failed().Count()
+		send, receive := tr.Slowest()
 		t.Logf("restart %d: SIGTERM of %s (the queue's owner was %s, its stream's leader %s) after %d acknowledged sends: exited in %v, serves %v after exec, "+
 			"the cluster is whole %v after exec, %s owns the queue; %d client errors meanwhile, %d of them from nodes that served; "+
 			"the slowest acknowledged send took %v, the slowest receive %v",
@@ -62,9 +64,9 @@ func TestClusterRollingRestart(t *testing.T) {
 			newOwner.name, all2-all, toServing2-toServing, send, receive)
 	}
 
-	tr.stop()
+	tr.Stop()
 	v := finish(t, c, clients, url, l, tr)
-	if v.failed() {
+	if v.Failed() {
 		t.Errorf("after a rolling restart under load: %v", v)
 	}
 }

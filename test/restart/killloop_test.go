@@ -7,6 +7,10 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sluicemq/sluice/test/ledger"
+	"github.com/sluicemq/sluice/test/process"
+	"github.com/sluicemq/sluice/test/traffic"
 )
 
 var (
@@ -50,27 +54,27 @@ func TestKillLoopUnderLoad(t *testing.T) {
 			url = queueURL(t, s.client())
 		}
 		begin := time.Now()
-		sentBefore, deletedBefore := l.verdict().sent, l.deletedCount()
+		sentBefore, deletedBefore := l.Acks(), l.Deletes()
 		failed := runUntilKill(ctx, s, url, l, perRound)
 		killed = time.Now()
-		v := l.verdict()
+		v := l.Verdict()
 		now, removed, created := segs.look(s)
 		t.Logf("round %d: killed after %v: %d sends and %d deletes acknowledged in the round (%d and %d in all), %v; "+
 			"%d segments (%d removed, %d new in the round)",
-			r, killed.Sub(begin).Round(time.Millisecond), v.sent-sentBefore, v.deleted-deletedBefore, v.sent, v.deleted, failed, now, removed, created)
+			r, killed.Sub(begin).Round(time.Millisecond), v.Sent-sentBefore, v.Deleted-deletedBefore, v.Sent, v.Deleted, failed, now, removed, created)
 		if ctx.Err() != nil {
 			t.Fatalf("round %d hit the time bound before %d acknowledged sends\n%v", r, perRound, s.figures())
 		}
 		s.start()
-		t.Logf("restart %d: serving %v after exec", r, s.proc.started.Round(time.Millisecond))
+		t.Logf("restart %d: serving %v after exec", r, s.started.Round(time.Millisecond))
 	}
 
 	betweenKills := segs.removed
 	// Messages received before the last kill are visible again once
 	// their visibility timeout has passed.
 	begin := time.Now()
-	failed := drainAll(ctx, s.client(), queueURL(t, s.client()), l, killed.Add(loadVis+visibilityMargin), loadConsumers)
-	v := l.verdict()
+	failed := drainAll(ctx, s.client(), queueURL(t, s.client()), l, killed.Add(loadVis+ledger.VisibilityMargin), loadConsumers)
+	v := l.Verdict()
 	now, removed, created := segs.look(s)
 	t.Logf("final receive in %v (%v): %v", time.Since(begin).Round(time.Millisecond), failed, v)
 	t.Logf("segments: %d now; %d removed and %d created over the run (%d removed since the last kill); %v",
@@ -81,7 +85,7 @@ func TestKillLoopUnderLoad(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Errorf("the run hit its time bound: %v", ctx.Err())
 	}
-	if v.failed() {
+	if v.Failed() {
 		t.Errorf("after %d kills under load: %v\n%v", rounds, v, s.figures())
 	}
 }
@@ -90,42 +94,23 @@ func TestKillLoopUnderLoad(t *testing.T) {
 // against the server until perRound sends were acknowledged and minRound
 // has passed (or ctx ends), kills the server with SIGKILL while they run,
 // and stops them. It returns the failed requests.
-func runUntilKill(ctx context.Context, s *server, url string, l *ledger, perRound int) *failures {
+func runUntilKill(ctx context.Context, s *server, url string, l *ledger.Ledger, perRound int) *traffic.Failures {
 	c := s.client()
 	begin := time.Now()
-	var wg sync.WaitGroup
-	defer wg.Wait() // after stopLoad, also when the kill fails the test
-	load, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
 	var acked atomic.Int64
-	failed := &failures{}
 	enough := make(chan struct{})
 	var once sync.Once
-	for range loadSenders {
-		wg.Go(func() {
-			for load.Err() == nil {
-				n, err := sendBatch(load, c, url, l, batchSize)
-				if err != nil {
-					failed.add(err)
-					backoff(load)
-					continue
-				}
-				if acked.Add(int64(n)) >= int64(perRound) {
-					once.Do(func() { close(enough) })
-				}
+	load := traffic.Start(ctx, url, l, traffic.Config{Senders: loadSenders, Receivers: loadConsumers, Vis: loadVis,
+		Route: func(int) (traffic.Route, bool) {
+			downs := s.downs.Load()
+			return traffic.Route{Client: c, Down: func() bool { return s.downs.Load() != downs }}, true
+		},
+		Sent: func(n int) {
+			if acked.Add(int64(n)) >= int64(perRound) {
+				once.Do(func() { close(enough) })
 			}
-		})
-	}
-	for range loadConsumers {
-		wg.Go(func() {
-			for load.Err() == nil {
-				if _, err := consume(load, c, url, l, loadVis, nil, nil); err != nil {
-					failed.add(err)
-					backoff(load)
-				}
-			}
-		})
-	}
+		}})
+	defer load.Stop() // also when the kill fails the test
 	select {
 	case <-enough:
 	case <-ctx.Done():
@@ -136,8 +121,7 @@ func runUntilKill(ctx context.Context, s *server, url string, l *ledger, perRoun
 	case <-minimum.C:
 	case <-ctx.Done():
 	}
-	s.stop(sigkill) // with requests in flight
-	stopLoad()
-	wg.Wait()
-	return failed
+	s.stop(process.Kill) // with requests in flight
+	load.Stop()
+	return load.Failed()
 }

@@ -11,17 +11,15 @@
 package restart
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
-	"regexp"
+	"slices"
 	"strings"
 	"sync"
-	"syscall"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/sluicemq/sluice/test/process"
 	"github.com/sluicemq/sluice/test/testkit"
 )
 
@@ -36,21 +35,6 @@ var (
 	segmentBytes    = flag.String("restart.segment-bytes", "256KiB", "--segment-bytes of the servers under test")
 	checkpointBytes = flag.String("restart.checkpoint-bytes", "2MiB", "--checkpoint-bytes of the servers under test")
 )
-
-// stopMode is how a server is stopped.
-type stopMode int
-
-const (
-	sigterm stopMode = iota // graceful: requests finish, the store is flushed and closed
-	sigkill                 // kill -9
-)
-
-func (m stopMode) String() string {
-	if m == sigkill {
-		return "SIGKILL"
-	}
-	return "SIGTERM"
-}
 
 // Bounds on waiting for a server: recovering millions of messages takes a
 // while, and none of it may hang a test run.
@@ -62,31 +46,25 @@ const (
 // server is `sluice serve` over one data directory, one process at a time:
 // start, stop, start again. Its log figures add up over its processes.
 type server struct {
-	t      *testing.T
-	dir    string
-	proc   *process // nil between a stop and the next start
-	starts int
-	past   logFigures // the stopped processes'
-}
-
-// process is one running `sluice serve` and the SDK client that talks to it.
-type process struct {
-	cmd     *exec.Cmd
-	log     *serverLog
-	exited  chan struct{} // closed once Wait returned
-	waitErr error         // Wait's result, once exited is closed
-	tr      *http.Transport
-	client  *sqs.Client
-	started time.Duration // from exec to the "sluice serving" line: recovery
+	t     *testing.T
+	dir   string
+	proc  *process.Process // nil between a stop and the next start
+	lines *recoveryLines   // what proc's log says of recovery
+	tr    *http.Transport  // proc's connections
+	cl    *sqs.Client      // talks to proc
+	// started is how long proc took from exec to serving: recovery.
+	started time.Duration
+	starts  int
+	past    logFigures   // the stopped processes'
+	downs   atomic.Int64 // stops so far: a request that spans one met the server going down
 }
 
 func newServer(t *testing.T) *server {
 	s := &server{t: t, dir: t.TempDir()}
 	t.Cleanup(func() {
 		if s.proc != nil {
-			s.proc.cmd.Process.Kill()
-			<-s.proc.exited
-			s.proc.tr.CloseIdleConnections()
+			s.proc.Kill()
+			s.tr.CloseIdleConnections()
 			s.proc = nil
 		}
 	})
@@ -103,93 +81,63 @@ func (s *server) start() {
 		s.t.Fatal("start: a process is running")
 	}
 	s.starts++
-	log := newServerLog()
-	cmd := exec.Command(bin, "serve", "--sqs-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", s.dir,
-		"--segment-bytes", *segmentBytes, "--checkpoint-bytes", *checkpointBytes, "--preallocate=false", "--log-level", "info")
-	cmd.Stdout, cmd.Stderr = log, log
-	begin := time.Now()
-	if err := cmd.Start(); err != nil {
+	lines := &recoveryLines{}
+	p, err := process.Start(process.Config{Bin: bin, Line: lines.line,
+		Args: []string{"serve", "--sqs-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", s.dir,
+			"--segment-bytes", *segmentBytes, "--checkpoint-bytes", *checkpointBytes, "--preallocate=false", "--log-level", "info"}})
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	p := &process{cmd: cmd, log: log, exited: make(chan struct{})}
-	go func() {
-		p.waitErr = cmd.Wait()
-		close(p.exited)
-	}()
-	p.tr = &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
-	s.proc = p
-	var addrs [2]string
-	select {
-	case addrs = <-log.serving:
-	case <-p.exited:
-		s.proc = nil
-		s.t.Fatalf("start %d: sluice serve exited before serving (%v)\n%s", s.starts, p.waitErr, log.tail())
-	case <-time.After(startTimeout):
-		s.t.Fatalf("start %d: sluice serve did not serve within %v\n%s", s.starts, startTimeout, log.tail())
+	s.proc, s.lines = p, lines
+	s.tr = &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: time.Minute}
+	at, err := p.AwaitServing(s.tr, startTimeout)
+	if err != nil {
+		s.t.Fatalf("start %d: %v\n%s", s.starts, err, p.Tail())
 	}
-	p.started = time.Since(begin)
-	if err := waitHealthy(p.tr, addrs[1]+"/healthz"); err != nil {
-		s.t.Fatalf("start %d: %v\n%s", s.starts, err, log.tail())
-	}
+	s.started = at.After
 	// One attempt a request: a request the server did not answer is
 	// unknown (it may or may not have happened), never retried into
 	// something that looks acknowledged twice.
-	p.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(addrs[0]),
+	s.cl = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(at.SQS),
 		Credentials:      credentials.NewStaticCredentialsProvider("restart", "restart", ""),
-		RetryMaxAttempts: 1, HTTPClient: &http.Client{Transport: testkit.BufferedBodies{Next: p.tr}, Timeout: time.Minute}})
-}
-
-// waitHealthy asks url once: the server logs that it serves once its
-// listeners are open, so a connection is taken (at worst queued until its
-// accept loop runs) and answered.
-func waitHealthy(tr *http.Transport, url string) error {
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	resp, err := hc.Get(url)
-	if err != nil {
-		return fmt.Errorf("%s: %v", url, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
+		RetryMaxAttempts: 1, HTTPClient: &http.Client{Transport: testkit.BufferedBodies{Next: s.tr}, Timeout: time.Minute}})
 }
 
 // stop stops the running process. A SIGTERM must end it cleanly (exit 0);
 // a SIGKILL ends it wherever it is.
-func (s *server) stop(how stopMode) {
+func (s *server) stop(how process.Stop) {
 	s.t.Helper()
 	p := s.proc
-	sig := syscall.SIGTERM
-	if how == sigkill {
-		sig = syscall.SIGKILL
+	s.downs.Add(1)
+	_, err := p.Stop(how, stopTimeout)
+	if !p.Exited() {
+		s.t.Fatalf("stop: %v", err) // not signalled
 	}
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		s.t.Fatalf("stop: %v", err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(stopTimeout):
-		p.cmd.Process.Kill()
-		<-p.exited
-		s.t.Fatalf("sluice serve did not stop within %v of %v\n%s", stopTimeout, how, p.log.tail())
-	}
-	p.tr.CloseIdleConnections()
-	s.past.add(p.log.figures())
-	s.proc = nil
-	if how == sigterm && p.waitErr != nil {
-		s.t.Fatalf("sluice serve exited with %v after SIGTERM\n%s", p.waitErr, p.log.tail())
+	s.tr.CloseIdleConnections()
+	s.past.add(figuresOf(p, s.lines))
+	s.proc, s.lines, s.cl = nil, nil, nil
+	if err != nil {
+		s.t.Fatalf("%v\n%s", err, p.Tail())
 	}
 }
 
 // client is the running process's SQS client.
-func (s *server) client() *sqs.Client { return s.proc.client }
+func (s *server) client() *sqs.Client { return s.cl }
+
+// figuresOf is what process p's log says (lines: its recovery lines).
+func figuresOf(p *process.Process, lines *recoveryLines) logFigures {
+	f := logFigures{Figures: p.Figures()}
+	f.unreadable, f.recovered = lines.figures()
+	return f
+}
 
 // figures adds up the log figures of every process so far.
 func (s *server) figures() logFigures {
 	f := s.past
+	f.Samples = slices.Clone(f.Samples)
+	f.recovered = slices.Clone(f.recovered)
 	if s.proc != nil {
-		f.add(s.proc.log.figures())
+		f.add(figuresOf(s.proc, s.lines))
 	}
 	return f
 }
@@ -238,102 +186,53 @@ func (w *segmentWatch) look(s *server) (now, removed, created int) {
 
 // logFigures is what a server's log says about its health.
 type logFigures struct {
-	errors     int      // lines at level ERROR
+	process.Figures
 	unreadable int      // "message record unreadable; dropping the message"
-	samples    []string // the first few ERROR lines
 	recovered  []string // the "recovered" lines, one a start
 }
 
 func (f *logFigures) add(g logFigures) {
-	f.errors += g.errors
+	f.Figures.Add(g.Figures)
 	f.unreadable += g.unreadable
-	f.samples = append(f.samples, g.samples[:min(len(g.samples), max(0, 5-len(f.samples)))]...)
 	f.recovered = append(f.recovered, g.recovered...)
 }
 
 func (f logFigures) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server log: %d ERROR lines, %d \"message record unreadable\"", f.errors, f.unreadable)
+	fmt.Fprintf(&b, "server log: %d ERROR lines, %d \"message record unreadable\"", f.Errors, f.unreadable)
 	for _, r := range f.recovered {
 		fmt.Fprintf(&b, "\n  %s", r)
 	}
-	for _, l := range f.samples {
+	for _, l := range f.Samples {
 		fmt.Fprintf(&b, "\n  %s", l)
 	}
 	return b.String()
 }
 
-var servingLine = regexp.MustCompile(`msg="sluice serving" sqs=(\S+) admin=(\S+)`)
-
-// serverLog takes a process's output line by line: it announces the
-// serving addresses, counts errors, and keeps the last lines for failure
-// messages.
-type serverLog struct {
-	serving chan [2]string // the SQS and admin URLs, once
-
-	mu      sync.Mutex
-	partial []byte
-	last    []string // the last tailLines lines
-	figs    logFigures
+// recoveryLines is what one process's log says of its recovery: the
+// messages it could not read back, and its "recovered" line.
+type recoveryLines struct {
+	mu         sync.Mutex
+	unreadable int
+	recovered  []string
 }
 
-const tailLines = 40
-
-func newServerLog() *serverLog { return &serverLog{serving: make(chan [2]string, 1)} }
-
-func (l *serverLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.partial = append(l.partial, p...)
-	for {
-		i := bytes.IndexByte(l.partial, '\n')
-		if i < 0 {
-			break
-		}
-		l.lineLocked(string(l.partial[:i]))
-		l.partial = l.partial[i+1:]
-	}
-	return len(p), nil
-}
-
-func (l *serverLog) lineLocked(line string) {
-	if len(l.last) == tailLines {
-		l.last = l.last[1:]
-	}
-	l.last = append(l.last, line)
-	if m := servingLine.FindStringSubmatch(line); m != nil {
-		select {
-		case l.serving <- [2]string{m[1], m[2]}:
-		default:
-		}
-	}
+// line takes a line of the process's log.
+func (r *recoveryLines) line(line string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if strings.Contains(line, "msg=recovered") {
-		l.figs.recovered = append(l.figs.recovered, line)
-	}
-	if strings.Contains(line, "level=ERROR") {
-		l.figs.errors++
-		if len(l.figs.samples) < 5 {
-			l.figs.samples = append(l.figs.samples, line)
-		}
+		r.recovered = append(r.recovered, line)
 	}
 	if strings.Contains(line, "message record unreadable") {
-		l.figs.unreadable++
+		r.unreadable++
 	}
 }
 
-func (l *serverLog) figures() logFigures {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	f := l.figs
-	f.samples = append([]string(nil), f.samples...)
-	f.recovered = append([]string(nil), f.recovered...)
-	return f
-}
-
-func (l *serverLog) tail() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Join(l.last, "\n")
+func (r *recoveryLines) figures() (unreadable int, recovered []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unreadable, slices.Clone(r.recovered)
 }
 
 // createQueue creates the queue the tests use and returns its URL.
