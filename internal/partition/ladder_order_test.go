@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -57,5 +58,93 @@ func TestLadderRecordsGoFirst(t *testing.T) {
 	}
 	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "c"}}, nil, false); err != nil {
 		t.Fatalf("a send after: %v", err)
+	}
+}
+
+// TestLadderClimbsAtRecoveryAreWritten: a visibility timeout that ran out
+// while no owner looked (the broker was down, or the climb's record was
+// lost with the power) moves the message up the retry ladder when the
+// next owner recovers the queue. That climb takes a position in the
+// partition, so its record must be written too, before the owner's own:
+// recovery used to drop it, and the owner's first write (a takeover's
+// epoch record, a single node's next call) was fenced at every start,
+// the queue never served again (found by TestModel).
+func TestLadderClimbsAtRecoveryAreWritten(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := testHost(t, store.NewMemory(), clk)
+	a := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
+	if err := a.Create(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "a"}}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	a.Relinquish()
+	clk.Advance(6 * time.Second) // its visibility runs out; no owner looks
+
+	// A takeover (a cluster's path): replay, recovery, the epoch record.
+	b, _, err := Acquire(h, 1, clk.Now(), "n2", 1)
+	if err != nil {
+		t.Fatalf("a takeover after the visibility timeout ran out: %v", err)
+	}
+	b.Start()
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "b"}}, nil, false); err != nil || !b.Serving() {
+		t.Fatalf("a send after the takeover: %v (serving %v)", err, b.Serving())
+	}
+	got, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: ptrInt(5)})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("receive after the takeover: %v %v", got, err)
+	}
+	b.Relinquish()
+	clk.Advance(6 * time.Second) // both fail again: "a" to level 2, "b" to 1
+
+	// A single node's recovery: replay and Start, no epoch record.
+	c := New(h, 1, record.QueueMeta{ID: 1})
+	var last uint64
+	if err := h.Store.ReplayPartition(1, 0, func(e store.Entry) error {
+		last = max(last, e.Pos)
+		return c.Replayed(clk.Now(), e)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.Recovered(clk.Now(), last)
+	c.Start()
+	if _, _, err := c.Send(ctx, []st.SendInput{{Body: "c"}}, nil, false); err != nil || !c.Serving() {
+		t.Fatalf("a send after recovery: %v (serving %v)", err, c.Serving())
+	}
+	// The climbs are in the partition, in order: an owner replaying it
+	// finds each message at its level.
+	d, _, err := Acquire(h, 1, clk.Now(), "n3", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.Start()
+	clk.Advance(time.Minute)
+	levels := map[string]int{}
+	for _, m := range receiveAllMessages(t, d) {
+		levels[m.Body] = m.RetryLevel
+	}
+	if want := map[string]int{"a": 2, "b": 1, "c": 0}; !maps.Equal(levels, want) {
+		t.Fatalf("retry levels after recovery %v, want %v", levels, want)
+	}
+}
+
+// receiveAllMessages receives from o until it answers empty.
+func receiveAllMessages(t *testing.T, o *Owner) []st.Message {
+	t.Helper()
+	var out []st.Message
+	for {
+		ms, err := o.Receive(context.Background(), st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			return out
+		}
+		out = append(out, ms...)
 	}
 }

@@ -277,14 +277,17 @@ func Acquire(h *Host, p store.PartitionID, now time.Time, node string, term uint
 // on; what left during the replay was never kept since the store opened,
 // so nothing is released for it). Messages whose body the store no longer
 // has are counted, and deleted by Start; messages found leaving (past
-// their age, off the ladder) wait for Start too. It returns how many
-// bodies were missing.
+// their age, off the ladder) wait for Start too. The records the retry
+// ladder made as time moved on (visibility timeouts that ran out while
+// nobody looked) took the positions after last: they go to the store
+// first, before a takeover's epoch record or Start's writes, which the
+// store would fence otherwise. It returns how many bodies were missing.
 func (o *Owner) Recovered(now time.Time, last uint64) int {
 	o.q.SetLast(last)
 	o.q.Advance(now)
 	o.lost = o.q.HoldAll(func(m *queue.Msg) error { return o.h.Store.Keep(o.p, m.Seq, hintOf(m.Loc)) })
 	eff := o.q.TakeEffects()
-	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
+	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs, Records: eff.Records})
 	if n := len(o.lost); n > 0 {
 		o.unreadable(n)
 		o.h.Log.Error("messages whose body the store no longer has; they are deleted", "queue", o.meta.Name, "messages", n)
