@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -146,5 +147,51 @@ func receiveAllMessages(t *testing.T, o *Owner) []st.Message {
 			return out
 		}
 		out = append(out, ms...)
+	}
+}
+
+// TestSnapshotWritesLadderRecords: a snapshot first applies the writes
+// that finished meanwhile (another request's, about to take the lock
+// again), and applying moves the queue's time on: a visibility timeout
+// that ran out since the queue's last call takes its message up the retry
+// ladder there, with a record at the next position. The snapshot used to
+// be taken after the queue's last position with that record unwritten:
+// the store fenced it and the owner stopped serving.
+func TestSnapshotWritesLadderRecords(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := testHost(t, store.NewMemory(), clk)
+	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
+	if err := o.Create(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "a"}, {Body: "b"}}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 || got[0].Body != "a" {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	// A delete of "b" whose write is done, not yet applied: its request
+	// has not taken the lock back.
+	ms, _, err := o.Messages(0, 0, func(m *queue.Msg) bool { return m.State != queue.InFlight })
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("messages: %v %v", ms, err)
+	}
+	o.lock()
+	o.appendLocked([]*record.Record{o.q.DeleteRecord(ms[0].Seq, record.ByClient)}, true, nil)
+	o.mu.Unlock()
+	clk.Advance(6 * time.Second) // "a"'s visibility runs out; no call looks
+	if err := o.Snapshot(); err != nil || !o.Serving() {
+		t.Fatalf("snapshot: %v (serving %v)", err, o.Serving())
+	}
+	// The partition holds the climb: a new owner finds "a" on level 1.
+	n, _, err := Acquire(h, 1, clk.Now(), "n2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Start()
+	got := receiveAllMessages(t, n)
+	if len(got) != 1 || got[0].Body != "a" || got[0].RetryLevel != 1 || got[0].FailReason != "VisibilityTimeout" {
+		t.Fatalf("after the snapshot, the new owner delivered %+v", got)
 	}
 }

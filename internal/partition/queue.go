@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"time"
 
@@ -44,9 +45,19 @@ func (o *Owner) Create() error {
 }
 
 // settleLocked waits, letting the lock go meanwhile, until no write is in
-// flight, and applies them all.
+// flight, and applies them all. Applying a write moves the queue's time
+// on, and a visibility timeout that ran out since then takes its message
+// up the retry ladder, with a record at the next position: those records
+// are written too, so that the partition ends at the queue's last
+// position (o.q.Last) when it returns, as a snapshot or a drop needs.
 func (o *Owner) settleLocked() {
-	for len(o.writes) > 0 {
+	for {
+		if early := o.q.RecordsBefore(math.MaxUint64); len(early) > 0 && o.state != relinquished {
+			o.appendLocked(early, false, nil)
+		}
+		if len(o.writes) == 0 {
+			return
+		}
 		w := o.writes[len(o.writes)-1]
 		o.mu.Unlock()
 		_ = w.f.Wait(context.Background())
