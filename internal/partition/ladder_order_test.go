@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"testing"
 	"time"
@@ -193,5 +194,55 @@ func TestSnapshotWritesLadderRecords(t *testing.T) {
 	got := receiveAllMessages(t, n)
 	if len(got) != 1 || got[0].Body != "a" || got[0].RetryLevel != 1 || got[0].FailReason != "VisibilityTimeout" {
 		t.Fatalf("after the snapshot, the new owner delivered %+v", got)
+	}
+}
+
+// TestLadderFailureSurvivesAnUnwrittenClimb: a climb up the retry ladder
+// is made at once and its record written after; when that write fails
+// the climb stays (recovery would make the same one again from the
+// delivery that timed out). A delivery of the message on its new level
+// is recorded, and replayed on top of the delivery before, without the
+// climb: the delivery's record states the message's failures, or they
+// were lost at the next start (found by TestModel: the failure reason,
+// count and first time of a message received again after a fault).
+func TestLadderFailureSurvivesAnUnwrittenClimb(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mem := store.NewMemory()
+	h := testHost(t, mem, clk)
+	a := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
+	if err := a.Create(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "a"}}, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	clk.Advance(6 * time.Second)
+	mem.FailAppends(errors.New("disk full"))
+	a.Maintain() // climbs; its record is not written
+	mem.FailAppends(nil)
+	got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 1, VisibilityTimeout: ptrInt(100)})
+	if err != nil || len(got) != 1 || got[0].RetryLevel != 1 || got[0].Failures != 1 {
+		t.Fatalf("receive on level 1: %+v %v", got, err)
+	}
+	want := got[0]
+	a.Relinquish()
+
+	b, _, err := Acquire(h, 1, clk.Now(), "n2", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Start()
+	ms, _, err := b.Messages(0, 0, nil)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("messages after recovery: %v %v", ms, err)
+	}
+	m := ms[0]
+	if f := m.Fail(); m.Level != 1 || f == nil || f.Reason != want.FailReason || f.Failures != int32(want.Failures) || f.First != want.FirstFailure.UnixMilli() {
+		t.Fatalf("after recovery: level %d, failures %+v; delivered on level %d with %d failures (%s since %v)",
+			m.Level, f, want.RetryLevel, want.Failures, want.FailReason, want.FirstFailure)
 	}
 }
