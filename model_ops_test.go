@@ -1018,7 +1018,17 @@ func (s *sim) faultOp() {
 	case 9:
 		// Time passes: maintenance, on a disk that fails, takes
 		// messages up the ladders and off them, snapshots and compacts.
+		// What it wrote on its own meets the failing disk: a queue's
+		// snapshot waits for it (the disk's writer could otherwise
+		// take it once writes work again, and a seed would not replay).
 		s.advance()
+		if b, ok := s.b.(*sluice.Broker); ok {
+			for _, mq := range s.m.queues {
+				if !mq.deleted {
+					_ = sluice.SnapshotQueue(b, mq.name) // fails, and changes nothing
+				}
+			}
+		}
 	default:
 		s.redrive(false)
 	}
