@@ -87,6 +87,7 @@ func clusterModelRun(t *testing.T, seed uint64, ops int) {
 		t.Errorf("no body was re-homed: the run does not test re-homing")
 	}
 	s.checkMoved()
+	s.checkLadder()
 }
 
 // clusterSim is the cluster of TestClusterModel: three nodes in this
@@ -446,6 +447,10 @@ func (r clusterBroker) WaitMoveTask(ctx context.Context, handle string) (sluice.
 	}
 	delete(r.c.tasks, handle)
 	return b.WaitMoveTask(ctx, handle)
+}
+
+func (r clusterBroker) RetryMessage(ctx context.Context, queue, handle string, delaySeconds *int, reason string) error {
+	return call0(r.c, queue, func(b *sluice.Broker) error { return b.RetryMessage(ctx, queue, handle, delaySeconds, reason) })
 }
 
 func (r clusterBroker) Peek(queue string, f sluice.PeekFilter) ([]sluice.PeekedMessage, string, error) {

@@ -15,3 +15,14 @@ func Crash(b *Broker) {
 	_ = b.e.Close()
 	b.tools.StopAll()
 }
+
+// SnapshotQueue renews one queue's snapshot, for tests: it waits for
+// every write of the queue under way first (those the broker made on its
+// own included), so that they meet the file system as it is now.
+func SnapshotQueue(b *Broker, name string) error {
+	o, err := b.e.Queue(name)
+	if err != nil {
+		return err
+	}
+	return o.Snapshot()
+}

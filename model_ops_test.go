@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/md5"
 	"encoding/hex"
 	"fmt"
@@ -42,6 +43,7 @@ func (s *sim) ops() []simOp {
 		{"delete", [3]int{100, 40, 100}, func(s *sim) { s.deleteHandles(1) }},
 		{"delete-batch", [3]int{50, 20, 100}, func(s *sim) { s.deleteHandles(2 + s.rng.IntN(9)) }},
 		{"visibility", [3]int{60, 30, 40}, (*sim).changeVisibility},
+		{"retry", [3]int{40, 15, 40}, (*sim).retry},
 		{"advance", [3]int{90, 90, 80}, (*sim).advance},
 		{"purge", [3]int{4, 0, 6}, func(s *sim) { s.purge(s.pickQueue()) }},
 		{"delete-queue", [3]int{3, 3, 3}, (*sim).recreate},
@@ -84,6 +86,7 @@ func (s *sim) step() {
 	case n < 50 && s.phase == 2:
 		s.phase = 0
 	}
+	s.ladder()
 	if s.op%100 == 0 {
 		s.purgeOld()
 	}
@@ -300,6 +303,7 @@ func (s *sim) receive(q, n, vis int) []receipt {
 	mq := s.m.queues[q]
 	s.note("receive %d from %s, visibility %ds", n, mq.name, vis)
 	s.fig.receives++
+	s.ladder() // a receive first takes what failed since up the ladder
 	now := s.now()
 	ms, err := s.b.Receive(ctx, mq.name, st.ReceiveInput{MaxMessages: n, VisibilityTimeout: ptr(vis), WaitTimeSeconds: ptr(0)})
 	if err != nil {
@@ -326,9 +330,7 @@ func (s *sim) receive(q, n, vis int) []receipt {
 		case mm.q == q:
 			mm.moving = false
 		case mm.moving && mm.q == src && src >= 0:
-			s.m.moveTo(mm, q) // dead-lettered by an earlier receive
-			mm.dlqSource = s.m.queues[src].arn
-			s.fig.toDLQ++
+			s.deadLettered(mm, q) // by an earlier receive
 			s.event(mm, "found dead-lettered (received from %s)", mq.name)
 		default:
 			s.fail("message %s received from %s, but it is in %s", msg.MessageID, mq.name, s.m.queues[mm.q].name)
@@ -337,8 +339,8 @@ func (s *sim) receive(q, n, vis int) []receipt {
 		if mm.visibleAt > now {
 			s.fail("message %s of %s delivered %d ms before it is visible (received before: %v)%s", mm.id, mq.name, mm.visibleAt-now, mm.received, about(mm))
 		}
-		if mq.dlq >= 0 && mm.count >= modelMaxRecv {
-			s.fail("message %s of %s delivered a %dth time: maxReceiveCount %d should have dead-lettered it%s", mm.id, mq.name, mm.count+1, modelMaxRecv, about(mm))
+		if mq.dlq >= 0 && mm.count >= mq.maxRecv {
+			s.fail("message %s of %s delivered a %dth time: maxReceiveCount %d should have dead-lettered it%s", mm.id, mq.name, mm.count+1, mq.maxRecv, about(mm))
 		}
 		s.checkMessage(mm, msg)
 	}
@@ -351,7 +353,10 @@ func (s *sim) receive(q, n, vis int) []receipt {
 		mm := s.m.msgs[msg.MessageID]
 		mm.count, mm.handle, mm.received = msg.ReceiveCount, msg.ReceiptHandle, true
 		mm.visibleAt, mm.delivered = now+int64(vis)*1000, now
-		s.event(mm, "received from %s (count %d), visibility %ds", mq.name, mm.count, vis)
+		if mq.ladder != nil {
+			s.m.flying[mm.id] = mm
+		}
+		s.event(mm, "received from %s (count %d, level %d), visibility %ds", mq.name, mm.count, mm.level, vis)
 		r := receipt{q: q, inc: mm.inc, id: mm.id, handle: msg.ReceiptHandle}
 		s.m.addReceipt(r)
 		out = append(out, r)
@@ -366,7 +371,7 @@ func (s *sim) receive(q, n, vis int) []receipt {
 		// maxReceiveCount times to the dead-letter queue instead of
 		// delivering it: any such message it did not return may have gone.
 		for _, mm := range s.m.in(q) {
-			if !got[mm.id] && mm.visibleAt <= now && mm.count >= modelMaxRecv && !mm.moving {
+			if !got[mm.id] && mm.visibleAt <= now && mm.count >= mq.maxRecv && !mm.moving {
 				mm.moving = true
 				s.event(mm, "may be dead-lettered by a receive from %s", mq.name)
 			}
@@ -395,7 +400,24 @@ func (s *sim) checkMessage(mm *mMsg, msg st.Message) {
 		s.fail("message %s of %s: dead-letter source %q, want %q%s", mm.id, name, msg.DeadLetterSourceArn, mm.dlqSource, about(mm))
 	case s.m.queues[mm.q].fifo && msg.GroupID != mm.group:
 		s.fail("message %s of %s: group %q, sent %q%s", mm.id, name, msg.GroupID, mm.group, about(mm))
+	case msg.RetryLevel != mm.level:
+		s.fail("message %s of %s: retry level %d, want %d%s", mm.id, name, msg.RetryLevel, mm.level, about(mm))
+	case msg.Failures != mm.failures || msg.FailReason != mm.failReason || msg.LastError != mm.lastError:
+		s.fail("message %s of %s: %d failures, the last %q (%q); want %d, %q (%q)%s", mm.id, name, msg.Failures, msg.FailReason, msg.LastError,
+			mm.failures, mm.failReason, mm.lastError, about(mm))
+	case mm.failures > 0 && mm.firstFail >= 0 && msg.FirstFailure.UnixMilli() != mm.firstFail:
+		s.fail("message %s of %s: first failure at %d, want %d%s", mm.id, name, msg.FirstFailure.UnixMilli(), mm.firstFail, about(mm))
 	}
+}
+
+// deadLettered makes mm, found in dead-letter queue d, a message of d:
+// a receive from its source moved it there, over maxReceiveCount, at a
+// time the model does not know.
+func (s *sim) deadLettered(mm *mMsg, d int) {
+	s.m.moveTo(mm, d)
+	mm.dlqSource = s.m.queues[s.source(d)].arn
+	s.m.failed(mm, -1, "MaxReceiveCount", "")
+	s.fig.toDLQ++
 }
 
 func sameAttributes(a, b map[string]st.AttributeValue) bool {
@@ -459,6 +481,7 @@ func (s *sim) handles(n int) (int, []receipt) {
 	if len(s.m.receipts) == 0 {
 		return -1, nil
 	}
+	s.ladder()
 	q := s.m.receipts[s.rng.IntN(len(s.m.receipts))].q
 	var rs []receipt
 	seen := map[string]bool{}
@@ -526,6 +549,7 @@ func handlesOf(rs []receipt) []string {
 // at a power loss, and what it deleted may be back.
 func (s *sim) deleted(q int, rs []receipt, errs []error, maybe int) {
 	mq := s.m.queues[q]
+	s.ladder() // a delete first takes what failed since up the ladder
 	now := s.now()
 	s.fig.deletes++
 	type state struct {
@@ -574,20 +598,21 @@ func (s *sim) changeVisibility() {
 	}
 	s.note("change visibility of %d in %s", len(rs), mq.name)
 	s.fig.visChanges++
+	s.ladder()
 	errs, err := s.b.ChangeVisibilityBatch(ctx, mq.name, in)
 	if err != nil {
 		s.fail("change visibility in %s: %v", mq.name, err)
 	}
 	for i, r := range rs {
 		mm, h := s.m.stateOf(r)
-		inFlight := h == hCurrent && mm.visibleAt > now
+		inFlight := h == hCurrent && mm.received && mm.visibleAt > now
 		at := now + int64(in[i].Seconds)*1000
 		changes := inFlight && at-mm.delivered <= 12*3600*1000
 		refused := h == hGone || h == hStale || h == hCurrent && !changes && (inFlight || mq.fifo)
 		err := errs[i]
 		switch {
 		case changes && err == nil:
-			mm.visibleAt = at
+			mm.visibleAt = at // on a ladder, 0 s is a failure now (sim.ladder)
 			s.event(mm, "visibility %ds", in[i].Seconds)
 		case changes && s.faulted:
 			s.fig.faultFailed++
@@ -600,6 +625,161 @@ func (s *sim) changeVisibility() {
 			s.fail("visibility change of message %s in %s (handle %d, no longer in flight): %v, want success and no change", r.id, mq.name, h, err)
 		}
 	}
+}
+
+// ---- retry ladders ----
+
+// ladder makes the failures the broker makes on its own: a message
+// received from a queue with a retry ladder whose visibility ran out
+// failed when it ran out, and climbs (or leaves) from then. The broker
+// does it lazily, at the queue's next call (every call to a queue first
+// moves its timers on: a receive, a delete, a peek, the counts checked
+// after every operation; maintenance on a clock advance), but its outcome
+// does not depend on when: the delay counts from the failure. So the
+// model applies it before it predicts anything of a queue at now.
+func (s *sim) ladder() {
+	now := s.now()
+	var due []*mMsg
+	for id, mm := range s.m.flying {
+		switch {
+		case s.m.msgs[id] != mm || !mm.received || s.m.queues[mm.q].ladder == nil:
+			delete(s.m.flying, id) // gone, moved, or failed already
+		case mm.visibleAt <= now:
+			delete(s.m.flying, id)
+			due = append(due, mm)
+		}
+	}
+	// In the order they failed, so that a failure's report reads in order.
+	slices.SortFunc(due, func(a, b *mMsg) int {
+		return cmp.Or(cmp.Compare(a.visibleAt, b.visibleAt), strings.Compare(a.id, b.id))
+	})
+	for _, mm := range due {
+		s.climb(mm, mm.visibleAt, "VisibilityTimeout", "", -1)
+	}
+}
+
+// climb fails mm on its queue's ladder at at (ms): it waits its level's
+// delay (delay ms instead when not negative) one level up, no longer in
+// flight (its handle still names it: a delete takes it, a visibility
+// change does nothing); a failure on the last level sends it to the
+// queue's dead-letter queue (a new message there: level 0, its receive
+// count and failures kept) or drops it.
+func (s *sim) climb(mm *mMsg, at int64, reason, text string, delay int64) {
+	mq := s.m.queues[mm.q]
+	s.m.failed(mm, at, reason, text)
+	mm.received = false
+	if mm.level >= len(mq.ladder) {
+		if mq.dlq < 0 {
+			s.fig.dropped++
+			s.event(mm, "off the ladder of %s (%s): dropped", mq.name, reason)
+			s.m.remove(mm)
+			return
+		}
+		s.m.moveTo(mm, mq.dlq)
+		mm.dlqSource = mq.arn
+		s.fig.exhausted++
+		s.event(mm, "off the ladder of %s (%s): to %s", mq.name, reason, s.m.queues[mq.dlq].name)
+		return
+	}
+	if delay < 0 {
+		delay = mq.ladder[mm.level].Milliseconds()
+	}
+	mm.level++
+	mm.visibleAt = at + delay
+	s.fig.climbs++
+	s.event(mm, "up the ladder of %s to level %d (%s at t+%d ms), visible %d ms after", mq.name, mm.level, reason, at-s.start(), delay)
+}
+
+// start is the clock's start (unix ms), for events' times.
+func (s *sim) start() int64 { return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli() }
+
+// retry gives a received message of a standard queue back with
+// RetryMessage, sometimes with its own delay: mostly one in flight (of a
+// queue with a ladder, when there is one), else any receipt held. A
+// message in flight, with its newest handle, fails now (up its queue's
+// ladder; without one, visible after the delay); an old handle, or a
+// message gone, is refused as ReceiptHandleIsInvalid, one no longer in
+// flight as MessageNotInflight, and nothing changes.
+func (s *sim) retry() {
+	if len(s.m.receipts) == 0 {
+		return
+	}
+	s.ladder()
+	now := s.now()
+	var held, flying, laddered []receipt
+	for _, r := range s.m.receipts {
+		mq := s.m.queues[r.q]
+		if mq.fifo {
+			continue
+		}
+		held = append(held, r)
+		if mm, h := s.m.stateOf(r); h == hCurrent && mm.received && mm.visibleAt > now {
+			flying = append(flying, r)
+			if mq.ladder != nil {
+				laddered = append(laddered, r)
+			}
+		}
+	}
+	pick := held
+	if s.rng.IntN(4) != 0 {
+		for _, c := range [][]receipt{flying, laddered} {
+			if len(c) > 0 {
+				pick = c
+			}
+		}
+	}
+	if len(pick) == 0 {
+		return
+	}
+	r := pick[s.rng.IntN(len(pick))]
+	s.resolveFor([]receipt{r})
+	mq := s.m.queues[r.q]
+	var delay *int
+	if s.rng.IntN(4) == 0 {
+		delay = ptr(s.rng.IntN(11))
+	}
+	reason := ""
+	if s.rng.IntN(2) == 0 {
+		reason = fmt.Sprintf("op %d failed", s.op)
+	}
+	mm, h := s.m.stateOf(r)
+	inFlight := h == hCurrent && mm.received && mm.visibleAt > now
+	s.note("retry message %s of %s (delay %v, in flight %v, handle %d)", r.id, mq.name, deref(delay), inFlight, h)
+	err := s.b.RetryMessage(ctx, mq.name, r.handle, delay, reason)
+	switch {
+	case inFlight && err == nil:
+		s.fig.retried++
+		d := int64(-1)
+		if delay != nil {
+			d = int64(*delay) * 1000
+		}
+		if mq.ladder != nil {
+			s.climb(mm, now, "Retry", reason, d)
+			break
+		}
+		s.m.failed(mm, now, "Retry", reason)
+		mm.received, mm.visibleAt = false, now+max(d, 0)
+		s.event(mm, "given back (RetryMessage), visible in %d ms", max(d, 0))
+	case inFlight && s.faulted:
+		s.fig.faultFailed++
+		s.event(mm, "RetryMessage failed (writes fail): %v", err)
+	case inFlight:
+		s.fail("RetryMessage of message %s in %s, in flight with its newest handle: %v%s", r.id, mq.name, err, about(mm))
+	case h == hCurrent && code(err) == st.CodeMessageNotInflight,
+		h != hCurrent && code(err) == st.CodeReceiptHandleIsInvalid:
+		s.fig.retryRefused++
+	case h == hCurrent:
+		s.fail("RetryMessage of message %s in %s, not in flight: %v, want MessageNotInflight%s", r.id, mq.name, err, about(mm))
+	default:
+		s.fail("RetryMessage of message %s in %s with a handle that names it no more (%d): %v, want ReceiptHandleIsInvalid", r.id, mq.name, h, err)
+	}
+}
+
+func deref(p *int) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }
 
 // ---- purges and redrives ----
@@ -710,12 +890,13 @@ func (s *sim) purgeOld() {
 // redrive moves the ready messages of the dead-letter queue back to their
 // source, at once or by a message move task.
 func (s *sim) redrive(task bool) {
-	d := -1
+	var dlqs []int
 	for _, mq := range s.m.queues {
 		if mq.dlq >= 0 {
-			d = mq.dlq
+			dlqs = append(dlqs, mq.dlq)
 		}
 	}
+	d := dlqs[s.rng.IntN(len(dlqs))]
 	s.resolve(d)
 	dq := s.m.queues[d]
 	now := s.now()
@@ -759,7 +940,12 @@ func (s *sim) redrive(task bool) {
 		src := slices.IndexFunc(s.m.queues, func(q *mQueue) bool { return q.arn == mm.dlqSource })
 		s.m.moveTo(mm, src)
 		mm.count, mm.dlqSource = 0, ""
-		s.event(mm, "redriven to %s", s.m.queues[src].name)
+		if !task {
+			// RedriveFiltered forgets its failures; a move task keeps
+			// them (both start it at the ladder's bottom).
+			mm.failures, mm.failReason, mm.lastError, mm.firstFail = 0, "", "", 0
+		}
+		s.event(mm, "redriven to %s (task %v)", s.m.queues[src].name, task)
 	}
 	s.fig.redriven += len(want)
 }
@@ -801,14 +987,16 @@ func (s *sim) compact() {
 }
 
 // faultOp runs one operation while every write fails (no space, or a
-// failed fsync): it may fail, and then must have changed nothing.
+// failed fsync): it may fail, and then must have changed nothing. Or
+// time passes meanwhile: what the broker writes on its own then (the
+// retry ladders' climbs, moves off them, snapshots, compaction) fails.
 func (s *sim) faultOp() {
 	f := []vfs.Faults{{NoSpace: true}, {SyncError: true}}[s.rng.IntN(2)]
 	s.note("writes fail: %+v", f)
 	s.fig.faults++
 	s.fault.Set(f)
 	s.faulted = true
-	switch s.rng.IntN(9) {
+	switch s.rng.IntN(11) {
 	case 0:
 		s.send(s.pickQueue(), 1, false)
 	case 1:
@@ -825,6 +1013,22 @@ func (s *sim) faultOp() {
 		s.purge(s.pickQueue())
 	case 7:
 		s.recreate()
+	case 8:
+		s.retry()
+	case 9:
+		// Time passes: maintenance, on a disk that fails, takes
+		// messages up the ladders and off them, snapshots and compacts.
+		// What it wrote on its own meets the failing disk: a queue's
+		// snapshot waits for it (the disk's writer could otherwise
+		// take it once writes work again, and a seed would not replay).
+		s.advance()
+		if b, ok := s.b.(*sluice.Broker); ok {
+			for _, mq := range s.m.queues {
+				if !mq.deleted {
+					_ = sluice.SnapshotQueue(b, mq.name) // fails, and changes nothing
+				}
+			}
+		}
 	default:
 		s.redrive(false)
 	}
@@ -934,6 +1138,7 @@ func (s *sim) snapshotDuringCompaction() {
 // since the model may not know yet which of the two a message is in). A
 // message lost in between shows here at once; verifyQueues names it.
 func (s *sim) checkCounts() {
+	s.ladder()
 	model := make([]int, len(s.m.queues))
 	for _, mm := range s.m.live() {
 		model[mm.q]++
@@ -989,9 +1194,18 @@ func (s *sim) resolve(q int) {
 
 // verify checks every queue against the model.
 func (s *sim) verify(why string) {
-	all := make([]int, len(s.m.queues))
-	for i := range all {
-		all[i] = i
+	// Dead-letter queues last: a look at a queue with a ladder takes
+	// what failed since off it, to its dead-letter queue.
+	var all []int
+	for i := range s.m.queues {
+		if s.source(i) < 0 {
+			all = append(all, i)
+		}
+	}
+	for i := range s.m.queues {
+		if s.source(i) >= 0 {
+			all = append(all, i)
+		}
 	}
 	s.verifyQueues(why, all...)
 }
@@ -1003,6 +1217,7 @@ func (s *sim) verify(why string) {
 // queue is verified with its source.
 func (s *sim) verifyQueues(why string, qs ...int) {
 	s.fig.verifies++
+	s.ladder()
 	now := s.now()
 	type seen struct {
 		q int
@@ -1062,9 +1277,7 @@ func (s *sim) verifyQueues(why string, qs ...int) {
 		case f.q == mm.q:
 			mm.moving = false
 		case mm.moving && s.m.queues[mm.q].dlq == f.q:
-			s.m.moveTo(mm, f.q)
-			mm.dlqSource = s.m.queues[s.source(f.q)].arn
-			s.fig.toDLQ++
+			s.deadLettered(mm, f.q)
 			s.event(mm, "found dead-lettered (peek)")
 		default:
 			diffs = append(diffs, fmt.Sprintf("message %s is in %s, the model has it in %s", mm.id, s.m.queues[f.q].name, s.m.queues[mm.q].name)+about(mm))
@@ -1088,6 +1301,12 @@ func (s *sim) verifyQueues(why string, qs ...int) {
 			diffs = append(diffs, fmt.Sprintf("message %s of %s: sent at %d, want %d", mm.id, s.m.queues[mm.q].name, p.Sent.UnixMilli(), mm.sent)+about(mm))
 		case p.Source != mm.dlqSource:
 			diffs = append(diffs, fmt.Sprintf("message %s of %s: dead-letter source %q, want %q", mm.id, s.m.queues[mm.q].name, p.Source, mm.dlqSource)+about(mm))
+		case p.RetryLevel != mm.level:
+			diffs = append(diffs, fmt.Sprintf("message %s of %s: retry level %d, want %d", mm.id, s.m.queues[mm.q].name, p.RetryLevel, mm.level)+about(mm))
+		case p.Reason != mm.failReason || p.LastError != mm.lastError:
+			diffs = append(diffs, fmt.Sprintf("message %s of %s: last failure %q (%q), want %q (%q)", mm.id, s.m.queues[mm.q].name, p.Reason, p.LastError, mm.failReason, mm.lastError)+about(mm))
+		case mm.failures > 0 && mm.firstFail >= 0 && p.FirstFailure.UnixMilli() != mm.firstFail:
+			diffs = append(diffs, fmt.Sprintf("message %s of %s: first failure at %d, want %d", mm.id, s.m.queues[mm.q].name, p.FirstFailure.UnixMilli(), mm.firstFail)+about(mm))
 		}
 	}
 	for _, op := range slices.Sorted(maps.Keys(present)) {

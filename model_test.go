@@ -35,7 +35,11 @@ const (
 	modelSegment    = 64 << 10
 	modelCheckpoint = 128 << 10
 	modelCompact    = 5 * time.Second
-	modelMaxRecv    = 3 // the dead-letter source's maxReceiveCount
+	modelMaxRecv    = 3 // beta's maxReceiveCount
+	// modelLadderRecv is zeta's maxReceiveCount: above the receives its
+	// retry ladder allows (one a level), so that only the ladder sends
+	// its messages to the dead-letter queue.
+	modelLadderRecv = 10
 	// modelOldest is the age beyond which the model purges messages by
 	// their send time (PurgeFiltered), well before the 14 days of
 	// retention would drop them on the broker's own.
@@ -52,8 +56,11 @@ const (
 // Before and after every restart and power loss every message the model
 // holds must be there, with its body, and no deleted one may come back;
 // every received message is checked against the model as it comes, and
-// the queues' counts after every operation. The operations are in
-// model_ops_test.go.
+// the queues' counts after every operation. Two queues have a retry
+// ladder (RetryDelays): a message whose visibility runs out, or that is
+// given back with RetryMessage, climbs a level and waits its delay; off
+// the last level it goes to the dead-letter queue (zeta) or is dropped
+// (eta). The operations are in model_ops_test.go.
 //
 // The short run is part of the normal test command. The long run:
 //
@@ -105,6 +112,7 @@ func modelRun(t *testing.T, seed uint64, ops int) {
 		t.Errorf("no snapshot was written")
 	}
 	s.checkMoved()
+	s.checkLadder()
 }
 
 // run runs ops random operations, checking the counts after each, then
@@ -127,6 +135,16 @@ func (s *sim) checkMoved() {
 	}
 }
 
+// checkLadder fails a run that did not take messages up the retry
+// ladders, off their last level to the dead-letter queue and dropped, and
+// give messages back with RetryMessage.
+func (s *sim) checkLadder() {
+	if f := &s.fig; f.climbs == 0 || f.exhausted == 0 || f.dropped == 0 || f.retried == 0 {
+		s.t.Errorf("%d ladder climbs, %d off the ladder to the dead-letter queue, %d dropped, %d RetryMessage: the run does not test retry ladders",
+			f.climbs, f.exhausted, f.dropped, f.retried)
+	}
+}
+
 // ---- the model ----
 
 // mQueue is one queue of the simulation.
@@ -136,6 +154,13 @@ type mQueue struct {
 	fifo   bool
 	dlq    int // its dead-letter queue, -1 if none
 	weight int
+	// maxRecv is its RedrivePolicy's maxReceiveCount (with a dlq).
+	maxRecv int
+	// ladder is its retry ladder (RetryDelays), nil if none: a failure
+	// (its visibility ran out, RetryMessage) takes a message up a level,
+	// visible that level's delay after the failure; a failure on the
+	// last level sends it to the dead-letter queue, or drops it.
+	ladder []time.Duration
 	attrs  map[string]string // as created
 	// lastPurge is its last acknowledged PurgeQueue (zero: none), which
 	// SQS allows once every 60 seconds: across restarts, power losses
@@ -160,9 +185,21 @@ type mMsg struct {
 	// of its new queue, and receipt handles of an older one name nothing.
 	inc   int
 	count int // its receive count
+	level int // its retry level (0: first attempts; a move starts it at 0)
+	// Its failures as the broker records them (RetryMessage, a ladder's
+	// climbs, dead-lettering): the last reason, the last reason text
+	// given, when the first was (ms; -1: not known, a move by a receive
+	// the model cannot time) and how many.
+	failReason, lastError string
+	firstFail             int64
+	failures              int
 	// visibleAt (ms) ends its delay or, received, its visibility.
 	visibleAt int64
-	received  bool   // received in this incarnation: handle is its newest receipt
+	// received: received in this incarnation, and in flight since (or
+	// visible again once its visibility ran out). A failure on a ladder,
+	// or RetryMessage, ends it: the message waits as a delayed one does,
+	// and handle, while its newest receipt, still names it.
+	received  bool
 	handle    string // "" when not received in this incarnation
 	delivered int64  // ms of its newest receive
 	dlqSource string // the ARN of the queue it was dead-lettered from
@@ -194,6 +231,9 @@ type model struct {
 	receipts []receipt // the newest handles, some stale
 	sends    int
 	maybes   int // operations under way at a power loss
+	// flying are the messages received from a queue with a retry ladder,
+	// by id: they climb once their visibility runs out (sim.ladder).
+	flying map[string]*mMsg
 }
 
 func (m *model) live() []*mMsg {
@@ -225,8 +265,21 @@ func (m *model) remove(mm *mMsg) {
 
 // moveTo makes mm a message of q.
 func (m *model) moveTo(mm *mMsg, q int) {
-	mm.q, mm.inc, mm.moving = q, mm.inc+1, false
+	mm.q, mm.inc, mm.moving, mm.level = q, mm.inc+1, false, 0
 	mm.received, mm.handle, mm.visibleAt = false, "", 0
+}
+
+// failed records a failure of mm at (ms; -1: not known), as the broker
+// does: the first one's time, the last reason and reason text given.
+func (m *model) failed(mm *mMsg, at int64, reason, text string) {
+	if mm.failures == 0 {
+		mm.firstFail = at
+	}
+	mm.failures++
+	mm.failReason = reason
+	if text != "" {
+		mm.lastError = text
+	}
 }
 
 func (m *model) addReceipt(r receipt) {
@@ -278,6 +331,7 @@ type modelBroker interface {
 	Purge(ctx context.Context, queue string) error
 	StartMoveTask(ctx context.Context, sourceArn, destinationArn string, rate int) (string, error)
 	WaitMoveTask(ctx context.Context, taskHandle string) (sluice.MoveTask, error)
+	RetryMessage(ctx context.Context, queue, receiptHandle string, delaySeconds *int, reason string) error
 	Peek(queue string, f sluice.PeekFilter) ([]sluice.PeekedMessage, string, error)
 	PurgeFiltered(ctx context.Context, queue string, f sluice.PeekFilter) (int, error)
 	RedriveFiltered(ctx context.Context, queue string, f sluice.PeekFilter, dest string) (int, error)
@@ -291,6 +345,11 @@ type figures struct {
 	purges, purgeRefused, redrives, redriven, toDLQ, advances, restarts  int
 	crashes, snapshots, compactions, faults, faultFailed, verifies       int
 	checked, maxLive, maxSegs, unlinked                                  int
+	// The retry ladders: climbs (a level up), messages off their last
+	// level to the dead-letter queue, and dropped (no dead-letter queue);
+	// RetryMessage calls the broker took and refused (not in flight, an
+	// old handle).
+	climbs, exhausted, dropped, retried, retryRefused int
 	// Operations under way at a power loss: queue deletions that took
 	// effect or not; batches whose messages were there after it or not.
 	// inflightCut counts those the power loss fell inside.
@@ -337,7 +396,7 @@ func newSim(t *testing.T, seed uint64, cluster bool) *sim {
 	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), mem: vfs.NewMem(),
 		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), logs: &logTail{},
 		segs: map[string]bool{}, gone: map[string]bool{}}
-	s.m = model{msgs: map[string]*mMsg{}, gone: map[string]bool{}}
+	s.m = model{msgs: map[string]*mMsg{}, gone: map[string]bool{}, flying: map[string]*mMsg{}}
 	s.fault = vfs.NewFault(s.mem)
 	s.power = &powerFS{FS: s.fault, mem: s.mem, left: -1}
 	var seedBytes [32]byte // message ids and receipt handles
@@ -366,20 +425,42 @@ func newSim(t *testing.T, seed uint64, cluster bool) *sim {
 
 func (s *sim) createQueues() {
 	const acct = "arn:aws:sqs:us-east-1:000000000000:"
-	add := func(name string, fifo bool, dlq, weight int, attrs map[string]string) {
+	// add creates a queue; dlq, when not -1, is its dead-letter queue
+	// (created before it), with maxRecv its maxReceiveCount.
+	add := func(name string, fifo bool, dlq, maxRecv, weight int, attrs map[string]string) {
 		attrs["MessageRetentionPeriod"] = "1209600"
 		attrs["VisibilityTimeout"] = "30"
+		if dlq >= 0 {
+			attrs["RedrivePolicy"] = fmt.Sprintf(`{"deadLetterTargetArn":"%s%s","maxReceiveCount":"%d"}`, acct, s.m.queues[dlq].name, maxRecv)
+		}
 		if _, err := s.b.CreateQueue(ctx, name, attrs, nil); err != nil {
 			s.t.Fatalf("create %s: %v", name, err)
 		}
-		s.m.queues = append(s.m.queues, &mQueue{name: name, arn: acct + name, fifo: fifo, dlq: dlq, weight: weight, attrs: attrs})
+		mq := &mQueue{name: name, arn: acct + name, fifo: fifo, dlq: dlq, maxRecv: maxRecv, weight: weight, attrs: attrs}
+		if v := attrs["RetryDelays"]; v != "" {
+			for _, d := range strings.Split(v, ",") {
+				l, err := time.ParseDuration(d)
+				if err != nil {
+					s.t.Fatalf("RetryDelays of %s: %v", name, err)
+				}
+				mq.ladder = append(mq.ladder, l)
+			}
+		}
+		s.m.queues = append(s.m.queues, mq)
 	}
-	add("alpha", false, -1, 4, map[string]string{})
-	add("beta-dlq", false, -1, 1, map[string]string{})
-	add("beta", false, 1, 3, map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":"%sbeta-dlq","maxReceiveCount":"%d"}`, acct, modelMaxRecv)})
-	add("gamma", false, -1, 1, map[string]string{}) // little traffic: its bodies stay long
-	add("delta.fifo", true, -1, 2, map[string]string{"FifoQueue": "true"})
-	add("epsilon", false, -1, 1, map[string]string{}) // deleted and created again
+	add("alpha", false, -1, 0, 6, map[string]string{}) // the busiest: its stream is compacted in a cluster
+	add("beta-dlq", false, -1, 0, 1, map[string]string{})
+	add("beta", false, 1, modelMaxRecv, 3, map[string]string{})
+	add("gamma", false, -1, 0, 1, map[string]string{}) // little traffic: its bodies stay long
+	add("delta.fifo", true, -1, 0, 2, map[string]string{"FifoQueue": "true"})
+	add("epsilon", false, -1, 0, 1, map[string]string{}) // deleted and created again
+	// Retry ladders short enough that the clock's advances climb them
+	// and take messages off them all along; their retry lanes get half
+	// the receives while first attempts wait (not a tenth), so that
+	// messages reach the last level often.
+	add("zeta-dlq", false, -1, 0, 1, map[string]string{})
+	add("zeta", false, 6, modelLadderRecv, 3, map[string]string{"RetryDelays": "1s,5s", "LowerLaneShare": "0.5"})
+	add("eta", false, -1, 0, 2, map[string]string{"RetryDelays": "2s", "LowerLaneShare": "0.5"}) // dropped off its ladder
 }
 
 // source is the queue whose dead-letter queue q is, or -1.
@@ -602,8 +683,10 @@ func (s *sim) report() {
 	f.relocated = s.relocatedBefore + ss.Relocated
 	s.t.Logf("seed %d: %d operations, %d restarts, %d power losses, %d snapshots, %d compaction rounds, %d clock advances to t+%s",
 		s.seed, f.ops, f.restarts, f.crashes, f.snapshots, f.compactions, f.advances, s.clk.Now().Sub(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
-	s.t.Logf("%d sends of %d messages (%.1f MiB), %d receives of %d messages, %d deletes, %d visibility changes, %d purges (%d refused), %d dead-lettered, %d redrives of %d messages",
+	s.t.Logf("%d sends of %d messages (%.1f MiB), %d receives of %d messages, %d deletes, %d visibility changes, %d purges (%d refused), %d dead-lettered over maxReceiveCount, %d redrives of %d messages",
 		f.sends, f.sent, float64(f.sentBytes)/(1<<20), f.receives, f.received, f.deletes, f.visChanges, f.purges, f.purgeRefused, f.toDLQ, f.redrives, f.redriven)
+	s.t.Logf("retry ladders: %d climbs, %d off the last level to the dead-letter queue, %d dropped; %d RetryMessage taken, %d refused (not in flight, an old handle)",
+		f.climbs, f.exhausted, f.dropped, f.retried, f.retryRefused)
 	s.t.Logf("%d write faults (%d entries failed and changed nothing), %d verifications of %d messages, 0 differences; at most %d live messages and %d segment files",
 		f.faults, f.faultFailed, f.verifies, f.checked, f.maxLive, f.maxSegs)
 	s.t.Logf("power losses inside an operation: %d (the others after it); batch writes under way (sends, deletes): messages there after it %d times, gone %d times; queue deletions under way: %d took effect, %d not",

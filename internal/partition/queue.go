@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"strconv"
 	"time"
 
@@ -44,9 +45,19 @@ func (o *Owner) Create() error {
 }
 
 // settleLocked waits, letting the lock go meanwhile, until no write is in
-// flight, and applies them all.
+// flight, and applies them all. Applying a write moves the queue's time
+// on, and a visibility timeout that ran out since then takes its message
+// up the retry ladder, with a record at the next position: those records
+// are written too, so that the partition ends at the queue's last
+// position (o.q.Last) when it returns, as a snapshot or a drop needs.
 func (o *Owner) settleLocked() {
-	for len(o.writes) > 0 {
+	for {
+		if early := o.q.RecordsBefore(math.MaxUint64); len(early) > 0 && o.state != relinquished {
+			o.appendLocked(early, false, nil)
+		}
+		if len(o.writes) == 0 {
+			return
+		}
 		w := o.writes[len(o.writes)-1]
 		o.mu.Unlock()
 		_ = w.f.Wait(context.Background())
@@ -277,14 +288,17 @@ func Acquire(h *Host, p store.PartitionID, now time.Time, node string, term uint
 // on; what left during the replay was never kept since the store opened,
 // so nothing is released for it). Messages whose body the store no longer
 // has are counted, and deleted by Start; messages found leaving (past
-// their age, off the ladder) wait for Start too. It returns how many
-// bodies were missing.
+// their age, off the ladder) wait for Start too. The records the retry
+// ladder made as time moved on (visibility timeouts that ran out while
+// nobody looked) took the positions after last: they go to the store
+// first, before a takeover's epoch record or Start's writes, which the
+// store would fence otherwise. It returns how many bodies were missing.
 func (o *Owner) Recovered(now time.Time, last uint64) int {
 	o.q.SetLast(last)
 	o.q.Advance(now)
 	o.lost = o.q.HoldAll(func(m *queue.Msg) error { return o.h.Store.Keep(o.p, m.Seq, hintOf(m.Loc)) })
 	eff := o.q.TakeEffects()
-	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs})
+	o.q.Requeue(queue.Effects{Handoffs: eff.Handoffs, Records: eff.Records})
 	if n := len(o.lost); n > 0 {
 		o.unreadable(n)
 		o.h.Log.Error("messages whose body the store no longer has; they are deleted", "queue", o.meta.Name, "messages", n)

@@ -129,7 +129,8 @@ func (q *Queue) applySendDedup(r *record.Record) {
 }
 
 // applyReceive makes a delivery: the message is in flight until the
-// record's VisibleAt, with its receive count, times and fence.
+// record's VisibleAt, with its receive count, times, fence, level and
+// (when the record states them) failures.
 func (q *Queue) applyReceive(now time.Time, m *Msg, r *record.Record) {
 	if m.State == Leaving {
 		return
@@ -137,6 +138,9 @@ func (q *Queue) applyReceive(now time.Time, m *Msg, r *record.Record) {
 	q.unlink(m)
 	m.SetDelivery(r.Count, r.First, r.Last, r.Fence)
 	m.VisibleAt, m.Level = r.VisibleAt, r.Level
+	if f := r.Fail; f != nil && !sameFail(m.Fail(), f) {
+		m.SetFail(&FailInfo{Reason: f.Reason, LastError: f.LastError, First: f.First, Failures: f.Failures})
+	}
 	q.place(now, m, InFlight)
 }
 

@@ -270,7 +270,7 @@ func (q *Queue) deliver(now time.Time, m *Msg, vis time.Duration) (Delivery, boo
 		first = ms(now)
 	}
 	r := &record.Record{Type: record.Receive, Pos: q.take(), Seq: m.Seq, Count: m.RecvCount() + 1, First: first, Last: ms(now),
-		VisibleAt: ms(now.Add(vis)), Fence: m.Fence() + 1, Level: m.Level}
+		VisibleAt: ms(now.Add(vis)), Fence: m.Fence() + 1, Level: m.Level, Fail: failOf(m)}
 	q.applyReceive(now, m, r)
 	return Delivery{Record: r, Msg: *m, Prev: prev}, true
 }

@@ -642,11 +642,24 @@ func indexOf(m *Msg) record.Msg {
 	if t := m.Tenant(); t != m.Group() {
 		r.Tenant = t
 	}
-	if f := m.Fail(); f != nil {
-		r.Fail = &record.Fail{Reason: f.Reason, LastError: f.LastError, First: f.First, Failures: f.Failures}
-	}
+	r.Fail = failOf(m)
 	r.Hint.A, r.Hint.B, r.Hint.C, r.Hint.D = m.Loc.Seg, m.Loc.Off, m.Loc.FLen, m.Loc.Idx
 	return r
+}
+
+// failOf is a message's failure record as records carry it (nil: none).
+func failOf(m *Msg) *record.Fail {
+	f := m.Fail()
+	if f == nil {
+		return nil
+	}
+	return &record.Fail{Reason: f.Reason, LastError: f.LastError, First: f.First, Failures: f.Failures}
+}
+
+// sameFail reports whether a message's failure record says what a
+// record's does.
+func sameFail(f *FailInfo, r *record.Fail) bool {
+	return f != nil && f.Reason == r.Reason && f.LastError == r.LastError && f.First == r.First && f.Failures == r.Failures
 }
 
 // groupName is the queue's shared copy of group id g, made if it has

@@ -94,6 +94,9 @@ func Append(b []byte, r *Record) []byte {
 		e.i(r.VisibleAt)
 		e.u(uint64(r.Fence))
 		e.byte1(r.Level)
+		if r.Fail != nil {
+			encodeFail(e, r.Fail)
+		}
 	case Visibility:
 		e.u(r.Seq)
 		e.i(r.VisibleAt)
@@ -230,14 +233,18 @@ func encodeMsg(e *enc, m *Msg) {
 	e.byte1(m.Level)
 	e.flag(m.Fail != nil)
 	if m.Fail != nil {
-		e.str(m.Fail.Reason)
-		e.str(m.Fail.LastError)
-		e.i(m.Fail.First)
-		e.u(uint64(m.Fail.Failures))
+		encodeFail(e, m.Fail)
 	}
 	for _, v := range []uint32{m.Hint.A, m.Hint.B, m.Hint.C, m.Hint.D} {
 		e.u(uint64(v))
 	}
+}
+
+func encodeFail(e *enc, f *Fail) {
+	e.str(f.Reason)
+	e.str(f.LastError)
+	e.i(f.First)
+	e.u(uint64(f.Failures))
 }
 
 // rawRoom is the room EncodePayload leaves before a payload for its Send
@@ -425,6 +432,9 @@ func Decode(b []byte, body bool) (*Record, error) {
 		r.First, r.Last, r.VisibleAt = d.i(), d.i(), d.i()
 		r.Fence = d.u32()
 		r.Level = d.byte1()
+		if len(d.b) > 0 { // since deliveries carry their failures
+			r.Fail = decodeFail(d)
+		}
 	case Visibility:
 		r.Seq, r.VisibleAt = d.u(), d.i()
 	case Delete:
@@ -504,14 +514,19 @@ func decodeMsgInto(d *dec, m *Msg) {
 	m.Fence = d.u32()
 	m.State, m.Level = d.byte1(), d.byte1()
 	if d.flag() {
-		m.Fail = &Fail{Reason: d.str(), LastError: d.str(), First: d.i()}
-		f := d.u()
-		if f > math.MaxInt32 {
-			d.err = ErrShort
-		}
-		m.Fail.Failures = int32(f)
+		m.Fail = decodeFail(d)
 	}
 	m.Hint = store.Hint{A: d.u32(), B: d.u32(), C: d.u32(), D: d.u32()}
+}
+
+func decodeFail(d *dec) *Fail {
+	f := &Fail{Reason: d.str(), LastError: d.str(), First: d.i()}
+	n := d.u()
+	if n > math.MaxInt32 {
+		d.err = ErrShort
+	}
+	f.Failures = int32(n)
+	return f
 }
 
 func decodePayload(d *dec, body bool) *Payload {

@@ -25,6 +25,8 @@ func samples() []*Record {
 		{Type: Send, Msg: msg, Payload: payload},
 		{Type: Index, Msgs: []Msg{*msg, *msg}},
 		{Type: Receive, Seq: 9, Count: 2, First: 10, Last: 11, VisibleAt: 12, Fence: 2, Level: 1},
+		{Type: Receive, Seq: 9, Count: 3, First: 10, Last: 14, VisibleAt: 15, Fence: 3, Level: 2,
+			Fail: &Fail{Reason: "VisibilityTimeout", LastError: "upstream 503", First: 12, Failures: 2}},
 		{Type: Visibility, Seq: 9, VisibleAt: -5},
 		{Type: Delete, Seq: 9, Reason: ByWatermark},
 		{Type: Purge},

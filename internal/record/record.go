@@ -78,7 +78,8 @@ const (
 // Record is one record. Which fields a type uses:
 //
 //	Meta: Meta                 Send: Msg, Payload     Index: Msgs (each with its Hint)
-//	Receive: Seq, Count, First, Last, VisibleAt, Fence, Level
+//	Receive: Seq, Count, First, Last, VisibleAt, Fence, Level, Fail (the
+//	       message's failures, when it has any; older Receives have none)
 //	Visibility: Seq, VisibleAt Delete: Seq, Reason
 //	Purge: (its position), Until (unix ms: no other purge before then;
 //	       older Purges have none)
@@ -119,6 +120,11 @@ type Record struct {
 	Fence     uint32
 	Level     uint8
 	Reason    uint8
+	// Fail is a Receive's message's failure record: a delivery states the
+	// message as delivered, so that it replays whole even when the
+	// record of its last failure (a retry ladder's climb, made as time
+	// moved on) could not be written.
+	Fail *Fail
 
 	Meta    *QueueMeta
 	Topic   *TopicInfo
