@@ -38,26 +38,29 @@ func (res *Result) WriteSummary(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(b, "\nat the end: %d visible, %d in flight, %d delayed, oldest %s\n", q.Visible, q.InFlight, q.Delayed, fmtDur(q.OldestAge))
-	b.WriteString(legend(res.Scenario))
+	b.WriteString(legend([]*Result{res}))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// legend explains the table's columns that need it.
-func legend(sc *Scenario) string {
+// legend explains the columns of the runs' table that need it.
+func legend(rs []*Result) string {
+	anyRun := func(f func(sc *Scenario) bool) bool {
+		return slices.ContainsFunc(rs, func(r *Result) bool { return f(r.Scenario) })
+	}
 	s := "\nWAIT: from send to first receive (the owner's timestamps). DRAINED: from the tenant's last send until each of\nits messages was deleted (-: not within the run). LATE: served after the message was delivered again.\n" +
 		"DROPPED: sent, never deleted, and gone at the end (an age limit, a retry ladder without a dead-letter queue).\n"
-	if sc.Queue["RedrivePolicy"] != "" {
+	if anyRun(func(sc *Scenario) bool { return sc.Queue["RedrivePolicy"] != "" }) {
 		s += "DLQ: in the dead-letter queue at the end.\n"
 	}
-	if sc.Queue["SidelineAgeSeconds"] != "" {
+	if anyRun(func(sc *Scenario) bool { return sc.Queue["SidelineAgeSeconds"] != "" }) {
 		s += "SIDELINED: the most of the tenant's messages in the backlog lane at one sample.\n"
 	}
-	if showDup([]*Result{{Scenario: sc}}) {
+	if showDup(rs) {
 		s += "DUP: deliveries made while another delivery of the same message was still in service.\n"
 	}
-	if sc.Hurt > 0 {
-		s += fmt.Sprintf("HURT: tenants whose p99 wait exceeded %s, of the class's tenants.\n", fmtDur(sc.Hurt.D()))
+	if i := slices.IndexFunc(rs, func(r *Result) bool { return r.Scenario.Hurt > 0 }); i >= 0 {
+		s += fmt.Sprintf("HURT: tenants whose p99 wait exceeded %s, of the class's tenants.\n", fmtDur(rs[i].Scenario.Hurt.D()))
 	}
 	return s
 }
@@ -166,7 +169,7 @@ func WriteComparison(w io.Writer, rs []*Result) error {
 		fmt.Fprintf(b, "%s: received %d, empty receives %d, sidelined %d, retried %d, dead-lettered %d; at the end %d visible, %d in flight, %d delayed\n",
 			r.Scenario.Variant, q.Received, q.EmptyReceives, q.Sidelined, q.Retried, q.DeadLettered, q.Visible, q.InFlight, q.Delayed)
 	}
-	b.WriteString(legend(rs[0].Scenario))
+	b.WriteString(legend(rs))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
