@@ -25,19 +25,7 @@ func TestLadderRecordsGoFirst(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := testHost(t, store.NewMemory(), clk)
-	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
-	if err := o.Create(); err != nil {
-		t.Fatal(err)
-	}
-	for _, body := range []string{"a", "b"} {
-		if _, _, err := o.Send(ctx, []st.SendInput{{Body: body}}, nil, false); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 1})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("receive: %v %v", got, err)
-	}
+	o, _ := ladderQueue(t, h, "a", "b")
 	// Its visibility timeout runs out; nothing looks at the timers until
 	// the next call (no maintenance runs here).
 	clk.Advance(6 * time.Second)
@@ -75,16 +63,7 @@ func TestLadderClimbsAtRecoveryAreWritten(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := testHost(t, store.NewMemory(), clk)
-	a := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
-	if err := a.Create(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "a"}}, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 {
-		t.Fatalf("receive: %v %v", got, err)
-	}
+	a, _ := ladderQueue(t, h, "a")
 	a.Relinquish()
 	clk.Advance(6 * time.Second) // its visibility runs out; no owner looks
 
@@ -159,19 +138,9 @@ func receiveAllMessages(t *testing.T, o *Owner) []st.Message {
 // be taken after the queue's last position with that record unwritten:
 // the store fenced it and the owner stopped serving.
 func TestSnapshotWritesLadderRecords(t *testing.T) {
-	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	h := testHost(t, store.NewMemory(), clk)
-	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
-	if err := o.Create(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "a"}, {Body: "b"}}, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 || got[0].Body != "a" {
-		t.Fatalf("receive: %v %v", got, err)
-	}
+	o, _ := ladderQueue(t, h, "a", "b")
 	// A delete of "b" whose write is done, not yet applied: its request
 	// has not taken the lock back.
 	ms, _, err := o.Messages(0, 0, func(m *queue.Msg) bool { return m.State != queue.InFlight })
@@ -210,16 +179,7 @@ func TestLadderFailureSurvivesAnUnwrittenClimb(t *testing.T) {
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	mem := store.NewMemory()
 	h := testHost(t, mem, clk)
-	a := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
-	if err := a.Create(); err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "a"}}, nil, false); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := a.Receive(ctx, st.ReceiveInput{MaxMessages: 1}); err != nil || len(got) != 1 {
-		t.Fatalf("receive: %v %v", got, err)
-	}
+	a, _ := ladderQueue(t, h, "a")
 	clk.Advance(6 * time.Second)
 	mem.FailAppends(errors.New("disk full"))
 	a.Maintain() // climbs; its record is not written
@@ -245,4 +205,29 @@ func TestLadderFailureSurvivesAnUnwrittenClimb(t *testing.T) {
 		t.Fatalf("after recovery: level %d, failures %+v; delivered on level %d with %d failures (%s since %v)",
 			m.Level, f, want.RetryLevel, want.Failures, want.FailReason, want.FirstFailure)
 	}
+}
+
+// ladderQueue is an owner of a queue with a retry ladder (1s, 1m; a 5 s
+// visibility timeout) on h, with bodies sent and the first of them
+// received: in flight, on its way up the ladder once its visibility runs
+// out.
+func ladderQueue(t *testing.T, h *Host, bodies ...string) (*Owner, st.Message) {
+	t.Helper()
+	ctx := context.Background()
+	o := New(h, 1, record.QueueMeta{ID: 1, Name: "q", Attrs: map[string]string{"RetryDelays": "1s,1m", "VisibilityTimeout": "5"}})
+	if err := o.Create(); err != nil {
+		t.Fatal(err)
+	}
+	in := make([]st.SendInput, len(bodies))
+	for i, b := range bodies {
+		in[i] = st.SendInput{Body: b}
+	}
+	if _, _, err := o.Send(ctx, in, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 1})
+	if err != nil || len(got) != 1 || got[0].Body != bodies[0] {
+		t.Fatalf("receive: %v %v", got, err)
+	}
+	return o, got[0]
 }
