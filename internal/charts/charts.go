@@ -10,6 +10,7 @@ package charts
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -370,6 +371,11 @@ func saveAs(p *plot.Plot, format, path string) error {
 	if err != nil {
 		return err
 	}
+	return writeFile(path, wt)
+}
+
+// writeFile writes what wt writes into a new file at path.
+func writeFile(path string, wt io.WriterTo) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -516,15 +522,7 @@ func saveRow(plots []*plot.Plot, format, path string) error {
 	for j, cv := range plot.Align([][]*plot.Plot{plots}, tiles, dc)[0] {
 		plots[j].Draw(cv)
 	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return writeFile(path, c)
 }
 
 // linePalette colours the series of a Lines chart, in order.

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -238,7 +240,11 @@ func TestScenarioShuffleSharding(t *testing.T) {
 	}
 	for _, v := range sc.Expand() {
 		t.Run(v.Variant, func(t *testing.T) {
-			n, k := atoiAttr(t, v.Queue["Partitions"]), atoiAttr(t, v.Queue["PartitionsPerTenant"])
+			n, err1 := strconv.Atoi(v.Queue["Partitions"])
+			k, err2 := strconv.Atoi(v.Queue["PartitionsPerTenant"])
+			if err := errors.Join(err1, err2); err != nil {
+				t.Fatal(err)
+			}
 			waits := map[string][]time.Duration{}
 			res := run(t, v, Options{FirstReceive: func(tn string, _, waited time.Duration) { waits[tn] = append(waits[tn], waited) }})
 			poison := sched.Shard("poison", n, k)
@@ -274,16 +280,4 @@ func binomial(n, k int) float64 {
 		r = r * float64(n-i) / float64(i+1)
 	}
 	return r
-}
-
-func atoiAttr(t *testing.T, s string) int {
-	t.Helper()
-	var n int
-	for _, c := range s {
-		if c < '0' || c > '9' {
-			t.Fatalf("%q is not a number", s)
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n
 }

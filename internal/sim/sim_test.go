@@ -342,20 +342,11 @@ tenants = ["slow"]
 	if res.Queue.DeadLettered == 0 {
 		t.Error("no message dead-lettered")
 	}
-	slow, fast := tenantOf(res, "slow"), tenantOf(res, "fast")
+	slow, fast := tenant(t, res, "slow"), tenant(t, res, "fast")
 	if slow.Wait.P99 < time.Minute || fast.Wait.P99 > 15*time.Second {
 		t.Errorf("slow's p99 wait %s, fast's %s: want the slow group held back, the fast one not", slow.Wait.P99, fast.Wait.P99)
 	}
 	t.Logf("\n%s", func() string { var b strings.Builder; res.WriteSummary(&b); return b.String() }())
-}
-
-func tenantOf(res *Result, name string) TenantResult {
-	for _, tr := range res.Tenants {
-		if tr.Name == name {
-			return tr
-		}
-	}
-	return TenantResult{}
 }
 
 // TestDropped: a retry ladder without a dead-letter queue drops what it
