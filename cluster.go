@@ -146,7 +146,6 @@ type clusterNode struct {
 	handlers map[string]http.Handler        // by service: "sqs", "admin"
 	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
 	subs     []*nats.Subscription           // the answers to asks
-	leads    sync.WaitGroup                 // lead's requests in flight
 
 	// notes are first receives here of messages from topics other nodes
 	// own, by topic partition, sent every attemptsEvery (noteAttempts).
@@ -523,24 +522,14 @@ func (c *clusterNode) serve(p store.PartitionID) {
 	c.served[p] = stops
 }
 
-// lead asks, in the background, that the stream of p (which this node
-// now owns) be led by this node's NATS server: the owner's writes then go
-// to its own server, and to the replicas from there, instead of first
-// crossing a route to a leader elsewhere.
+// lead asks that the stream of p (which this node now owns) be led by
+// this node's NATS server: the owner's writes then go to its own server,
+// and to the replicas from there, instead of first crossing a route to a
+// leader elsewhere. The store's writer moves the leader between writes.
 func (c *clusterNode) lead(p store.PartitionID) {
-	js, ok := c.e.Store().(*jsstore.Store)
-	if !ok {
-		return
+	if js, ok := c.e.Store().(*jsstore.Store); ok {
+		js.Lead(p)
 	}
-	c.leads.Go(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		if asked, err := js.Lead(ctx, p); err != nil {
-			c.log.Info("could not move a partition's stream leader to its owner", "partition", p, "err", err)
-		} else if asked {
-			c.log.Debug("moved a partition's stream leader to its owner", "partition", p)
-		}
-	})
 }
 
 func (c *clusterNode) unserve(p store.PartitionID) {
@@ -623,7 +612,6 @@ func (c *clusterNode) close() {
 	for _, p := range ps {
 		c.unserve(p)
 	}
-	c.leads.Wait()
 }
 
 func (c *clusterNode) closeNATS() {

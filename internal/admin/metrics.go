@@ -14,15 +14,15 @@ import (
 type collector struct {
 	b *sluice.Broker
 
-	messages, oldest, quietOldest, noisyOldest, noisy, lane       *prometheus.Desc
-	redriven, retried, deferred, rejected, dead, relocated        *prometheus.Desc
-	diskBytes, liveBytes, deadBytes                               *prometheus.Desc
-	sent, throttled, received, empty, deleted, deadLettered       *prometheus.Desc
-	sidelined, spilled, heldBack, waiting, dropped, firstAttempt  *prometheus.Desc
-	tenantMessages, tenantOldest                                  *prometheus.Desc
-	live, segments, logBytes, ckpBytes, ckps, written, failed, fs *prometheus.Desc
-	diskFree, diskReserve, diskAlarm, queueSeries                 *prometheus.Desc
-	unreadable, segsRemoved, badReleases, allUnreadable           *prometheus.Desc
+	messages, oldest, quietOldest, noisyOldest, noisy, lane               *prometheus.Desc
+	redriven, retried, deferred, rejected, dead, relocated                *prometheus.Desc
+	diskBytes, liveBytes, deadBytes                                       *prometheus.Desc
+	sent, throttled, received, empty, deleted, deadLettered               *prometheus.Desc
+	sidelined, spilled, heldBack, waiting, dropped, firstAttempt          *prometheus.Desc
+	tenantMessages, tenantOldest                                          *prometheus.Desc
+	live, segments, logBytes, ckpBytes, ckps, written, failed, resent, fs *prometheus.Desc
+	diskFree, diskReserve, diskAlarm, queueSeries                         *prometheus.Desc
+	unreadable, segsRemoved, badReleases, allUnreadable                   *prometheus.Desc
 	// Cluster mode.
 	members, owned, owner, failovers, handovers, acquireFailed, renewFailed *prometheus.Desc
 
@@ -149,6 +149,7 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		ckps:              d("store_snapshots_total", "Snapshots written."),
 		written:           d("store_written_bytes_total", "Bytes appended to the log."),
 		failed:            d("store_failed_writes_total", "Writes or fsyncs that failed."),
+		resent:            d("store_resent_writes_total", "Writes sent again because no answer came (cluster mode: a stream leader changed or was lost with them in flight)."),
 		fs:                d("store_fsync_seconds", "Latency of fsync."),
 		diskFree:          d("store_disk_free_bytes", "Free space of the data directory's file system (what an unprivileged process may use)."),
 		diskReserve:       d("store_disk_reserve_bytes", "Free space below which new messages are refused (the disk alarm)."),
@@ -251,6 +252,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ctr(c.ckps, float64(st.Snapshots))
 	ctr(c.written, float64(st.BytesWritten))
 	ctr(c.failed, float64(st.FailedWrites))
+	ctr(c.resent, float64(st.ResentWrites))
 	ctr(c.segsRemoved, float64(st.SegmentsRemoved))
 	ctr(c.badReleases, float64(st.BadReleases))
 	ctr(c.allUnreadable, float64(st.Unreadable))

@@ -24,7 +24,7 @@ func (e *Engine) StoreStats() st.StoreStats {
 	d := e.st.Disk()
 	out := st.StoreStats{LiveMessages: s.KeptRecords, Segments: s.Segments, Partitions: s.PartitionsAlive, LogBytes: s.LogBytes,
 		SnapshotBytes: s.SnapshotBytes, Snapshots: s.Snapshots, Fsyncs: s.Fsyncs, FsyncBuckets: s.FsyncBuckets,
-		FsyncSeconds: s.FsyncSeconds, BytesWritten: s.BytesWritten, FailedWrites: s.FailedWrites, DeadRecords: s.DeadRecords,
+		FsyncSeconds: s.FsyncSeconds, BytesWritten: s.BytesWritten, FailedWrites: s.FailedWrites, ResentWrites: s.ResentWrites, DeadRecords: s.DeadRecords,
 		Relocated: s.Relocated, DiskBytes: s.DiskBytes, LiveBytes: s.LiveBytes, DeadBytes: s.DeadBytes,
 		DiskFree: d.Free, DiskReserve: d.Reserve, DiskAlarm: d.Alarm,
 		SegmentsRemoved: s.SegmentsRemoved, BadReleases: s.BadReleases, Unreadable: e.host.Unreadable.Load()}

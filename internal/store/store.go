@@ -197,13 +197,17 @@ var FsyncBounds = [...]time.Duration{100 * time.Microsecond, 250 * time.Microsec
 
 // Stats are a store's figures.
 type Stats struct {
-	Segments        int
-	LogBytes        int64 // bytes of log that replay reads
-	SnapshotBytes   int64 // the newest snapshots, summed
-	Snapshots       int64 // snapshots written
-	Fsyncs          int64
-	Batches         int64
-	FailedWrites    int64
+	Segments      int
+	LogBytes      int64 // bytes of log that replay reads
+	SnapshotBytes int64 // the newest snapshots, summed
+	Snapshots     int64 // snapshots written
+	Fsyncs        int64
+	Batches       int64
+	FailedWrites  int64
+	// ResentWrites counts writes sent again because no answer came (a
+	// replicated store: the leader changed or was lost with the write in
+	// flight). Each waited out an acknowledgement timeout.
+	ResentWrites    int64
 	FsyncBuckets    []int64 // by FsyncBounds, then above
 	FsyncSeconds    float64
 	BytesWritten    int64

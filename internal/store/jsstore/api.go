@@ -173,8 +173,12 @@ type streamInfo struct {
 // it has none, or a single server holds it), for operators and failure
 // tests.
 func (s *Store) Leader(ctx context.Context, p store.PartitionID) (string, error) {
+	return s.streamLeader(ctx, s.streamName(p))
+}
+
+func (s *Store) streamLeader(ctx context.Context, stream string) (string, error) {
 	var r streamInfo
-	if err := s.request(ctx, "STREAM.INFO."+s.streamName(p), nil, &r); err != nil {
+	if err := s.request(ctx, "STREAM.INFO."+stream, nil, &r); err != nil {
 		return "", err
 	}
 	if r.Cluster == nil {
@@ -416,17 +420,59 @@ func (s *Store) sleep(d time.Duration) bool {
 	}
 }
 
-// Lead asks partition p's stream to make the server this store is
-// connected to its leader, if another server leads it: an owner whose
-// stream's leader is its own server writes and reads without crossing a
-// route. It reports whether it asked. The leader hands over at once (a
-// Raft leadership transfer); writes in flight are sent again to the new
-// one, as after any change of leader.
-func (s *Store) Lead(ctx context.Context, p store.PartitionID) (bool, error) {
+// Lead asks that partition p's stream be led by the server this store is
+// connected to, if another server leads it: an owner whose stream's
+// leader is its own server writes and reads without crossing a route.
+// The partition's writer does it at once if the stream exists, or once it
+// has made it, with no write in flight: a publish that reaches a
+// leader as it steps down is dropped unanswered, and would wait out
+// AckTimeout before it is sent again. The writer then waits, for at most
+// leadWait, until this store's server leads, and writes on regardless.
+func (s *Store) Lead(p store.PartitionID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		pt := s.partLocked(p)
+		pt.lead = true
+		s.startLocked(pt)
+	}
+}
+
+// leadWait bounds a leader hand-over the writer waits for.
+const leadWait = 2 * time.Second
+
+// takeLead moves p's stream leader here if Lead asked for it and the
+// stream exists; the writer calls it between writes.
+func (s *Store) takeLead(pt *part) {
+	s.mu.Lock()
+	want := pt.leadDue()
+	if want {
+		pt.lead = false
+	}
+	s.mu.Unlock()
+	if !want {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, leadWait)
+	defer cancel()
+	t0 := time.Now()
+	if err := s.moveLeader(ctx, pt.stream); err != nil {
+		s.log.Info("jsstore: could not move a partition's stream leader to its owner", "partition", pt.id, "err", err)
+		return
+	}
+	s.log.Debug("jsstore: moved a partition's stream leader to its owner", "partition", pt.id, "took", time.Since(t0))
+}
+
+// moveLeader asks stream's leader to hand over to this store's server,
+// then waits until that server leads it.
+func (s *Store) moveLeader(ctx context.Context, stream string) error {
 	me := s.nc.ConnectedServerName()
-	leader, err := s.Leader(ctx, p)
-	if err != nil || leader == "" || me == "" || leader == me {
-		return false, err
+	if me == "" {
+		return nil
+	}
+	leader, err := s.streamLeader(ctx, stream)
+	if err != nil || leader == "" || leader == me {
+		return err
 	}
 	type placement struct {
 		Preferred string `json:"preferred"`
@@ -438,8 +484,17 @@ func (s *Store) Lead(ctx context.Context, p store.PartitionID) (bool, error) {
 		apiResponse
 		Success bool `json:"success"`
 	}
-	if err := s.request(ctx, "STREAM.LEADER.STEPDOWN."+s.streamName(p), req, &r); err != nil {
-		return false, fmt.Errorf("jsstore: asking %s's leader %s to hand over to %s: %w", s.streamName(p), leader, me, err)
+	if err := s.request(ctx, "STREAM.LEADER.STEPDOWN."+stream, req, &r); err != nil {
+		return fmt.Errorf("jsstore: asking %s's leader %s to hand over to %s: %w", stream, leader, me, err)
 	}
-	return true, nil
+	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		if leader, err = s.streamLeader(ctx, stream); err == nil && leader == me {
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return fmt.Errorf("jsstore: %s has not been handed over to %s in %v (leader %q, %v)", stream, me, leadWait, leader, err)
+		}
+	}
 }

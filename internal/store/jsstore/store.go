@@ -93,6 +93,7 @@ type part struct {
 	dropped   bool
 	busy      bool // its writer goroutine runs
 	replaying bool // an acquire (ReplayPartition from 0) is under way
+	lead      bool // Lead asked to lead its stream: the writer does it next
 	queue     []*op
 
 	accepted uint64 // the last position, counting the queued appends
@@ -264,9 +265,12 @@ func (s *Store) submit(p store.PartitionID, o *op) store.Future {
 	return o.fut
 }
 
+// leadDue says the writer has a Lead to do.
+func (pt *part) leadDue() bool { return pt.lead && pt.exists && !pt.lost && !pt.dropped }
+
 // startLocked starts p's writer if it has work and may run.
 func (s *Store) startLocked(pt *part) {
-	if len(pt.queue) > 0 && !pt.busy && !pt.replaying && !s.closed {
+	if (len(pt.queue) > 0 || pt.leadDue()) && !pt.busy && !pt.replaying && !s.closed {
 		pt.busy = true
 		s.wg.Add(1)
 		go s.write(pt)

@@ -46,7 +46,7 @@ func (s *Store) write(pt *part) {
 	defer s.wg.Done()
 	for {
 		s.mu.Lock()
-		if len(pt.queue) == 0 || pt.replaying || s.closed {
+		if len(pt.queue) == 0 && !pt.leadDue() || pt.replaying || s.closed {
 			var failed []failure
 			if s.closed {
 				for _, o := range pt.queue {
@@ -74,6 +74,11 @@ func (s *Store) write(pt *part) {
 				resolveFailures(failed)
 				continue
 			}
+		}
+		if len(pt.queue) == 0 { // only a Lead to do
+			s.mu.Unlock()
+			s.takeLead(pt)
+			continue
 		}
 		group, failed := s.takeGroupLocked(pt)
 		tail, last, exists := pt.tail, pt.last, pt.exists
@@ -264,6 +269,7 @@ func (s *Store) commit(pt *part, group []*op, tail, last uint64, exists bool) {
 		pt.exists = true
 		s.mu.Unlock()
 	}
+	s.takeLead(pt)
 	var msgs []outMsg
 	for _, o := range group {
 		snap := -1
@@ -529,6 +535,9 @@ func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verd
 			}
 		}
 		if attempt == 0 {
+			s.mu.Lock()
+			s.stats.ResentWrites++
+			s.mu.Unlock()
 			s.log.Warn("jsstore: a write is unanswered; retrying it with the same message ids", "partition", pt.id, "after", tail, "err", err)
 		}
 		if time.Now().Add(wait).After(deadline) || !s.sleep(wait) {
