@@ -57,8 +57,11 @@ type Config struct {
 	// reports it. Default 0: no limit known, no alarm.
 	StoreLimit int64
 	// SnapshotBytes and SnapshotMessages: a partition whose log after its
-	// newest snapshot holds more bytes (and more than its snapshot) or
-	// more messages is named by Wanted. Defaults 4 MiB and 10,000.
+	// newest snapshot outweighs SnapshotBytes and its snapshot, each
+	// message weighing its bytes plus SnapshotBytes/SnapshotMessages, is
+	// named by Wanted (so SnapshotMessages small messages, or
+	// SnapshotBytes of large ones, after a small snapshot). Defaults 4 MiB
+	// and 10,000.
 	SnapshotBytes    int64
 	SnapshotMessages int
 	// PurgeInterval is how often the store purges what releases freed

@@ -173,6 +173,58 @@ func TestSingleNode(t *testing.T) {
 	t.Run("MissingOnLeaderIsNotLoss", func(t *testing.T) { missingOnLeader(t, nc) })
 	t.Run("PurgedUnderReplay", func(t *testing.T) { purgedUnderReplay(t, []*nats.Conn{nc, nc2}, 1) })
 	t.Run("SnapshotsRacingReplay", func(t *testing.T) { snapshotsRacingReplay(t, []*nats.Conn{nc, nc2}, 1) })
+	t.Run("SnapshotWantedByWeight", func(t *testing.T) { snapshotWanted(t, nc) })
+}
+
+// snapshotWanted: Wanted names a partition once its log after the newest
+// snapshot outweighs SnapshotBytes and the snapshot: after a small
+// snapshot, SnapshotMessages small messages are enough; after a large one
+// (a backlog), they are not, until the log weighs as much as it.
+func snapshotWanted(t *testing.T, nc *nats.Conn) {
+	s := open(t, jsstore.Config{Conn: nc, Prefix: "wanted", Replicas: 1, SnapshotBytes: 1 << 20, SnapshotMessages: 100})
+	replay(t, s)
+	s.Recovered()
+	last := uint64(0)
+	small := func(n int) { // n appends of one small record: n messages of about 200 bytes, headers included
+		t.Helper()
+		for range n {
+			mustAppend(t, s, 1, last, false, "d")
+			last++
+		}
+	}
+	wanted := func() bool { return slices.Contains(s.Wanted(), 1) }
+	snapshot := func(recs int, size int) {
+		t.Helper()
+		rs := make([]store.Rec, recs)
+		for i := range rs {
+			rs[i] = store.Rec{Data: bytes.Repeat([]byte{'s'}, size)}
+		}
+		if err := s.Snapshot(1, last, slices.Values(rs)).Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		last += uint64(recs)
+	}
+	small(90)
+	if wanted() {
+		t.Fatal("wanted after 90 small messages (SnapshotMessages 100)")
+	}
+	small(20)
+	if !wanted() {
+		t.Fatal("not wanted after 110 small messages (SnapshotMessages 100)")
+	}
+	snapshot(1, 100)
+	if wanted() {
+		t.Fatal("wanted right after a snapshot")
+	}
+	snapshot(4000, 1000) // a backlog's snapshot: about 4 MB
+	small(200)
+	if wanted() {
+		t.Fatal("wanted after 200 small messages, against a snapshot of about 4 MB: a backlog written out again every SnapshotMessages")
+	}
+	small(300) // 500 messages weigh 500 × 10 KiB (SnapshotBytes / SnapshotMessages) and their bytes: more than the snapshot
+	if !wanted() {
+		t.Fatal("not wanted once the log outweighs the snapshot")
+	}
 }
 
 // missingOnLeader: a message the store wrote and did not purge, which the

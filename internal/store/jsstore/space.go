@@ -290,18 +290,23 @@ func (s *Store) Disk() store.Disk {
 }
 
 // Wanted lists the partitions this store writes whose log after the
-// newest snapshot outgrew SnapshotBytes (and the snapshot) or
-// SnapshotMessages: replay reads all of it.
+// newest snapshot outweighs both SnapshotBytes and the snapshot: replay
+// reads all of it. A message weighs its bytes plus
+// SnapshotBytes/SnapshotMessages, so that many small messages (deletes,
+// receives) count as what they cost a replay. Against the snapshot, so
+// that a large backlog is not written out again every SnapshotMessages:
+// each snapshot is paid for by at least as much log.
 func (s *Store) Wanted() []store.PartitionID {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []store.PartitionID
+	perMsg := s.cfg.SnapshotBytes / int64(max(1, s.cfg.SnapshotMessages))
 	for p, pt := range s.parts {
 		if !pt.known || !pt.exists || pt.lost || pt.dropped {
 			continue
 		}
 		since, msgs := pt.logBytes-pt.snapStored, pt.logMsgs-pt.snapMsgs
-		if since > max(s.cfg.SnapshotBytes, pt.snapStored) || msgs > int64(s.cfg.SnapshotMessages) {
+		if since+msgs*perMsg > max(s.cfg.SnapshotBytes, pt.snapStored) {
 			out = append(out, p)
 		}
 	}
@@ -339,21 +344,31 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 		if !pt.known || pt.lost || pt.dropped || pt.snapStart == 0 {
 			continue
 		}
-		var cs []cand
-		msgs := map[uint64]struct{}{}
-		for l, r := range pt.kept {
-			if l.seq < pt.snapStart {
-				cs = append(cs, cand{l, r})
-				msgs[l.seq] = struct{}{}
-			}
-		}
 		// Only a range that is mostly dead is worth copying out of (as the
 		// disk log compacts segments under half live): a backlog below
 		// the snapshot, live from end to end, is left where it is, and
-		// its purge floor moves as it drains.
+		// its purge floor moves as it drains. Decided from the messages
+		// holding kept records before looking at the records: this runs
+		// under the lock the writer needs, every CompactInterval, and a
+		// backlog is millions of records.
 		below := pt.snapStart - max(pt.first, 1)
-		if below < compactMinMessages || uint64(len(msgs))*2 > below {
+		if below < compactMinMessages {
 			continue
+		}
+		live := uint64(0)
+		for seq := range pt.keptSeqs {
+			if seq < pt.snapStart {
+				live++
+			}
+		}
+		if live*2 > below {
+			continue
+		}
+		var cs []cand
+		for l, r := range pt.kept {
+			if l.seq < pt.snapStart {
+				cs = append(cs, cand{l, r})
+			}
 		}
 		work[p] = cs
 	}
