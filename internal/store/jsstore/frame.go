@@ -113,6 +113,26 @@ func decodeFrame(b []byte) (store.PartitionID, []entry, error) {
 	return p, es, nil
 }
 
+// frameEntries is how many entries a well-formed frame holds.
+func frameEntries(f []byte) uint32 { return binary.BigEndian.Uint32(f[10:14]) }
+
+// joinFrames makes one frame of the entries of frames (of one partition,
+// in order), size bytes long; one frame is returned as it is.
+func joinFrames(frames [][]byte, size int) []byte {
+	if len(frames) == 1 {
+		return frames[0]
+	}
+	out := make([]byte, frameHead, size)
+	copy(out, frames[0][:frameHead])
+	n := uint32(0)
+	for _, f := range frames {
+		out = append(out, f[frameHead:len(f)-frameTrailer]...)
+		n += frameEntries(f)
+	}
+	binary.BigEndian.PutUint32(out[10:14], n)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, castagnoli))
+}
+
 // recLoc is where an encoder put a record: the message of its first byte,
 // its entry there, and how many messages it spans.
 type recLoc struct {

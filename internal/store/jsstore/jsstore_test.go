@@ -174,6 +174,56 @@ func TestSingleNode(t *testing.T) {
 	t.Run("PurgedUnderReplay", func(t *testing.T) { purgedUnderReplay(t, []*nats.Conn{nc, nc2}, 1) })
 	t.Run("SnapshotsRacingReplay", func(t *testing.T) { snapshotsRacingReplay(t, []*nats.Conn{nc, nc2}, 1) })
 	t.Run("SnapshotWantedByWeight", func(t *testing.T) { snapshotWanted(t, nc) })
+	t.Run("AppendsShareMessages", func(t *testing.T) { sharedMessages(t, nc) })
+}
+
+// sharedMessages: appends queued while a commit is under way go out
+// together, their records sharing stream messages; each record is read
+// back by its hint, from the stream (no cache) and after a replay, where
+// it has the same hint.
+func sharedMessages(t *testing.T, nc *nats.Conn) {
+	cfg := jsstore.Config{Conn: nc, Prefix: "shared", Replicas: 1, MaxBodyCache: -1}
+	s := open(t, cfg)
+	replay(t, s)
+	s.Recovered()
+	const n = 300
+	var fs []store.Future
+	var want []string
+	for i := range n { // submitted without waiting: the writer groups them
+		recs := []store.Rec{{Data: []byte(fmt.Sprint("body-", i)), Keep: i%3 != 0}, {Data: []byte(fmt.Sprint("rec-", i))}}
+		if i == n/2 { // a record over several messages, between shared ones
+			recs[0].Data = bytes.Repeat([]byte{'L'}, 5<<19)
+		}
+		want = append(want, string(recs[0].Data), string(recs[1].Data))
+		fs = append(fs, s.Append(1, uint64(2*i), recs))
+	}
+	hints := make([]store.Hint, 0, 2*n)
+	for i, f := range fs {
+		if err := f.Wait(ctx); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		hints = append(hints, f.Hints()...)
+	}
+	st := streamState(t, nc, "shared_P1")
+	if st.Msgs >= n || st.Msgs < 4 {
+		t.Fatalf("%d appends took %d stream messages: want fewer (shared), and at least the large record's three and one more", n, st.Msgs)
+	}
+	t.Logf("%d appends in %d stream messages, %d commits", n, st.Msgs, s.Stats().Batches)
+	for i, h := range hints {
+		if got, err := s.Read(1, uint64(i+1), h); err != nil || string(got) != want[i] {
+			t.Fatalf("record %d by its hint %v: %q, %v; want %q", i+1, h, got, err, want[i])
+		}
+	}
+	s.Close()
+	r := replay(t, open(t, cfg))[1]
+	if len(r) != 2*n {
+		t.Fatalf("replay: %d records, want %d", len(r), 2*n)
+	}
+	for i, e := range r {
+		if e.Pos != uint64(i+1) || string(e.Data) != want[i] || e.Hint != hints[i] {
+			t.Fatalf("replayed record %d: position %d, %q, hint %v; want %d, %q, %v", i, e.Pos, e.Data, e.Hint, i+1, want[i], hints[i])
+		}
+	}
 }
 
 // snapshotWanted: Wanted names a partition once its log after the newest

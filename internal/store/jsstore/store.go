@@ -159,7 +159,9 @@ type op struct {
 	fut    *store.Pending
 
 	// Set by the writer.
-	first uint64
+	at    int    // the commit's message holding its first frame
+	skip  uint32 // entries of other operations before its own there
+	first uint64 // the sequence of that message
 	hints []store.Hint
 	end   uint64
 }

@@ -270,22 +270,7 @@ func (s *Store) commit(pt *part, group []*op, tail, last uint64, exists bool) {
 		s.mu.Unlock()
 	}
 	s.takeLead(pt)
-	var msgs []outMsg
-	for _, o := range group {
-		snap := -1
-		if o.kind == opSnapshot {
-			snap = 0
-		}
-		if o.kind != opMove { // a move takes no position
-			last = o.prev + o.n
-		}
-		for _, f := range o.frames {
-			msgs = append(msgs, outMsg{subj: o.subj, data: f, snap: snap, last: last})
-			if snap >= 0 {
-				snap++
-			}
-		}
-	}
+	msgs := s.pack(group, last)
 	if len(msgs) == 0 { // empty appends only
 		s.landed(pt, group, msgs, tail, 0)
 		return
@@ -304,6 +289,60 @@ func (s *Store) commit(pt *part, group []*op, tail, last uint64, exists bool) {
 	}
 }
 
+// pack lays a group's operations out as the messages of one commit: each
+// operation's frames in order, except that appends of one frame that
+// follow one another share a message, up to the message size (their
+// frames joined: one stream message, and one write on each server,
+// instead of one each). It sets each operation's at and skip. last is
+// the partition's last position before the group.
+func (s *Store) pack(group []*op, last uint64) []outMsg {
+	var msgs []outMsg
+	var run [][]byte // one-frame appends waiting to share a message
+	runBytes, runEntries := 0, uint32(0)
+	var runSubj string
+	var runLast uint64
+	flush := func() {
+		if len(run) > 0 {
+			msgs = append(msgs, outMsg{subj: runSubj, data: joinFrames(run, runBytes), snap: -1, last: runLast})
+			run, runBytes, runEntries = nil, 0, 0
+		}
+	}
+	for _, o := range group {
+		if o.kind != opMove { // a move takes no position
+			last = o.prev + o.n
+		}
+		if o.kind == opAppend && len(o.frames) == 1 {
+			f := o.frames[0]
+			if len(run) > 0 && (runSubj != o.subj || runBytes+len(f)-frameHead-frameTrailer > s.limit) {
+				flush()
+			}
+			if len(run) == 0 {
+				runBytes = frameHead + frameTrailer
+			}
+			o.at, o.skip = len(msgs), runEntries
+			run = append(run, f)
+			runBytes += len(f) - frameHead - frameTrailer
+			runEntries += frameEntries(f)
+			runSubj, runLast = o.subj, last
+			continue
+		}
+		flush()
+		o.at, o.skip = len(msgs), 0
+		snap := -1
+		if o.kind == opSnapshot {
+			snap = 0
+		}
+		for _, f := range o.frames {
+			msgs = append(msgs, outMsg{subj: o.subj, data: f, snap: snap, last: last})
+			if snap >= 0 {
+				snap++
+			}
+		}
+	}
+	flush()
+	return msgs
+}
+
 func (s *Store) msgBase() string {
 	return s.id + "." + strconv.FormatUint(s.groups.Add(1), 36)
 }
@@ -314,15 +353,15 @@ func msgID(base string, i int) string { return base + "-" + strconv.Itoa(i) }
 // the newest snapshot; then answers (a snapshot's purge first).
 func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took time.Duration) {
 	s.mu.Lock()
-	seq := tail + 1
-	k := 0
+	k := 0 // the next message to count
 	snapshot := false
 	var written int64
 	for _, o := range group {
-		o.first = seq
+		o.first = tail + 1 + uint64(o.at)
 		o.hints = make([]store.Hint, len(o.locs))
 		for i, l := range o.locs {
-			o.hints[i] = hintOf(seq+uint64(l.msg), l.idx, l.chunks)
+			// skip is 0 unless the operation's one frame shares a message.
+			o.hints[i] = hintOf(o.first+uint64(l.msg), l.idx+o.skip, l.chunks)
 		}
 		switch o.kind {
 		case opAppend:
@@ -340,11 +379,14 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 		case opSnapshot:
 			snapshot = true
 			s.stats.Snapshots++
-			pt.snapStart, pt.snapBytes, pt.snapStored, pt.snapMsgs = seq, int64(o.bytes), 0, int64(len(o.frames))
+			pt.snapStart, pt.snapBytes, pt.snapStored, pt.snapMsgs = o.first, int64(o.bytes), 0, int64(len(o.frames))
 			pt.logBytes, pt.logMsgs = 0, 0
 		}
-		for range o.frames {
+		// Its messages not counted yet (one it shares with the operations
+		// before it was).
+		for ; k < o.at+len(o.frames); k++ {
 			m := msgs[k]
+			seq := tail + 1 + uint64(k)
 			size := storedSize(m.subj, m.hlen, len(m.data))
 			written += int64(m.hlen + len(m.data))
 			if o.kind == opSnapshot {
@@ -356,8 +398,6 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 				pt.diskBytes += size
 				pt.statTail = seq
 			}
-			seq++
-			k++
 		}
 		if o.kind != opMove {
 			pt.last = o.prev + o.n
@@ -365,7 +405,7 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 		o.end = pt.last
 	}
 	if len(msgs) > 0 {
-		pt.tail = seq - 1
+		pt.tail = tail + uint64(len(msgs))
 		if pt.first == 0 {
 			pt.first = tail + 1
 		}
@@ -385,13 +425,17 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 	for _, o := range group {
 		o.fut.Resolve(o.hints, o.end, nil)
 	}
+	// Bodies are usually read soon after they are written: the messages
+	// holding kept records go to the cache (as written: a shared message
+	// whole).
+	cached := -1
 	for _, o := range group {
 		if o.kind == opMove || o.kind == opAppend && slices.Contains(o.keep, true) {
-			// Bodies are usually read soon after they are written.
-			for i, f := range o.frames {
-				if _, es, err := decodeFrame(f); err == nil {
-					s.cache.put(pt.id, o.first+uint64(i), es, len(f))
+			for k := max(o.at, cached+1); k < o.at+len(o.frames); k++ {
+				if _, es, err := decodeFrame(msgs[k].data); err == nil {
+					s.cache.put(pt.id, tail+1+uint64(k), es, len(msgs[k].data))
 				}
+				cached = k
 			}
 		}
 	}
