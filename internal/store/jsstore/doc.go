@@ -24,7 +24,9 @@
 // The records of one operation (an append, a snapshot, a round of moves)
 // go into as few messages as they fit (Config.MaxMessage, headers
 // included); a record larger than a message is split over consecutive
-// messages. The store's own records (moves, tombstones) take no position:
+// messages. Appends of one message that are written in the same commit
+// share a message while they fit (their frames joined: fewer stream
+// messages, one write each on every server). The store's own records (moves, tombstones) take no position:
 // positions are the owner's, 1, 2, 3 … per partition, not stream
 // sequences. Every message carries the headers
 //
