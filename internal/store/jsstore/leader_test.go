@@ -43,36 +43,7 @@ func TestLeaderLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	const n, window = 400, 8
-	want := []string{"r0"}
-	for i := range n {
-		want = append(want, fmt.Sprint("r", i+1))
-	}
-	killAt := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		kill := killAt
-		last := uint64(1)
-		for last < n+1 {
-			var fs []store.Future
-			for j := 0; j < window && last+uint64(j) < n+1; j++ {
-				p := last + uint64(j)
-				fs = append(fs, s.Append(1, p, []store.Rec{{Data: []byte(want[p])}}))
-			}
-			for _, f := range fs {
-				if err := f.Wait(context.Background()); err != nil {
-					done <- fmt.Errorf("append ending at %d: %w", last+1, err)
-					return
-				}
-				last++
-			}
-			if last >= 100 && kill != nil {
-				close(kill)
-				kill = nil
-			}
-		}
-		done <- nil
-	}()
+	want, killAt, done := appendUnder(s, 400, 100)
 	<-killAt
 	t0 := time.Now()
 	leader.Close()
@@ -92,6 +63,44 @@ func TestLeaderLoss(t *testing.T) {
 	}
 	st := streamState(t, cfg.Conn, "loss_P1")
 	t.Logf("stream: %d messages, last sequence %d", st.Msgs, st.LastSeq)
+}
+
+// appendUnder appends records r1 … rn to partition 1 of s (which holds
+// r0), eight at a time, in the background. It returns every record the
+// partition should then hold, a channel closed once at of them are
+// durable (for the test to act while appends go on), and one that reports
+// how the appends ended.
+func appendUnder(s *jsstore.Store, n, at int) (want []string, reached <-chan struct{}, done <-chan error) {
+	const window = 8
+	want = []string{"r0"}
+	for i := range n {
+		want = append(want, fmt.Sprint("r", i+1))
+	}
+	signal, end := make(chan struct{}), make(chan error, 1)
+	go func() {
+		signal := signal // closed once, then nil
+		last := uint64(1)
+		for last < uint64(n)+1 {
+			var fs []store.Future
+			for j := 0; j < window && last+uint64(j) < uint64(n)+1; j++ {
+				p := last + uint64(j)
+				fs = append(fs, s.Append(1, p, []store.Rec{{Data: []byte(want[p])}}))
+			}
+			for _, f := range fs {
+				if err := f.Wait(context.Background()); err != nil {
+					end <- fmt.Errorf("append ending at %d: %w", last+1, err)
+					return
+				}
+				last++
+			}
+			if last >= uint64(at) && signal != nil {
+				close(signal)
+				signal = nil
+			}
+		}
+		end <- nil
+	}()
+	return want, signal, end
 }
 
 // streamLeader is the node that leads a stream.
@@ -178,36 +187,7 @@ func TestLead(t *testing.T) {
 	// Under appends.
 	busy := others(idle)[0]
 	s = acquire(busy)
-	const n, window = 300, 8
-	want := []string{"r0"}
-	for i := range n {
-		want = append(want, fmt.Sprint("r", i+1))
-	}
-	leadAt := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		lead := leadAt
-		last := uint64(1)
-		for last < n+1 {
-			var fs []store.Future
-			for j := 0; j < window && last+uint64(j) < n+1; j++ {
-				p := last + uint64(j)
-				fs = append(fs, s.Append(1, p, []store.Rec{{Data: []byte(want[p])}}))
-			}
-			for _, f := range fs {
-				if err := f.Wait(context.Background()); err != nil {
-					done <- fmt.Errorf("append ending at %d: %w", last+1, err)
-					return
-				}
-				last++
-			}
-			if last >= 50 && lead != nil {
-				close(lead)
-				lead = nil
-			}
-		}
-		done <- nil
-	}()
+	want, leadAt, done := appendUnder(s, 300, 50)
 	<-leadAt
 	s.Lead(1)
 	if err := <-done; err != nil {
