@@ -427,7 +427,8 @@ func (s *Store) sleep(d time.Duration) bool {
 // has made it, with no write in flight: a publish that reaches a
 // leader as it steps down is dropped unanswered, and would wait out
 // AckTimeout before it is sent again. The writer then waits, for at most
-// leadWait, until this store's server leads, and writes on regardless.
+// leadWait, until a new leader serves (this store's server, as asked, or
+// another JetStream chose), and writes on regardless.
 func (s *Store) Lead(p store.PartitionID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -487,8 +488,15 @@ func (s *Store) moveLeader(ctx context.Context, stream string) error {
 	if err := s.request(ctx, "STREAM.LEADER.STEPDOWN."+stream, req, &r); err != nil {
 		return fmt.Errorf("jsstore: asking %s's leader %s to hand over to %s: %w", stream, leader, me, err)
 	}
+	// Until a leader other than the old one serves: this store's server,
+	// or another if JetStream chose so (writes may go on then; waiting on
+	// would only hold them).
+	old := leader
 	for wait := 5 * time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
-		if leader, err = s.streamLeader(ctx, stream); err == nil && leader == me {
+		if leader, err = s.streamLeader(ctx, stream); err == nil && leader != "" && leader != old {
+			if leader != me {
+				return fmt.Errorf("jsstore: %s was handed over to %s, not %s", stream, leader, me)
+			}
 			return nil
 		}
 		select {
