@@ -465,7 +465,8 @@ func (s *Store) takeLead(pt *part) {
 }
 
 // moveLeader asks stream's leader to hand over to this store's server,
-// then waits until that server leads it.
+// then waits until a new leader serves; an error says the hand-over did
+// not happen, or went to another server.
 func (s *Store) moveLeader(ctx context.Context, stream string) error {
 	me := s.nc.ConnectedServerName()
 	if me == "" {

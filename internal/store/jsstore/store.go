@@ -161,7 +161,6 @@ type op struct {
 	// Set by the writer.
 	at    int    // the commit's message holding its first frame
 	skip  uint32 // entries of other operations before its own there
-	first uint64 // the sequence of that message
 	hints []store.Hint
 	end   uint64
 }

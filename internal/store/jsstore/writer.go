@@ -357,11 +357,11 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 	snapshot := false
 	var written int64
 	for _, o := range group {
-		o.first = tail + 1 + uint64(o.at)
+		first := tail + 1 + uint64(o.at) // the sequence of its first message
 		o.hints = make([]store.Hint, len(o.locs))
 		for i, l := range o.locs {
 			// skip is 0 unless the operation's one frame shares a message.
-			o.hints[i] = hintOf(o.first+uint64(l.msg), l.idx+o.skip, l.chunks)
+			o.hints[i] = hintOf(first+uint64(l.msg), l.idx+o.skip, l.chunks)
 		}
 		switch o.kind {
 		case opAppend:
@@ -379,7 +379,7 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 		case opSnapshot:
 			snapshot = true
 			s.stats.Snapshots++
-			pt.snapStart, pt.snapBytes, pt.snapStored, pt.snapMsgs = o.first, int64(o.bytes), 0, int64(len(o.frames))
+			pt.snapStart, pt.snapBytes, pt.snapStored, pt.snapMsgs = first, int64(o.bytes), 0, int64(len(o.frames))
 			pt.logBytes, pt.logMsgs = 0, 0
 		}
 		// Its messages not counted yet (one it shares with the operations
