@@ -143,9 +143,10 @@ type clusterNode struct {
 	m    atomic.Pointer[cluster.Manager] // set once started (the engine's hooks may run before)
 
 	mu       sync.Mutex
-	handlers map[string]http.Handler        // by service: "sqs", "admin"
-	served   map[store.PartitionID][]func() // the stops of what each owned partition serves
-	subs     []*nats.Subscription           // the answers to asks
+	handlers map[string]http.Handler // by service: "sqs", "admin"
+	fronts   []*forward.Server       // this node's subject of each service
+	served   map[store.PartitionID]*served
+	subs     []*nats.Subscription // the answers to asks
 
 	// notes are first receives here of messages from topics other nodes
 	// own, by topic partition, sent every attemptsEvery (noteAttempts).
@@ -220,7 +221,7 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 	if err := cc.validate(); err != nil {
 		return nil, nil, err
 	}
-	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID][]func(){}}
+	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID]*served{}}
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
 			ClientAddr: cc.ClientListen, ClientToken: cc.ClientToken, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
@@ -478,13 +479,40 @@ func (h clusterHost) Release(p store.PartitionID) {
 	h.c.e.Release(p)
 }
 
-// subject is what the owner of partition p serves a service on.
+// subject is what the owner of partition p serves a service on (the
+// calls between owners: hand-overs, a topic's deliveries, first
+// attempts).
 func (c *clusterNode) subject(p store.PartitionID, service string) string {
 	return fmt.Sprintf("sluice.%s.p.%d.%s", strings.ToLower(c.cfg.Name), p, service)
 }
 
-// serve subscribes the services of an owned partition: the forwarded
-// requests of each front, and hand-overs into its queue.
+// nodeSubject is where node serves the requests forwarded to it for the
+// service of partition p; "*" for p's token makes the subject the node
+// subscribes to.
+//
+// Forwarded requests go to a node, not to a partition's subject: a node's
+// subscription lasts as long as the node, while a partition's would come
+// and go with its owner, and NATS drops a request routed to a
+// subscription that its server has just removed (the subscription's end
+// reaches the other servers a moment later), so the forwarding node would
+// wait for an answer that never comes.
+func (c *clusterNode) nodeSubject(node, service, p string) string {
+	return fmt.Sprintf("sluice.%s.n.%s.%s.%s", strings.ToLower(c.cfg.Name), cluster.Token(node), service, p)
+}
+
+// served is what this node serves for a partition it owns.
+type served struct {
+	stops []func() // the subscriptions of the calls between owners
+	// ctx ends when the node stops serving the partition: the forwarded
+	// requests being served end with it (long polls return at once).
+	ctx      context.Context
+	cancel   context.CancelFunc
+	requests sync.WaitGroup // the forwarded requests being served
+}
+
+// serve subscribes the services of an owned partition (hand-overs into
+// its queue, a topic's deliveries, first attempts) and makes this node
+// answer the requests forwarded to it for the partition.
 func (c *clusterNode) serve(p store.PartitionID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -492,14 +520,6 @@ func (c *clusterNode) serve(p store.PartitionID) {
 		return
 	}
 	var stops []func()
-	for name, h := range c.handlers {
-		s, err := forward.Serve(c.nc, c.subject(p, name), "owners", h)
-		if err != nil {
-			c.log.Error("serving a partition's forwarded requests failed", "partition", p, "service", name, "err", err)
-			continue
-		}
-		stops = append(stops, s.Stop)
-	}
 	if p != store.Catalog {
 		if sub, err := remote.Serve(c.nc, c.subject(p, "enter"), enterer{c.e, p}); err == nil {
 			stops = append(stops, func() { _ = sub.Drain() })
@@ -519,7 +539,9 @@ func (c *clusterNode) serve(p store.PartitionID) {
 			c.log.Error("serving a partition's topic deliveries failed", "partition", p, "err", err)
 		}
 	}
-	c.served[p] = stops
+	sv := &served{stops: stops}
+	sv.ctx, sv.cancel = context.WithCancel(context.Background())
+	c.served[p] = sv
 }
 
 // lead asks that the stream of p (which this node now owns) be led by
@@ -532,14 +554,51 @@ func (c *clusterNode) lead(p store.PartitionID) {
 	}
 }
 
+// unserve stops serving partition p: forwarded requests for it are
+// answered "not the owner" from now on, those being served are cancelled
+// and answered before it returns, and the calls between owners are
+// unsubscribed.
 func (c *clusterNode) unserve(p store.PartitionID) {
 	c.mu.Lock()
-	stops := c.served[p]
+	sv := c.served[p]
 	delete(c.served, p)
 	c.mu.Unlock()
-	for _, stop := range stops {
+	if sv == nil {
+		return
+	}
+	sv.cancel()
+	for _, stop := range sv.stops {
 		stop()
 	}
+	sv.requests.Wait()
+}
+
+// front answers the requests other nodes forward to this one for service
+// (its handler: h), each for the partition its subject's last token
+// names: those of a partition this node does not serve (it has moved, or
+// is not taken yet) get a 503 marked NotOwnerHeader, nothing done, so
+// that the forwarding node sends them where the partition is now.
+func (c *clusterNode) front(service string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		subject := forward.Subject(r)
+		id, err := strconv.ParseUint(subject[strings.LastIndexByte(subject, '.')+1:], 10, 64)
+		c.mu.Lock()
+		sv, h := c.served[store.PartitionID(id)], c.handlers[service]
+		if err == nil && sv != nil && h != nil {
+			sv.requests.Add(1) // under mu: unserve waits for it
+		}
+		c.mu.Unlock()
+		if err != nil || sv == nil || h == nil {
+			w.Header().Set(NotOwnerHeader, "1")
+			http.Error(w, "This node does not serve the partition the request is for; it is sent where the partition is now.", http.StatusServiceUnavailable)
+			return
+		}
+		defer sv.requests.Done()
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		defer context.AfterFunc(sv.ctx, cancel)()
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 // enterer enters hand-overs into the queue of partition p as this node
@@ -573,19 +632,24 @@ func (d deliverer) Deliver(ctx context.Context, in []sluicetype.SendInput, from 
 func (d deliverer) Marks(context.Context) (map[uint64]uint64, error) { return d.e.LocalMarks(d.p) }
 
 // setHandler makes the node serve a front's forwarded requests (service
-// "sqs" or "admin") for every partition it owns, now and later.
+// "sqs" or "admin") with h for every partition it owns, now and later.
 func (c *clusterNode) setHandler(service string, h http.Handler) {
 	c.mu.Lock()
+	_, had := c.handlers[service]
 	c.handlers[service] = h
-	owned := make([]store.PartitionID, 0, len(c.served))
-	for p := range c.served {
-		owned = append(owned, p)
-	}
 	c.mu.Unlock()
-	for _, p := range owned {
-		c.unserve(p)
-		c.serve(p)
+	if had {
+		return // the front reads the handler on each request
 	}
+	s, err := forward.Start(c.nc, forward.Config{Subject: c.nodeSubject(c.cfg.Node, service, "*"), Queue: "node",
+		Handler: c.front(service), Logger: c.log})
+	if err != nil {
+		c.log.Error("serving forwarded requests failed", "service", service, "err", err)
+		return
+	}
+	c.mu.Lock()
+	c.fronts = append(c.fronts, s)
+	c.mu.Unlock()
 }
 
 // close hands this node's partitions over (their leases are deleted, so
@@ -612,6 +676,13 @@ func (c *clusterNode) close() {
 	for _, p := range ps {
 		c.unserve(p)
 	}
+	c.mu.Lock()
+	fronts := c.fronts
+	c.fronts = nil
+	c.mu.Unlock()
+	for _, s := range fronts {
+		s.Stop()
+	}
 }
 
 func (c *clusterNode) closeNATS() {
@@ -628,9 +699,16 @@ func (c *clusterNode) closeNATS() {
 // Clustered reports whether the broker is a node of a cluster.
 func (b *Broker) Clustered() bool { return b != nil && b.cl != nil }
 
+// NotOwnerHeader marks the answer of a node to a request forwarded to it
+// for a partition it does not serve: nothing was done, and Forward sends
+// the request where the partition is now.
+const NotOwnerHeader = "Sluice-Not-Owner"
+
 // Route says where requests for a queue are served: "" when this node
-// serves them, else the subject to forward them to (service: "sqs" or
-// "admin"). QueueDoesNotExist when no node has the queue.
+// serves them, else the route to Forward them on (service: "sqs" or
+// "admin"): the queue's partition and the service, which Forward sends
+// to whichever node owns the partition when it sends.
+// QueueDoesNotExist when no node has the queue.
 func (b *Broker) Route(queue, service string) (string, error) {
 	if b.cl == nil {
 		return "", nil
@@ -639,7 +717,18 @@ func (b *Broker) Route(queue, service string) (string, error) {
 	if err != nil || local {
 		return "", err
 	}
-	return b.cl.subject(p, service), nil
+	return route(p, service), nil
+}
+
+// route is a partition's service as Route names it: "sqs/12".
+func route(p store.PartitionID, service string) string {
+	return service + "/" + strconv.FormatUint(uint64(p), 10)
+}
+
+func parseRoute(r string) (p store.PartitionID, service string, ok bool) {
+	service, id, ok := strings.Cut(r, "/")
+	n, err := strconv.ParseUint(id, 10, 64)
+	return store.PartitionID(n), service, ok && err == nil && service != ""
 }
 
 // RouteTopic is Route for a topic's requests; ErrNoTopic when no node has
@@ -655,7 +744,7 @@ func (b *Broker) RouteTopic(name, service string) (string, error) {
 	if err != nil || local {
 		return "", err
 	}
-	return b.cl.subject(p, service), nil
+	return route(p, service), nil
 }
 
 // certificate asks the other nodes for the SNS signing certificate served
@@ -683,25 +772,46 @@ func (b *Broker) RouteCatalog(service string) string {
 	if b.cl == nil || b.e.OwnsCatalog() {
 		return ""
 	}
-	return b.cl.subject(store.Catalog, service)
+	return route(store.Catalog, service)
 }
 
-// Forward sends a request (its body read already) to the node that serves
-// subject and returns its answer, retrying while the partition is between
-// owners, until ctx ends.
-func (b *Broker) Forward(ctx context.Context, subject string, r *http.Request, body []byte) (*forward.Response, error) {
-	backoff := 20 * time.Millisecond
+// Forward sends a request (its body read already) on a route (Route's) to
+// the node that owns the route's partition, and returns its answer. While
+// the partition is between owners (no node holds it, or the node this one
+// believes holds it answers that it does not serve it, or is gone), it
+// waits and sends again, until ctx ends: then the error wraps
+// forward.ErrNoOwner.
+func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte) (*forward.Response, error) {
+	p, service, ok := parseRoute(rt)
+	if !ok {
+		return nil, fmt.Errorf("sluice: forwarding on a malformed route %q", rt)
+	}
+	m := b.cl.m.Load()
+	if m == nil {
+		return nil, fmt.Errorf("%w: the cluster's manager is not started", forward.ErrNoOwner)
+	}
+	why := fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
+	backoff := 10 * time.Millisecond
 	for {
-		resp, err := forward.Do(ctx, b.cl.nc, subject, r, body)
-		if !errors.Is(err, forward.ErrNoOwner) || ctx.Err() != nil {
-			return resp, err
+		if node, ok := m.Owner(p); ok {
+			resp, err := forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
+			switch {
+			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
+				return resp, nil
+			case err == nil:
+				why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
+			case errors.Is(err, forward.ErrNoOwner):
+				why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
+			default:
+				return nil, err
+			}
 		}
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return nil, err
+			return nil, why
 		}
-		backoff = min(2*backoff, 500*time.Millisecond)
+		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -22,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/natsnode/natstest"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sqs"
@@ -429,5 +432,106 @@ func TestOpenContextStopsWaitingForQuorum(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("OpenContext still waits for a quorum 30 s after its context ended")
+	}
+}
+
+// TestClusterForwardsPastFormerOwners: requests are forwarded to the node
+// that holds the queue's lease as the forwarding node sees it. A node
+// that does not serve the queue (the forwarding node's view was behind:
+// the queue has just moved) answers at once "not the owner", doing
+// nothing: it never drops the request, as a subscription that ended with
+// the hand-over would. After the owner stops, requests through the other
+// nodes reach the new owner, and nothing sent is lost or doubled.
+func TestClusterForwardsPastFormerOwners(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three NATS servers")
+	}
+	ctx := context.Background()
+	nodes := startCluster(t, 3)
+	q, err := nodes[0].client.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("moving")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := owner(t, nodes, "moving")
+	sent := map[string]bool{}
+	send := func(n *clusterNode, body string) {
+		t.Helper()
+		if _, err := n.client.SendMessage(ctx, &awssqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)}); err != nil {
+			t.Fatalf("send %s via %s: %v", body, n.name, err)
+		}
+		sent[body] = true
+	}
+	for _, n := range nodes {
+		send(n, "before-"+n.name)
+	}
+
+	// The same SendMessage forwarded to each node in turn, as by a node
+	// whose view names that node the owner.
+	for _, n := range nodes {
+		body := fmt.Sprintf(`{"QueueUrl":%q,"MessageBody":"direct-to-%s"}`, *q.QueueUrl, n.name)
+		r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+		r.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+		r.Header.Set("Content-Type", "application/x-amz-json-1.0")
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resp, err := sluice.ForwardToNode(fctx, nodes[0].b, n.name, "moving", "sqs", r, []byte(body))
+		cancel()
+		if err != nil {
+			t.Fatalf("forwarded to %s: %v (a running node answers for every partition)", n.name, err)
+		}
+		notOwner := resp.Header.Get(sluice.NotOwnerHeader) != ""
+		switch {
+		case n == own && (resp.Status != http.StatusOK || notOwner):
+			t.Errorf("the owner %s answered %d (not-owner mark %v): %s", n.name, resp.Status, notOwner, resp.Body)
+		case n == own:
+			sent["direct-to-"+n.name] = true
+		case resp.Status != http.StatusServiceUnavailable || !notOwner:
+			t.Errorf("%s, which does not own the queue, answered %d (not-owner mark %v), want 503 marked not the owner: %s", n.name, resp.Status, notOwner, resp.Body)
+		}
+	}
+
+	// The owner stops (it hands the queue over); the others forward to
+	// the new owner. The stopped node answers nothing: the forwarding
+	// node sees nobody there, not a lost request.
+	own.close()
+	next := owner(t, nodes, "moving")
+	t.Logf("the queue moved from %s to %s", own.name, next.name)
+	for _, n := range nodes {
+		if !n.closed {
+			send(n, "after-"+n.name)
+		}
+	}
+	var from *clusterNode
+	for _, n := range nodes {
+		if !n.closed {
+			from = n
+			break
+		}
+	}
+	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
+	r.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
+	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := sluice.ForwardToNode(fctx, from.b, own.name, "moving", "sqs", r, []byte("{}")); !errors.Is(err, forward.ErrNoOwner) {
+		t.Errorf("forwarded to the stopped node %s: %v, want ErrNoOwner", own.name, err)
+	}
+
+	got := map[string]bool{}
+	for len(got) < len(sent) {
+		out, err := next.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			if got[*m.Body] || !sent[*m.Body] {
+				t.Errorf("received %q twice, or never acknowledged", *m.Body)
+			}
+			got[*m.Body] = true
+		}
+	}
+	if len(got) != len(sent) {
+		t.Errorf("received %d of the %d messages sent: %v", len(got), len(sent), got)
 	}
 }

@@ -1,5 +1,13 @@
 package sluice
 
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicemq/sluice/internal/forward"
+)
+
 // Crash stops a broker as a crash of its process would, for tests: a
 // cluster node's NATS server and connection go first, so that it writes
 // nothing more and its leases expire (nothing is handed over), then the
@@ -25,4 +33,15 @@ func SnapshotQueue(b *Broker, name string) error {
 		return err
 	}
 	return o.Snapshot()
+}
+
+// ForwardToNode forwards r on node's front (service "sqs" or "admin") for
+// queue's partition, whoever owns it: as a node whose view of the leases
+// is behind would, for tests.
+func ForwardToNode(ctx context.Context, b *Broker, node, queue, service string, r *http.Request, body []byte) (*forward.Response, error) {
+	p, _, err := b.e.Route(queue)
+	if err != nil {
+		return nil, err
+	}
+	return forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
 }

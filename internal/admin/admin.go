@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/partition"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -173,6 +174,11 @@ func apiError(w http.ResponseWriter, err error) {
 		default:
 			status = http.StatusBadRequest
 		}
+	}
+	if errors.Is(err, partition.ErrNotOwner) {
+		// Nothing was done: a node that forwarded the request sends it to
+		// the queue's new owner.
+		w.Header().Set(sluice.NotOwnerHeader, "1")
 	}
 	writeJSON(w, status, map[string]string{"code": code, "message": msg})
 }

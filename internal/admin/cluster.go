@@ -53,8 +53,8 @@ func (s *Server) streams(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, leaders)
 }
 
-// forwardTo is the subject of the node that serves r ("" when this one
-// does, or when r names no queue or topic).
+// forwardTo is the route (Broker.Route) to the node that serves r (""
+// when this one does, or when r names no queue or topic).
 func (s *Server) forwardTo(r *http.Request) string {
 	if !s.b.Clustered() || forward.Forwarded(r) {
 		return ""
@@ -79,8 +79,8 @@ func (s *Server) forwardTo(r *http.Request) string {
 	return to
 }
 
-// forward answers r with the answer of the node that serves subject.
-func (s *Server) forward(w http.ResponseWriter, r *http.Request, subject string) {
+// forward answers r with the answer of the node that serves route.
+func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err != nil {
 		badRequest(w, "Reading the request body failed: %v", err)
@@ -88,7 +88,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, subject string)
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, subject, r, body)
+	resp, err := s.b.Forward(ctx, route, r, body)
 	if err != nil {
 		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue or topic did not answer; retry the request.", Cause: err})
 		return

@@ -448,6 +448,23 @@ func (m *Manager) Owned(p store.PartitionID) bool {
 	return !m.closed && l != nil && l.state != releasing && !l.lost
 }
 
+// Owner names the node that owns p as far as this node knows: this node
+// while it holds p's lease, else the holder its view of the bucket shows
+// (which lags the bucket by a moment: a request sent there may find that
+// the partition has moved on). ok is false when no node holds it.
+func (m *Manager) Owner(p store.PartitionID) (node string, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l := m.leases[p]; !m.closed && l != nil && l.state != releasing && !l.lost {
+		return m.cfg.Node, true
+	}
+	h, held := m.view.owners[p]
+	if !held || h.Node == "" || h.Instance == m.instance {
+		return "", false // unknown, or this node's lease that it no longer holds
+	}
+	return h.Node, true
+}
+
 // NotifyCatalog tells the other nodes that the catalog changed: their
 // managers call Host.CatalogChanged.
 func (m *Manager) NotifyCatalog() {

@@ -239,6 +239,14 @@ func testClaim(t *testing.T, nats []*natsnode.Node) {
 	waitFor(t, 30*time.Second, "the others to see n1 own the claimed partition", func() bool {
 		return ms[1].Status().Owners[p] == "n1" && ms[2].Status().Owners[p] == "n1"
 	})
+	for i, m := range ms {
+		if node, ok := m.Owner(p); !ok || node != "n1" {
+			t.Errorf("n%d: Owner(%d) = %q, %v; want n1", i+1, p, node, ok)
+		}
+	}
+	if node, ok := ms[1].Owner(store.PartitionID(999)); ok {
+		t.Errorf("Owner of a partition nobody holds = %q, want none", node)
+	}
 	if _, err := ms[1].Claim(p); !errors.Is(err, ErrHeld) {
 		t.Errorf("Claim by another node = %v, want ErrHeld", err)
 	}
@@ -320,6 +328,9 @@ func testLost(t *testing.T, nats []*natsnode.Node) {
 	// n1 no longer serves p: its status does not name itself p's owner.
 	if st := ms[0].Status(); st.Owners[p] != "" || slices.Contains(st.Owned, p) {
 		t.Errorf("n1's status after Lost: owner of %d %q, owned %v; want no owner, not owned", p, st.Owners[p], st.Owned)
+	}
+	if node, ok := ms[0].Owner(p); ok {
+		t.Errorf("n1's Owner(%d) after Lost = %q, want none (its own lease it no longer holds)", p, node)
 	}
 	// The key was still n1's (no other node took p over), so n1 deletes
 	// it at its revision, and p's preferred node (n1) takes it again at

@@ -39,6 +39,9 @@ func token(s string) string {
 	return b.String()
 }
 
+// Token is s made usable as a NATS subject token (see token).
+func Token(s string) string { return token(s) }
+
 func bucketName(cluster string) string     { return token(cluster) + "-leases" }
 func catalogSubject(cluster string) string { return "sluice." + token(cluster) + ".catalog" }
 func nodeKey(node string) string           { return nodePrefix + token(node) }

@@ -3,9 +3,12 @@
 // NATS request/reply, and carries the response back unchanged.
 //
 // The forwarding node calls Do (or Client.Do) with the request and its body
-// already read; the owner of partition p serves the partition's subject with
-// Serve, in a queue group, and hands every request it receives to its
-// ordinary http.Handler, exactly as if it had come directly. The owner
+// already read, on the subject of the node that owns the partition the
+// request is about; that node serves its subject (a wildcard, whose last
+// token is the partition) with Serve, in a queue group, and hands every
+// request it receives to its ordinary http.Handler, exactly as if it had
+// come directly (Subject tells the handler which subject it came on).
+// Which subjects there are and who serves them is the caller's choice. The owner
 // re-verifies the SigV4 signature itself, so the NATS transport needs no
 // trust: what this package must guarantee is that the request arrives as the
 // client sent it (method, request-target, Host, every end-to-end header,
@@ -13,8 +16,8 @@
 //
 // # Wire format
 //
-// A request is one NATS message, sent to the partition's subject with a
-// reply inbox. Its data is the body; its NATS headers are a few reserved
+// A request is one NATS message, sent to the served subject with a reply
+// inbox. Its data is the body; its NATS headers are a few reserved
 // fields and the HTTP headers:
 //
 //	Sluice-Fwd-Method:  POST
@@ -60,7 +63,7 @@
 //
 // NATS delivers a request to at most one member of the queue group, so each
 // attempt runs the handler at most once. ErrNoOwner means nobody served the
-// subject (the partition is moving): the handler did not run. A timed-out
+// subject (the node serving it is gone): the handler did not run. A timed-out
 // or cancelled attempt, or one whose reply was lost, may still have been
 // executed by the owner, possibly after the forwarder gave up; retrying is
 // the caller's decision, and the caller's responsibility. Nothing here

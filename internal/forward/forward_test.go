@@ -265,6 +265,26 @@ func TestNoSecondHop(t *testing.T) {
 	}
 }
 
+// A Server on a wildcard subject sees the subject each request came on.
+func TestSubject(t *testing.T) {
+	owner, fwd := pair(t, 0)
+	serve(t, owner, "sluice.test.n.a.*", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, forward.Subject(r))
+	})
+	if s := forward.Subject(httptest.NewRequest("GET", "/", nil)); s != "" {
+		t.Errorf("a direct request's subject: %q, want none", s)
+	}
+	for _, subject := range []string{"sluice.test.n.a.3", "sluice.test.n.a.12"} {
+		resp, err := forward.Do(within(t, 10*time.Second), fwd, subject, httptest.NewRequest("GET", "/", nil), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(resp.Body) != subject {
+			t.Errorf("the handler saw subject %q, want %q", resp.Body, subject)
+		}
+	}
+}
+
 // The NATS client's default request timeout (nats.DefaultTimeout, 2 s)
 // plays no part: a request lasts as long as its context allows.
 func TestLongerThanNATSDefaultTimeout(t *testing.T) {

@@ -19,7 +19,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-type fromKey struct{}
+type (
+	fromKey    struct{}
+	subjectKey struct{}
+)
 
 // Forwarded reports whether r came through a Server, that is from another
 // node: such a request is handled where it arrived, never forwarded again.
@@ -35,6 +38,14 @@ func Forwarded(r *http.Request) bool {
 func ForwardedFrom(r *http.Request) (node string, ok bool) {
 	node, ok = r.Context().Value(fromKey{}).(string)
 	return node, ok
+}
+
+// Subject returns the NATS subject a forwarded request arrived on ("" for
+// one that was not forwarded), so that a Server on a wildcard subject can
+// tell its requests apart by the subject's tokens.
+func Subject(r *http.Request) string {
+	s, _ := r.Context().Value(subjectKey{}).(string)
+	return s
 }
 
 // Config configures a Server. The zero values of the optional fields are
@@ -261,7 +272,7 @@ func (s *Server) request(m *nats.Msg) (*http.Request, context.CancelFunc, error)
 	if err != nil {
 		return nil, nil, fmt.Errorf("forward: malformed request: uri %q", uri)
 	}
-	ctx := context.WithValue(s.ctx, fromKey{}, h.Get(hdrFrom))
+	ctx := context.WithValue(context.WithValue(s.ctx, fromKey{}, h.Get(hdrFrom)), subjectKey{}, m.Subject)
 	cancel := context.CancelFunc(func() {})
 	if t := h.Get(hdrTimeout); t != "" {
 		ms, err := strconv.ParseInt(t, 10, 64)

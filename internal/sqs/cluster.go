@@ -18,10 +18,6 @@ import (
 // whole to that node (package forward), which answers it as if it had come
 // directly (it checks the signature again); the answer goes back as it is.
 
-// notOwnerHeader marks an answer of a node that no longer owns the queue
-// (NotOwner: nothing was done).
-const notOwnerHeader = "Sluice-Not-Owner"
-
 // catalogActions change which queues exist: the catalog's owner does them.
 // ListQueues too: its view is the one that is never behind.
 var catalogActions = map[string]bool{"CreateQueue": true, "DeleteQueue": true, "ListQueues": true}
@@ -31,8 +27,8 @@ var catalogActions = map[string]bool{"CreateQueue": true, "DeleteQueue": true, "
 var localActions = map[string]bool{"GetQueueUrl": true, "ListDeadLetterSourceQueues": true,
 	"ListMessageMoveTasks": true, "CancelMessageMoveTask": true}
 
-// forwardTo is the subject of the node that serves req ("" when this one
-// does).
+// forwardTo is the route (Broker.Route) to the node that serves req (""
+// when this one does).
 func (s *Server) forwardTo(req *request) (string, error) {
 	if !s.b.Clustered() || forward.Forwarded(req.r) || localActions[req.action] {
 		return "", nil
@@ -81,32 +77,19 @@ func (s *Server) snsForwardTo(req *request) (string, error) {
 	return "", nil
 }
 
-// forward answers req with the answer of the node that serves subject.
-func (s *Server) forward(w http.ResponseWriter, req *request, subject string, body []byte) {
+// forward answers req with the answer of the node that serves route.
+func (s *Server) forward(w http.ResponseWriter, req *request, route string, body []byte) {
 	// A long poll waits up to 20 s on the owner.
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, subject, req.r, body)
-	for tries := 0; err == nil && resp.Header.Get(notOwnerHeader) != "" && tries < 5 && ctx.Err() == nil; tries++ {
-		// The node it went to no longer owns the queue (nothing was
-		// done there): send it where the queue is now.
-		to, rerr := s.forwardTo(req)
-		if rerr != nil || to == "" {
-			break
-		}
-		select { // the former owner may still answer on the subject a moment
-		case <-time.After(time.Duration(tries+1) * 20 * time.Millisecond):
-		case <-ctx.Done():
-		}
-		resp, err = s.b.Forward(ctx, to, req.r, body)
-	}
+	resp, err := s.b.Forward(ctx, route, req.r, body)
 	if err != nil && req.snsForm != nil {
-		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)
+		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", route, "err", err)
 		snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "The node that owns the topic did not answer; retry the request."), req.id)
 		return
 	}
 	if err != nil {
-		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", subject, "err", err)
+		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", route, "err", err)
 		s.writeError(w, req, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
 			Message: "The node that owns the queue did not answer; retry the request.", Cause: err})
 		return

@@ -366,7 +366,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 	if errors.Is(err, partition.ErrNotOwner) {
 		// Nothing was done: a node that forwarded the request may send
 		// it to the queue's new owner.
-		w.Header().Set(notOwnerHeader, "1")
+		w.Header().Set(sluice.NotOwnerHeader, "1")
 		s.log.Debug("request for a queue that moved", "request_id", req.id, "action", req.action)
 	} else if we.Status >= 500 || e.Cause != nil {
 		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)
