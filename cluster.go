@@ -776,11 +776,12 @@ func (b *Broker) RouteCatalog(service string) string {
 }
 
 // Forward sends a request (its body read already) on a route (Route's) to
-// the node that owns the route's partition, and returns its answer. While
-// the partition is between owners (no node holds it, or the node this one
-// believes holds it answers that it does not serve it, or is gone), it
-// waits and sends again, until ctx ends: then the error wraps
-// forward.ErrNoOwner.
+// the node that owns the route's partition, as this node's view of the
+// leases names it, and returns its answer. While the partition is between
+// owners (no node holds it, or the node named answers that it does not
+// serve it, or is gone), it waits and sends again to the holder the lease
+// bucket itself names (the view may lag it), until ctx ends: then the
+// error wraps forward.ErrNoOwner.
 func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte) (*forward.Response, error) {
 	p, service, ok := parseRoute(rt)
 	if !ok {
@@ -792,8 +793,9 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	}
 	why := fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
 	backoff := 10 * time.Millisecond
+	node, ok := m.Owner(p)
 	for {
-		if node, ok := m.Owner(p); ok {
+		if ok {
 			resp, err := forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
 			switch {
 			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
@@ -812,6 +814,12 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 			return nil, why
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)
+		// The view named no node that serves p: ask the bucket, which the
+		// view may lag by seconds after a node died.
+		var err error
+		if node, ok, err = m.Holder(p); err != nil {
+			node, ok = m.Owner(p)
+		}
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -97,8 +98,9 @@ type Manager struct {
 	watchReady chan struct{} // closed once the watcher delivered the bucket
 	readyOnce  sync.Once
 	sub        *nats.Subscription
-	loops      sync.WaitGroup // the manager's goroutines
-	renews     sync.WaitGroup // renewals in flight; Add only on the renew loop
+	reads      singleflight.Group // Holder's reads of the bucket, by key
+	loops      sync.WaitGroup     // the manager's goroutines
+	renews     sync.WaitGroup     // renewals in flight; Add only on the renew loop
 	stopOnce   sync.Once
 
 	mu       sync.Mutex
@@ -463,6 +465,34 @@ func (m *Manager) Owner(p store.PartitionID) (node string, ok bool) {
 		return "", false // unknown, or this node's lease that it no longer holds
 	}
 	return h.Node, true
+}
+
+// Holder names the node that holds p's lease as the bucket itself says
+// now, not the view: the view lags the bucket, by seconds when its
+// watcher's consumer lived on a node that died (see checkStale), and a
+// node forwarding a request on the view's word would meanwhile send it
+// to the dead node. Concurrent reads of one partition share one request.
+// ok is false when no node holds it.
+func (m *Manager) Holder(p store.PartitionID) (node string, ok bool, err error) {
+	key := partKey(p)
+	v, err, _ := m.reads.Do(key, func() (any, error) {
+		ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
+		defer cancel()
+		e, err := m.kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			return holder{}, nil
+		}
+		if err != nil {
+			return holder{}, err
+		}
+		h, _ := decodeHolder(e.Value())
+		return h, nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("cluster: reading the lease of partition %d: %w", p, err)
+	}
+	h := v.(holder)
+	return h.Node, h.Node != "", nil
 }
 
 // NotifyCatalog tells the other nodes that the catalog changed: their

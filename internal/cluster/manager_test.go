@@ -247,6 +247,12 @@ func testClaim(t *testing.T, nats []*natsnode.Node) {
 	if node, ok := ms[1].Owner(store.PartitionID(999)); ok {
 		t.Errorf("Owner of a partition nobody holds = %q, want none", node)
 	}
+	if node, ok, err := ms[2].Holder(p); err != nil || !ok || node != "n1" {
+		t.Errorf("n3: Holder(%d) = %q, %v, %v; want n1", p, node, ok, err)
+	}
+	if node, ok, err := ms[2].Holder(store.PartitionID(999)); err != nil || ok {
+		t.Errorf("Holder of a partition nobody holds = %q, %v, %v; want none", node, ok, err)
+	}
 	if _, err := ms[1].Claim(p); !errors.Is(err, ErrHeld) {
 		t.Errorf("Claim by another node = %v, want ErrHeld", err)
 	}
