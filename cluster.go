@@ -142,6 +142,10 @@ type clusterNode struct {
 	e    *engine.Engine
 	m    atomic.Pointer[cluster.Manager] // set once started (the engine's hooks may run before)
 
+	// forwarded and resent count Broker.Forward's requests and its sends
+	// again (ClusterStatus).
+	forwarded, resent atomic.Uint64
+
 	mu       sync.Mutex
 	handlers map[string]http.Handler // by service: "sqs", "admin"
 	fronts   []*forward.Server       // this node's subject of each service
@@ -794,8 +798,13 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	why := fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
 	backoff := 10 * time.Millisecond
 	node, ok := m.Owner(p)
-	for {
+	b.cl.forwarded.Add(1)
+	for sent := false; ; {
 		if ok {
+			if sent {
+				b.cl.resent.Add(1)
+			}
+			sent = true
 			resp, err := forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
 			switch {
 			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
@@ -839,7 +848,8 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	}
 	s := b.cl.m.Load().Status()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
-		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures}
+		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures,
+		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load()}
 	for p, name := range b.e.PartitionNames() {
 		out.Owners[name] = s.Owners[p]
 	}

@@ -507,6 +507,11 @@ func TestClusterForwardsPastFormerOwners(t *testing.T) {
 			break
 		}
 	}
+	for _, n := range nodes {
+		if cs := n.b.ClusterStatus(); !n.closed && (cs == nil || cs.Forwarded == 0) {
+			t.Errorf("%s counts no forwarded request: %+v", n.name, cs)
+		}
+	}
 	r := httptest.NewRequest(http.MethodPost, "/", strings.NewReader("{}"))
 	r.Header.Set("X-Amz-Target", "AmazonSQS.SendMessage")
 	fctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -261,4 +261,9 @@ type ClusterStatus struct {
 	// are acquisitions that failed and lease renewals that went
 	// unanswered (the lease was kept).
 	Failovers, Handovers, AcquireFailures, RenewFailures uint64
+	// Forwarded counts the requests this node forwarded to the node that
+	// owns their queue or topic; Resent the times one was sent again
+	// because the node it went to did not serve the partition (it had
+	// just moved) or was gone.
+	Forwarded, Resent uint64
 }

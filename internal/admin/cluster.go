@@ -28,6 +28,8 @@ type clusterJSON struct {
 	Handovers       uint64            `json:"handovers"`
 	AcquireFailures uint64            `json:"acquire_failures"`
 	RenewFailures   uint64            `json:"lease_renew_failures"`
+	Forwarded       uint64            `json:"forwarded_requests"`
+	ForwardResends  uint64            `json:"forward_resends"`
 }
 
 // cluster answers GET /api/cluster: 404 outside a cluster.
@@ -38,7 +40,8 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, clusterJSON{Node: cs.Node, Members: cs.Members, CatalogOwner: cs.CatalogOwner, Owners: cs.Owners,
-		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures})
+		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures,
+		Forwarded: cs.Forwarded, ForwardResends: cs.Resent})
 }
 
 // streams answers GET /api/cluster/streams: the server that leads each
