@@ -3,6 +3,7 @@ package sluice_test
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/natsnode/natstest"
 	"github.com/sluicemq/sluice/internal/partition"
@@ -453,6 +455,31 @@ func TestClusterForwardsPastFormerOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := owner(t, nodes, "moving")
+	admins := map[*clusterNode]http.Handler{}
+	for _, n := range nodes {
+		adm := admin.New(n.b, admin.Options{Logger: clusterLogger(t)})
+		n.b.ServeForwarded("admin", adm)
+		admins[n] = adm
+	}
+	// An admin request about the queue, through each running node: those
+	// that do not own it forward it to the one that does.
+	askAdmin := func(when string) {
+		t.Helper()
+		for _, n := range nodes {
+			if n.closed {
+				continue
+			}
+			w := httptest.NewRecorder()
+			admins[n].ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/api/queues/moving", nil))
+			var got struct {
+				Name string `json:"name"`
+			}
+			if err := json.Unmarshal(w.Body.Bytes(), &got); w.Code != http.StatusOK || err != nil || got.Name != "moving" {
+				t.Errorf("%s: GET /api/queues/moving through %s: %d %s", when, n.name, w.Code, w.Body.Bytes())
+			}
+		}
+	}
+	askAdmin("before the owner stops")
 	sent := map[string]bool{}
 	send := func(n *clusterNode, body string) {
 		t.Helper()
@@ -495,6 +522,7 @@ func TestClusterForwardsPastFormerOwners(t *testing.T) {
 	own.close()
 	next := owner(t, nodes, "moving")
 	t.Logf("the queue moved from %s to %s", own.name, next.name)
+	askAdmin("after the owner stopped")
 	for _, n := range nodes {
 		if !n.closed {
 			send(n, "after-"+n.name)
