@@ -795,7 +795,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	if m == nil {
 		return nil, fmt.Errorf("%w: the cluster's manager is not started", forward.ErrNoOwner)
 	}
-	why := fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
+	var why error // what the last attempt found, once one failed
 	backoff := 10 * time.Millisecond
 	node, ok := m.Owner(p)
 	b.cl.forwarded.Add(1)
@@ -820,6 +820,9 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
+			if why == nil {
+				why = fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
+			}
 			return nil, why
 		}
 		backoff = min(2*backoff, 250*time.Millisecond)

@@ -446,6 +446,10 @@ func (m *Manager) Lost(p store.PartitionID) {
 func (m *Manager) Owned(p store.PartitionID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.ownedLocked(p)
+}
+
+func (m *Manager) ownedLocked(p store.PartitionID) bool {
 	l := m.leases[p]
 	return !m.closed && l != nil && l.state != releasing && !l.lost
 }
@@ -457,7 +461,7 @@ func (m *Manager) Owned(p store.PartitionID) bool {
 func (m *Manager) Owner(p store.PartitionID) (node string, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if l := m.leases[p]; !m.closed && l != nil && l.state != releasing && !l.lost {
+	if m.ownedLocked(p) {
 		return m.cfg.Node, true
 	}
 	h, held := m.view.owners[p]
