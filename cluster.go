@@ -504,6 +504,11 @@ func (c *clusterNode) nodeSubject(node, service, p string) string {
 	return fmt.Sprintf("sluice.%s.n.%s.%s.%s", strings.ToLower(c.cfg.Name), cluster.Token(node), service, p)
 }
 
+// partitionSubject is nodeSubject for partition p's requests.
+func (c *clusterNode) partitionSubject(node, service string, p store.PartitionID) string {
+	return c.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10))
+}
+
 // served is what this node serves for a partition it owns.
 type served struct {
 	stops []func() // the subscriptions of the calls between owners
@@ -805,7 +810,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 				b.cl.resent.Add(1)
 			}
 			sent = true
-			resp, err := forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
+			resp, err := forward.Do(ctx, b.cl.nc, b.cl.partitionSubject(node, service, p), r, body)
 			switch {
 			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
 				return resp, nil

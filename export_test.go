@@ -3,7 +3,6 @@ package sluice
 import (
 	"context"
 	"net/http"
-	"strconv"
 
 	"github.com/sluicemq/sluice/internal/forward"
 )
@@ -43,5 +42,5 @@ func ForwardToNode(ctx context.Context, b *Broker, node, queue, service string, 
 	if err != nil {
 		return nil, err
 	}
-	return forward.Do(ctx, b.cl.nc, b.cl.nodeSubject(node, service, strconv.FormatUint(uint64(p), 10)), r, body)
+	return forward.Do(ctx, b.cl.nc, b.cl.partitionSubject(node, service, p), r, body)
 }
