@@ -145,6 +145,13 @@ type clusterNode struct {
 	// forwarded and resent count Broker.Forward's requests and its sends
 	// again (ClusterStatus).
 	forwarded, resent atomic.Uint64
+	// lost counts forwarded requests whose node went away before it
+	// answered (ErrOwnerLost): sent again when idempotent.
+	lost atomic.Uint64
+	// watches are the subjects forwarded requests wait on that are
+	// pinged (watchSubject).
+	watchMu sync.Mutex
+	watches map[string]*subjectWatch
 
 	mu       sync.Mutex
 	handlers map[string]http.Handler // by service: "sqs", "admin"
@@ -784,6 +791,11 @@ func (b *Broker) RouteCatalog(service string) string {
 	return route(store.Catalog, service)
 }
 
+// ErrOwnerLost: the node a request was forwarded to stopped serving
+// requests (it died, or this node lost its routes to it) before it
+// answered. The request may or may not have taken effect.
+var ErrOwnerLost = errors.New("sluice: the node serving the request went away before it answered; the request may or may not have taken effect")
+
 // Forward sends a request (its body read already) on a route (Route's) to
 // the node that owns the route's partition, as this node's view of the
 // leases names it, and returns its answer. While the partition is between
@@ -791,7 +803,14 @@ func (b *Broker) RouteCatalog(service string) string {
 // serve it, or is gone), it waits and sends again to the holder the lease
 // bucket itself names (the view may lag it), until ctx ends: then the
 // error wraps forward.ErrNoOwner.
-func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte) (*forward.Response, error) {
+//
+// While a request waits for its answer, Forward checks every second that
+// the node it went to still serves requests (forward.Ping). Once that node
+// has been gone for a second check, an idempotent request (doing it twice
+// does what doing it once does: receives, deletes, reads) is sent again
+// to the partition's next owner; any other one ends with ErrOwnerLost
+// rather than waiting out ctx for an answer that cannot come.
+func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, idempotent bool) (*forward.Response, error) {
 	p, service, ok := parseRoute(rt)
 	if !ok {
 		return nil, fmt.Errorf("sluice: forwarding on a malformed route %q", rt)
@@ -810,7 +829,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 				b.cl.resent.Add(1)
 			}
 			sent = true
-			resp, err := forward.Do(ctx, b.cl.nc, b.cl.partitionSubject(node, service, p), r, body)
+			resp, err := b.cl.forwardWatched(ctx, b.cl.partitionSubject(node, service, p), r, body)
 			switch {
 			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
 				return resp, nil
@@ -818,6 +837,12 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 				why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
 			case errors.Is(err, forward.ErrNoOwner):
 				why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
+			case errors.Is(err, ErrOwnerLost) && idempotent:
+				b.cl.lost.Add(1)
+				why = fmt.Errorf("%w: node %s: %w", forward.ErrNoOwner, node, err)
+			case errors.Is(err, ErrOwnerLost):
+				b.cl.lost.Add(1)
+				return nil, fmt.Errorf("%w (node %s, partition %d)", err, node, p)
 			default:
 				return nil, err
 			}
@@ -840,6 +865,115 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	}
 }
 
+// watchEvery is how often forwardWatched checks that the node a request
+// waits on still serves requests; two checks in a row that find it gone
+// end the wait.
+const watchEvery = time.Second
+
+// forwardWatched is forward.Do on subject (a node's front), except that
+// once the request has waited watchEvery, it watches the node
+// (watchSubject): when the node is gone (its process died, or this node's
+// routes to it are down) the answer cannot come, and the error is
+// ErrOwnerLost.
+func (c *clusterNode) forwardWatched(ctx context.Context, subject string, r *http.Request, body []byte) (*forward.Response, error) {
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	t := time.AfterFunc(watchEvery, func() {
+		gone, release := c.watchSubject(subject)
+		defer release()
+		select {
+		case <-gone:
+			cancel(ErrOwnerLost)
+		case <-actx.Done():
+		}
+	})
+	defer t.Stop()
+	resp, err := forward.Do(actx, c.nc, subject, r, body)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), ErrOwnerLost) {
+		return nil, ErrOwnerLost
+	}
+	return resp, err
+}
+
+// subjectWatch pings one subject for the requests that wait on it.
+type subjectWatch struct {
+	gone  chan struct{} // closed when the subject is found gone
+	stop  chan struct{} // closed when no request waits any more
+	users int           // guarded by clusterNode.watchMu
+}
+
+// watchSubject returns a channel closed once subject is found gone: two
+// pings in a row (forward.Ping, every watchEvery) that nobody answered.
+// The second leaves a node that stops gracefully time to answer what it
+// holds (it unsubscribes before it answers the requests it has received
+// already). The requests waiting on one subject share its pings; release
+// ends the caller's interest.
+func (c *clusterNode) watchSubject(subject string) (gone <-chan struct{}, release func()) {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	w := c.watches[subject]
+	if w == nil {
+		w = &subjectWatch{gone: make(chan struct{}), stop: make(chan struct{})}
+		if c.watches == nil {
+			c.watches = map[string]*subjectWatch{}
+		}
+		c.watches[subject] = w
+		go c.pingSubject(subject, w)
+	}
+	w.users++
+	return w.gone, func() {
+		c.watchMu.Lock()
+		defer c.watchMu.Unlock()
+		if w.users--; w.users == 0 && c.watches[subject] == w {
+			delete(c.watches, subject)
+			close(w.stop)
+		}
+	}
+}
+
+// pingSubject pings subject for w until nobody waits on it, or until it
+// finds it gone (then it closes w.gone, and the next request that waits
+// on subject starts a watch of its own).
+func (c *clusterNode) pingSubject(subject string, w *subjectWatch) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { // a ping under way ends when the last waiting request does
+		select {
+		case <-w.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for missed := 0; ; {
+		pctx, pcancel := context.WithTimeout(ctx, watchEvery)
+		err := forward.Ping(pctx, c.nc, subject)
+		pcancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, forward.ErrNoOwner):
+			if missed++; missed == 2 {
+				c.log.Info("a node that forwarded requests wait on is gone; they stop waiting", "subject", subject)
+				c.watchMu.Lock()
+				if c.watches[subject] == w {
+					delete(c.watches, subject)
+				}
+				c.watchMu.Unlock()
+				close(w.gone)
+				return
+			}
+		case err == nil:
+			missed = 0
+		}
+		// A ping that timed out says nothing: the node may be busy.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(watchEvery):
+		}
+	}
+}
+
 // ServeForwarded makes this node answer the requests other nodes forward
 // to it for the partitions it owns, with h (service: "sqs" or "admin").
 func (b *Broker) ServeForwarded(service string, h http.Handler) {
@@ -857,7 +991,7 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	s := b.cl.m.Load().Status()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
 		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures,
-		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load()}
+		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load()}
 	for p, name := range b.e.PartitionNames() {
 		out.Owners[name] = s.Owners[p]
 	}

@@ -34,6 +34,18 @@ func SnapshotQueue(b *Broker, name string) error {
 	return o.Snapshot()
 }
 
+// ForwardsInFlight is how many requests other nodes forwarded to b are
+// being served, for tests.
+func ForwardsInFlight(b *Broker) int64 {
+	b.cl.mu.Lock()
+	defer b.cl.mu.Unlock()
+	var n int64
+	for _, s := range b.cl.fronts {
+		n += s.Metrics().InFlight
+	}
+	return n
+}
+
 // ForwardToNode forwards r on node's front (service "sqs" or "admin") for
 // queue's partition, whoever owns it: as a node whose view of the leases
 // is behind would, for tests.

@@ -264,6 +264,8 @@ type ClusterStatus struct {
 	// Forwarded counts the requests this node forwarded to the node that
 	// owns their queue or topic; Resent the times one was sent again
 	// because the node it went to did not serve the partition (it had
-	// just moved) or was gone.
-	Forwarded, Resent uint64
+	// just moved) or was gone; OwnerLost the forwarded requests whose
+	// node went away while they waited for its answer (sent again when
+	// idempotent, else answered ServiceUnavailable at once).
+	Forwarded, Resent, OwnerLost uint64
 }

@@ -2,12 +2,14 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/forward"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -30,6 +32,7 @@ type clusterJSON struct {
 	RenewFailures   uint64            `json:"lease_renew_failures"`
 	Forwarded       uint64            `json:"forwarded_requests"`
 	ForwardResends  uint64            `json:"forward_resends"`
+	ForwardsLost    uint64            `json:"forwards_owner_lost"`
 }
 
 // cluster answers GET /api/cluster: 404 outside a cluster.
@@ -41,7 +44,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, clusterJSON{Node: cs.Node, Members: cs.Members, CatalogOwner: cs.CatalogOwner, Owners: cs.Owners,
 		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures,
-		Forwarded: cs.Forwarded, ForwardResends: cs.Resent})
+		Forwarded: cs.Forwarded, ForwardResends: cs.Resent, ForwardsLost: cs.OwnerLost})
 }
 
 // streams answers GET /api/cluster/streams: the server that leads each
@@ -91,9 +94,13 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, r, body)
+	resp, err := s.b.Forward(ctx, route, r, body, r.Method == http.MethodGet || r.Method == http.MethodHead)
 	if err != nil {
-		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue or topic did not answer; retry the request.", Cause: err})
+		what := "did not answer"
+		if errors.Is(err, sluice.ErrOwnerLost) {
+			what = "went away before it answered; the request may or may not have taken effect"
+		}
+		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue or topic " + what + "; retry the request.", Cause: err})
 		return
 	}
 	resp.Write(w)

@@ -24,7 +24,7 @@ type collector struct {
 	diskFree, diskReserve, diskAlarm, queueSeries                         *prometheus.Desc
 	unreadable, segsRemoved, badReleases, allUnreadable                   *prometheus.Desc
 	// Cluster mode.
-	members, owned, owner, failovers, handovers, acquireFailed, renewFailed, forwarded, fwdResent *prometheus.Desc
+	members, owned, owner, failovers, handovers, acquireFailed, renewFailed, forwarded, fwdResent, fwdLost *prometheus.Desc
 
 	published, deliveries, topicHeld, fanOutLag *prometheus.Desc
 	firstSubscriber, subscriptionFirst          *prometheus.Desc
@@ -167,6 +167,7 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		renewFailed:       d("cluster_lease_renew_failures_total", "Lease renewals that went unanswered (the lease was kept; the store's fence keeps the log safe)."),
 		forwarded:         d("cluster_forwarded_requests_total", "Requests this node forwarded to the node that owns their queue or topic."),
 		fwdResent:         d("cluster_forward_resends_total", "Forwarded requests sent again because the node they went to did not serve the queue (it had just moved) or was gone; nothing was done there."),
+		fwdLost:           d("cluster_forwards_owner_lost_total", "Forwarded requests whose node went away (died, or its routes were cut) while they waited for its answer: idempotent ones were sent again to the next owner, the others answered ServiceUnavailable."),
 		published:         d("topic_published_total", "Messages published to the topic.", "topic"),
 		deliveries:        d("topic_deliveries_total", "What became of each publish for each subscription: delivered (its queue took it), filtered (its filter policy kept it out), refused (its queue refused it for good, or does not exist: dropped), dead_lettered (sent to the subscription's dead-letter queue).", "topic", "outcome"),
 		topicHeld:         d("topic_held_messages", "Publishes the topic holds for subscriptions that have not taken them yet (the fan-out backlog).", "topic"),
@@ -278,6 +279,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.renewFailed, float64(cs.RenewFailures))
 		ctr(c.forwarded, float64(cs.Forwarded))
 		ctr(c.fwdResent, float64(cs.Resent))
+		ctr(c.fwdLost, float64(cs.OwnerLost))
 	}
 	for _, name := range c.b.Topics() {
 		f, err := c.b.TopicFigures(name)

@@ -146,6 +146,34 @@ func (c *Client) Do(ctx context.Context, subject string, r *http.Request, body [
 	return decodeResponse(reply)
 }
 
+// Ping asks whether a Server serves subject, without serving a request:
+// nil when one answered; an error wrapping ErrNoOwner when nobody serves
+// subject; ErrTimeout (or ctx's error) when no answer came before ctx
+// ended, which says nothing either way (a Server answers a ping on its
+// subscription's delivery goroutine, which may be slow to get to it).
+func Ping(ctx context.Context, nc *nats.Conn, subject string) error {
+	c := Client{Conn: nc}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set(hdrPing, "1")
+	reply, err := nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return c.fail(subject, err)
+	}
+	resp, err := decodeResponse(reply)
+	if err != nil {
+		return err
+	}
+	if resp.Status != http.StatusNoContent {
+		return fmt.Errorf("%w: a ping of %s was answered %d", ErrBadReply, subject, resp.Status)
+	}
+	return nil
+}
+
 // fail wraps an error of a request sent (or about to be) to subject.
 func (c *Client) fail(subject string, err error) error {
 	switch {

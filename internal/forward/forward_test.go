@@ -369,6 +369,44 @@ func TestNoOwner(t *testing.T) {
 	}
 }
 
+// A ping is answered by the Server itself while a request holds its
+// handler, reaches no handler, and finds nobody once the Server stopped.
+func TestPing(t *testing.T) {
+	owner, fwd := pair(t, 0)
+	if err := forward.Ping(within(t, 10*time.Second), fwd, "sluice.test.p.8"); !errors.Is(err, forward.ErrNoOwner) {
+		t.Fatalf("ping before anyone serves the subject: %v, want ErrNoOwner", err)
+	}
+	entered, release := make(chan struct{}), make(chan struct{})
+	var handled sync.WaitGroup
+	srv := serve(t, owner, "sluice.test.p.*", func(w http.ResponseWriter, r *http.Request) {
+		handled.Done()
+		close(entered)
+		<-release
+	})
+	handled.Add(1)
+	done := make(chan error, 1)
+	go func() {
+		_, err := forward.Do(within(t, 10*time.Second), fwd, "sluice.test.p.8", httptest.NewRequest("POST", "/", nil), nil)
+		done <- err
+	}()
+	<-entered
+	if err := forward.Ping(within(t, 10*time.Second), fwd, "sluice.test.p.8"); err != nil {
+		t.Errorf("ping while a request is served: %v", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	handled.Wait() // the handler ran once: the ping did not reach it
+	if m := srv.Metrics(); m.Pings != 1 || m.Requests != 1 {
+		t.Errorf("metrics %+v, want 1 ping and 1 request", m)
+	}
+	srv.Stop()
+	if err := forward.Ping(within(t, 10*time.Second), fwd, "sluice.test.p.8"); !errors.Is(err, forward.ErrNoOwner) {
+		t.Errorf("ping after the server stopped: %v, want ErrNoOwner", err)
+	}
+}
+
 // Two owners in one queue group: each request is handled exactly once.
 func TestQueueGroupHandlesOnce(t *testing.T) {
 	s := startNATS(t, 0)

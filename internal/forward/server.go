@@ -85,7 +85,7 @@ type Server struct {
 	stopOnce sync.Once
 	idle     chan struct{} // closed once stopped and every request answered
 
-	requests, inFlight, panics, malformed, tooLarge, replyErrors atomic.Int64
+	requests, pings, inFlight, panics, malformed, tooLarge, replyErrors atomic.Int64
 }
 
 // Serve serves subject in queueGroup with h, with the default Config.
@@ -193,6 +193,7 @@ func (s *Server) Stop() {
 // Metrics is a snapshot of a Server's counters.
 type Metrics struct {
 	Requests    int64 // requests received
+	Pings       int64 // pings answered (Ping)
 	InFlight    int64 // requests not yet answered
 	Panics      int64 // handler panics, answered 500
 	Malformed   int64 // messages that were no forwarded request (answered 502 when they had a reply subject)
@@ -204,6 +205,7 @@ type Metrics struct {
 func (s *Server) Metrics() Metrics {
 	return Metrics{
 		Requests:    s.requests.Load(),
+		Pings:       s.pings.Load(),
 		InFlight:    s.inFlight.Load(),
 		Panics:      s.panics.Load(),
 		Malformed:   s.malformed.Load(),
@@ -214,6 +216,15 @@ func (s *Server) Metrics() Metrics {
 
 // deliver runs on the subscription's delivery loop: it must not block.
 func (s *Server) deliver(m *nats.Msg) {
+	if m.Header.Get(hdrPing) != "" {
+		// Ping: the subscription is alive. Answered here, in order
+		// with the requests delivered before it.
+		s.pings.Add(1)
+		if m.Reply != "" {
+			s.reply(m, http.StatusNoContent, nil, nil)
+		}
+		return
+	}
 	s.running.Add(1)
 	s.requests.Add(1)
 	s.inFlight.Add(1)

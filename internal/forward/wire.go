@@ -20,6 +20,7 @@ const (
 	hdrTimeout = "Sluice-Fwd-Timeout"
 	hdrFrom    = "Sluice-Fwd-From"
 	hdrStatus  = "Sluice-Fwd-Status"
+	hdrPing    = "Sluice-Fwd-Ping" // on a ping (Ping): answered at once, no request served
 
 	reservedPrefix = "Sluice-Fwd-"
 	escapePrefix   = "Sluice-Fwd-Hdr-" // an HTTP header whose name is reserved

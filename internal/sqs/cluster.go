@@ -27,6 +27,24 @@ var catalogActions = map[string]bool{"CreateQueue": true, "DeleteQueue": true, "
 var localActions = map[string]bool{"GetQueueUrl": true, "ListDeadLetterSourceQueues": true,
 	"ListMessageMoveTasks": true, "CancelMessageMoveTask": true}
 
+// idempotentActions are those that do the same when done twice (a
+// receive's lost answer only leaves its messages in flight until their
+// visibility timeout, as any lost answer does): a forwarded one is sent
+// again to the queue's next owner when the node serving it dies first
+// (Broker.Forward). Sends, purges and move tasks are not.
+var idempotentActions = map[string]bool{"ReceiveMessage": true, "DeleteMessage": true, "DeleteMessageBatch": true,
+	"ChangeMessageVisibility": true, "ChangeMessageVisibilityBatch": true, "GetQueueAttributes": true,
+	"SetQueueAttributes": true, "ListQueueTags": true, "TagQueue": true, "UntagQueue": true, "ListQueues": true}
+
+// idempotent reports whether req may be forwarded a second time.
+func idempotent(req *request) bool {
+	if req.snsForm != nil {
+		a := strings.TrimPrefix(req.action, "SNS.")
+		return strings.HasPrefix(a, "Get") || strings.HasPrefix(a, "List")
+	}
+	return idempotentActions[req.action]
+}
+
 // forwardTo is the route (Broker.Route) to the node that serves req (""
 // when this one does).
 func (s *Server) forwardTo(req *request) (string, error) {
@@ -82,16 +100,20 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	// A long poll waits up to 20 s on the owner.
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, req.r, body)
+	resp, err := s.b.Forward(ctx, route, req.r, body, idempotent(req))
+	what := "did not answer"
+	if errors.Is(err, sluice.ErrOwnerLost) {
+		what = "went away before it answered; the request may or may not have taken effect"
+	}
 	if err != nil && req.snsForm != nil {
 		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", route, "err", err)
-		snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "The node that owns the topic did not answer; retry the request."), req.id)
+		snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "The node that owns the topic %s; retry the request.", what), req.id)
 		return
 	}
 	if err != nil {
 		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", route, "err", err)
 		s.writeError(w, req, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
-			Message: "The node that owns the queue did not answer; retry the request.", Cause: err})
+			Message: "The node that owns the queue " + what + "; retry the request.", Cause: err})
 		return
 	}
 	if code, _, ok := strings.Cut(resp.Header.Get("x-amzn-query-error"), ";"); ok {
