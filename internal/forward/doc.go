@@ -59,6 +59,16 @@
 // what the handler may take (an SQS long poll: WaitTimeSeconds plus a
 // margin), as the reply must get back before it.
 //
+// # Pings
+//
+// Ping sends a message with the header Sluice-Fwd-Ping and no request
+// fields to a served subject; the Server answers it 204 from its
+// subscription's delivery loop, without a handler, so that a forwarding
+// node can tell a node that is gone (nobody serves the subject: NATS
+// answers no responders at once) from one that is slow. A Server that
+// predates pings answers one 502 as a malformed request, which a caller
+// takes as "not gone".
+//
 // # Guarantees
 //
 // NATS delivers a request to at most one member of the queue group, so each
