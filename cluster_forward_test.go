@@ -74,7 +74,9 @@ func TestClusterForwardOutlivesACrashedOwner(t *testing.T) {
 		}
 		oncePoll <- err
 	}()
-	waitFor(t, 20*time.Second, "both long polls wait on the owner", func() bool { return sluice.ForwardsInFlight(own.b) >= 2 })
+	if !pollUntil(20*time.Second, func() bool { return sluice.ForwardsInFlight(own.b) >= 2 }) {
+		t.Fatalf("the two long polls do not both wait on the owner %s", own.name)
+	}
 
 	crashed := time.Now()
 	sluice.Crash(own.b)
@@ -102,20 +104,5 @@ func TestClusterForwardOutlivesACrashedOwner(t *testing.T) {
 	}
 	if cs := via.b.ClusterStatus(); cs.OwnerLost < 2 {
 		t.Errorf("%s counts %d forwarded requests whose node went away, want 2", via.name, cs.OwnerLost)
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds, and fails the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(d)
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %s", what, d)
-		}
 	}
 }

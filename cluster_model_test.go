@@ -288,10 +288,13 @@ func (c *clusterSim) settledStats(live int64) sluice.StoreStats {
 	return ss
 }
 
-// await polls cond (every 10 ms) until it holds, or moveWait passed: it
+// await polls cond until it holds, or moveWait passed: it reports which.
+func (c *clusterSim) await(cond func() bool) bool { return pollUntil(moveWait, cond) }
+
+// pollUntil polls cond (every 10 ms) until it holds, or d passed: it
 // reports which.
-func (c *clusterSim) await(cond func() bool) bool {
-	deadline := time.After(moveWait)
+func pollUntil(d time.Duration, cond func() bool) bool {
+	deadline := time.After(d)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for !cond() {
