@@ -169,6 +169,7 @@ func TestSingleNode(t *testing.T) {
 	t.Run("BatchAtServerLimit", func(t *testing.T) { batchAtLimit(t, nc, 1) })
 	t.Run("PurgeFreesReleased", func(t *testing.T) { purgeFrees(t, nc, 1) })
 	t.Run("CompactRehomesBody", func(t *testing.T) { compactRehomes(t, nc, 1) })
+	t.Run("CompactWeighsBytes", func(t *testing.T) { compactWeighsBytes(t, nc) })
 	t.Run("DiskAlarm", func(t *testing.T) { diskAlarm(t, nc) })
 	t.Run("MissingOnLeaderIsNotLoss", func(t *testing.T) { missingOnLeader(t, nc) })
 	t.Run("PurgedUnderReplay", func(t *testing.T) { purgedUnderReplay(t, []*nats.Conn{nc, nc2}, 1) })
@@ -664,6 +665,47 @@ func (o *owner) Moved(p store.PartitionID, pos uint64, old, new store.Hint) bool
 	o.hints[pos] = new
 	o.moved++
 	return true
+}
+
+// compactWeighsBytes: below the snapshot, ten large live bodies in
+// messages of their own among 300 small dead messages are most of the
+// bytes, though few of the messages: compaction leaves them. Once eight
+// of them are released, the two left are a small part of the bytes, and
+// compaction moves them.
+func compactWeighsBytes(t *testing.T, nc *nats.Conn) {
+	s := open(t, jsstore.Config{Conn: nc, Prefix: "weigh", Replicas: 1})
+	replay(t, s)
+	s.Recovered()
+	o := &owner{hints: map[uint64]store.Hint{}}
+	big := strings.Repeat("b", 16<<10)
+	last := uint64(0)
+	for range 10 {
+		last++
+		o.hints[last] = mustAppend(t, s, 1, last-1, true, big)[0]
+	}
+	for i := range 300 { // more than compactMinMessages
+		mustAppend(t, s, 1, last, false, fmt.Sprint("mark-", i))
+		last++
+	}
+	if err := s.Snapshot(1, last, slices.Values([]store.Rec{{Data: []byte("state")}})).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	last++
+	if n := s.Compact(1<<30, o); n != 0 || o.moved != 0 {
+		t.Fatalf("with 160 KiB of live bodies among 300 small dead messages, compaction copied %d bytes (%d bodies)", n, o.moved)
+	}
+	for pos := uint64(3); pos <= 10; pos++ {
+		s.Release(1, pos, o.hints[pos])
+		delete(o.hints, pos)
+	}
+	if n := s.Compact(1<<30, o); n != int64(2*len(big)) || o.moved != 2 {
+		t.Fatalf("with 32 KiB of live bodies left, compaction copied %d bytes (%d bodies), want the two bodies", n, o.moved)
+	}
+	for pos := uint64(1); pos <= 2; pos++ {
+		if got, err := s.Read(1, pos, o.hints[pos]); err != nil || string(got) != big {
+			t.Fatalf("moved body %d reads %d bytes, %v", pos, len(got), err)
+		}
+	}
 }
 
 // compactRehomes: a body older than the snapshot holds the purge floor;

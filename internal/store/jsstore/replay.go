@@ -83,7 +83,7 @@ func (s *Store) ReplayPartition(p store.PartitionID, from uint64, fn func(store.
 		pt.snapStart, pt.snapBytes, pt.snapStored, pt.snapMsgs = r.snapStart, r.snapBytes, r.snapStored, r.snapMsgs
 		pt.logBytes, pt.logMsgs = r.logBytes, r.logMsgs
 		pt.diskBytes, pt.statTail = int64(r.st.Bytes), r.st.LastSeq
-		pt.kept, pt.keptSeqs, pt.keptHeap = map[loc]keptRec{}, map[uint64]int{}, nil
+		pt.kept, pt.keptSeqs, pt.keptSize, pt.keptHeap = map[loc]keptRec{}, map[uint64]int{}, nil, nil
 		pt.purgeDue = false
 		pt.rechainLocked()
 	}

@@ -46,6 +46,7 @@ func (pt *part) unkeepLocked(l loc, pos uint64) bool {
 	delete(pt.kept, l)
 	if pt.keptSeqs[l.seq]--; pt.keptSeqs[l.seq] <= 0 {
 		delete(pt.keptSeqs, l.seq)
+		delete(pt.keptSize, l.seq)
 		if len(pt.keptHeap) > 2*len(pt.keptSeqs)+64 {
 			// Mostly released messages: rebuild, so that the heap stays
 			// the size of what is kept.
@@ -352,16 +353,7 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 		// under the lock the writer needs, every CompactInterval, and a
 		// backlog is millions of records.
 		below := pt.snapStart - max(pt.first, 1)
-		if below < compactMinMessages {
-			continue
-		}
-		live := uint64(0)
-		for seq := range pt.keptSeqs {
-			if seq < pt.snapStart {
-				live++
-			}
-		}
-		if live*2 > below {
+		if below < compactMinMessages || !mostlyDead(pt, below) {
 			continue
 		}
 		var cs []cand
@@ -402,6 +394,34 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 		s.move(p, moves, o)
 	}
 	return copied
+}
+
+// mostlyDead reports whether at most half of the bytes of the below
+// messages under pt's newest snapshot are in messages that hold kept
+// records. By bytes, not messages: a send's message holds many bodies,
+// a receive's or a delete's a few marks, and a range of large live
+// messages among many small dead ones is mostly live. A live message
+// whose size is not known (kept again after a replay) weighs the range's
+// mean; without the stream's byte figures, messages are counted.
+func mostlyDead(pt *part, below uint64) bool {
+	var live, unknown uint64
+	var liveBytes int64
+	for seq := range pt.keptSeqs {
+		if seq < pt.snapStart {
+			live++
+			if size, ok := pt.keptSize[seq]; ok {
+				liveBytes += size
+			} else {
+				unknown++
+			}
+		}
+	}
+	belowBytes := pt.diskBytes - pt.logBytes
+	if belowBytes <= 0 {
+		return live*2 <= below
+	}
+	liveBytes += int64(unknown) * (belowBytes / int64(below))
+	return liveBytes*2 <= belowBytes
 }
 
 type moved struct {

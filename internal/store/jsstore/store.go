@@ -113,10 +113,13 @@ type part struct {
 	// Kept records: what the owner will read back. Each costs about 100
 	// bytes of memory here (its map entries and a heap slot); a store
 	// holding millions of live bodies holds that many entries.
-	kept      map[loc]keptRec
-	keptSeqs  map[uint64]int // message → kept records in it
-	keptHeap  seqHeap        // messages with kept records (lazily cleaned)
-	pin       uint64         // a bad release's message: nothing at or above it goes; 0: none
+	kept     map[loc]keptRec
+	keptSeqs map[uint64]int // message → kept records in it
+	// keptSize is the stored bytes of the messages in keptSeqs that this
+	// store wrote (the size of one kept again after a replay is not known).
+	keptSize  map[uint64]int64
+	keptHeap  seqHeap // messages with kept records (lazily cleaned)
+	pin       uint64  // a bad release's message: nothing at or above it goes; 0: none
 	purgeDue  bool
 	purging   bool
 	purgingTo uint64 // the floor of the purge under way
@@ -357,7 +360,7 @@ func (s *Store) Leave(p store.PartitionID) {
 		return
 	}
 	pt.lost = true
-	pt.kept, pt.keptSeqs, pt.keptHeap, pt.pin, pt.purgeDue = map[loc]keptRec{}, map[uint64]int{}, nil, 0, false
+	pt.kept, pt.keptSeqs, pt.keptSize, pt.keptHeap, pt.pin, pt.purgeDue = map[loc]keptRec{}, map[uint64]int{}, nil, nil, 0, false
 	s.cache.forget(p)
 }
 

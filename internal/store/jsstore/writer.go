@@ -404,6 +404,15 @@ func (s *Store) landed(pt *part, group []*op, msgs []outMsg, tail uint64, took t
 		}
 		o.end = pt.last
 	}
+	// The sizes of the messages that hold kept records, for Compact.
+	for k, m := range msgs {
+		if seq := tail + 1 + uint64(k); pt.keptSeqs[seq] > 0 {
+			if pt.keptSize == nil {
+				pt.keptSize = map[uint64]int64{}
+			}
+			pt.keptSize[seq] = storedSize(m.subj, m.hlen, len(m.data))
+		}
+	}
 	if len(msgs) > 0 {
 		pt.tail = tail + uint64(len(msgs))
 		if pt.first == 0 {
@@ -505,7 +514,7 @@ func (s *Store) commitDrop(pt *part, o *op, tail uint64, exists bool) {
 	}
 	s.mu.Lock()
 	pt.dropped = true
-	pt.kept, pt.keptSeqs, pt.keptHeap = map[loc]keptRec{}, map[uint64]int{}, nil
+	pt.kept, pt.keptSeqs, pt.keptSize, pt.keptHeap = map[loc]keptRec{}, map[uint64]int{}, nil, nil
 	s.mu.Unlock()
 	s.cache.forget(pt.id)
 	o.fut.Resolve(nil, 0, nil)
