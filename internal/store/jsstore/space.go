@@ -398,7 +398,7 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 
 // mostlyDead reports whether at most half of the bytes of the below
 // messages under pt's newest snapshot are in messages that hold kept
-// records. By bytes, not messages: a send's message holds many bodies,
+// records (below counts those messages). By bytes, not messages: a send's message holds many bodies,
 // a receive's or a delete's a few marks, and a range of large live
 // messages among many small dead ones is mostly live. A live message
 // whose size is not known (kept again after a replay) weighs the range's
