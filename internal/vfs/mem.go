@@ -25,6 +25,8 @@ type Mem struct {
 	// truncations that would make the files hold more fail with ENOSPC,
 	// as on a small file system.
 	capacity int64
+	// locks are the paths Lock holds (mem_lock.go); Crash keeps none.
+	locks map[string]*memLock
 }
 
 type memFile struct {

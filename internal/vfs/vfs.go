@@ -36,6 +36,11 @@ type FS interface {
 	// FreeSpace is the space left for files in dir, in bytes, as an
 	// unprivileged process may use it (statfs's available blocks).
 	FreeSpace(dir string) (int64, error)
+	// Lock takes an exclusive advisory lock on the file name (created if
+	// missing), held until Close. A lock held by someone else is refused
+	// at once with an error wrapping ErrLocked (a *LockedError, naming the
+	// holder); a file system that cannot lock, with ErrLockUnsupported.
+	Lock(name string) (io.Closer, error)
 }
 
 // OS is the real file system.
@@ -118,6 +123,7 @@ func (f *Fault) ReadDir(dir string) ([]string, error)        { return f.FS.ReadD
 func (f *Fault) MkdirAll(dir string, perm os.FileMode) error { return f.FS.MkdirAll(dir, perm) }
 func (f *Fault) Stat(name string) (os.FileInfo, error)       { return f.FS.Stat(name) }
 func (f *Fault) FreeSpace(dir string) (int64, error)         { return f.FS.FreeSpace(dir) }
+func (f *Fault) Lock(name string) (io.Closer, error)         { return f.FS.Lock(name) }
 func (f *Fault) SyncDir(dir string) error {
 	if f.get().SyncError {
 		return &os.PathError{Op: "fsync", Path: dir, Err: syscall.EIO}
