@@ -129,7 +129,54 @@ type Entry struct {
 	// Moved says the store moved the kept record at Pos (compaction): it
 	// is now at Hint; Data is nil.
 	Moved bool
+	// Damage, when set, is no record: it reports a damaged stretch of the
+	// store that a salvage (or a check) found, and what it held as far
+	// as that could be read. Only a store opened to salvage or to check
+	// reports one; the other fields are zero.
+	Damage *Damage
 }
+
+// Damage is a stretch of a store's data that fails its checks where it
+// cannot be a write cut short by a crash (intact data follows it, or it
+// was durable once): a flipped bit, a bad block.
+type Damage struct {
+	File   string // the file, as named in the data directory
+	Offset int64  // where the stretch begins in File
+	Length int64
+	Reason string // what is wrong ("checksum mismatch")
+	// Records are what the stretch held, read without its checksum: as
+	// damaged, so possibly wrong; nil when nothing could be read.
+	Records []LostRecord
+}
+
+// LostRecord is one record of a damaged stretch, as far as it could be
+// read.
+type LostRecord struct {
+	P    PartitionID
+	Pos  uint64
+	Data []byte
+	// Snapshot says it was part of a snapshot of P.
+	Snapshot bool
+}
+
+func (d Damage) String() string {
+	return fmt.Sprintf("%s at offset %d (%d bytes: %s)", d.File, d.Offset, d.Length, d.Reason)
+}
+
+// DamageError is how a store refuses to open damaged data (ErrDamaged):
+// where the damage is. Salvage keeps what reads back.
+type DamageError struct {
+	Damage
+	// More counts the damaged stretches found after this one, when a
+	// store looks further (a check).
+	More int
+}
+
+func (e *DamageError) Error() string {
+	return fmt.Sprintf("%v: %v, with intact data after it (damage, not a write cut short by a crash)", ErrDamaged, e.Damage)
+}
+
+func (e *DamageError) Unwrap() error { return ErrDamaged }
 
 // Future is an append under way.
 type Future interface {
@@ -151,6 +198,8 @@ var (
 	// ErrFenced: the append's prev is not the partition's last position.
 	ErrFenced  = errors.New("store: fenced: the partition's last position is not the one given")
 	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrDamaged: data that was durable fails its checks (DamageError).
+	ErrDamaged = errors.New("store: damaged data")
 	ErrNoSpace = errors.New("store: no space left on device")
 	ErrTooBig  = errors.New("store: record too large")
 	// ErrNotFound: Read of a record the store does not hold (released,

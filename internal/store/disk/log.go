@@ -100,6 +100,15 @@ type Options struct {
 	// second one) is caught, not only one that would take a count below
 	// zero. It costs about 14 bytes of memory per live record: for tests.
 	CheckReleases bool
+	// Salvage makes Replay read on past damage (see Replay): each damaged
+	// stretch is handed over as an Entry with Damage set, and written over
+	// with a frame that says it was lost, so that the next start reads
+	// on. Without it, damage fails Replay with a *store.DamageError.
+	Salvage bool
+	// ReadOnly opens the log to check it: Replay reads on past damage as a
+	// salvage does, but writes, cuts and removes nothing, and starts no
+	// writer (the log takes no appends).
+	ReadOnly bool
 }
 
 type opKind uint8
@@ -220,6 +229,8 @@ type Log struct {
 	dropLast  map[store.PartitionID]uint32 // dropped partitions: their newest segment
 	deadSnaps []string                     // snapshot files superseded or dropped, to remove
 	lost      map[store.PartitionID]string // replay: superseded snapshots whose file is gone
+	damage    []damaged                    // replay: the damaged stretches read past (salvage, check)
+	tailMark  int64                        // replay: the offset after the newest segment's last sync mark
 	active    uint32                       // the segment being written (for readers)
 	// recovering: from Open until Recovered, nothing is freed (the owner
 	// has not told which records it keeps yet).
@@ -230,6 +241,12 @@ type Log struct {
 	f        vfs.File
 	off      int64
 	unsynced bool
+	// durable: every byte written to the active segment is durable, so a
+	// write may begin with a sync mark (format.Manifest.Synced).
+	durable bool
+	// marked: the offset after the active segment's last sync mark (0:
+	// none): nothing was written since when it is the end.
+	marked int64
 	lastSync time.Time
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64
@@ -261,8 +278,13 @@ func Open(fs vfs.FS, dir string, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+	if opts.Salvage && opts.ReadOnly {
+		return nil, errors.New("store: a log opened read-only cannot salvage")
+	}
+	if !opts.ReadOnly {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
 	}
 	l := &Log{fs: fs, dir: dir, opts: opts, log: opts.Logger, stopped: make(chan struct{}),
 		segs: map[uint32]*segment{}, parts: map[store.PartitionID]*part{},
@@ -421,6 +443,9 @@ func (l *Log) run() {
 // writeBatch writes a group of operations as one write (and fsync) and
 // resolves them. buf is scratch space, returned for reuse.
 func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
+	// Room for a sync mark first: write decides whether it goes in.
+	room := len(l.syncMark())
+	buf = append(buf[:0], make([]byte, room)...)
 	restore := map[store.PartitionID]uint64{}
 	ok := batch[:0:0]
 	var dropped []store.PartitionID // dropped in this group, for their manifests
@@ -458,7 +483,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 	if len(ok) == 0 {
 		return buf
 	}
-	seg, base, err := l.write(buf)
+	seg, base, err := l.write(buf, room)
 	if err != nil {
 		for p, v := range restore {
 			l.last[p] = v
@@ -498,7 +523,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 			l.reader.Written(segread.Key{Seg: uint32(seg), Off: uint32(base + int64(o.frameOff))}, o.records(make([]format.Record, 0, len(o.recs)+len(o.moves))))
 		}
 	}
-	l.noteDisk(int64(len(buf)), false)
+	l.noteDisk(int64(len(buf)-room), false)
 	return buf
 }
 
@@ -628,8 +653,12 @@ func (l *Log) partLocked(p store.PartitionID, seg uint32) *part {
 }
 
 // write appends buf to the active segment and makes it durable per the
-// sync mode. On failure it cuts the segment back to the last good offset.
-func (l *Log) write(buf []byte) (seg uint64, base int64, err error) {
+// sync mode, and returns where buf's start is (its frames are at base +
+// their offset in buf). buf begins with room bytes kept for a sync mark:
+// the mark goes there when everything before it in the segment is
+// durable, else they are left out. On failure it cuts the segment back to
+// the last good offset.
+func (l *Log) write(buf []byte, room int) (seg uint64, base int64, err error) {
 	full := l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes
 	if full || (!l.prealloc && l.prepReady()) {
 		if err := l.roll(); err != nil {
@@ -640,7 +669,21 @@ func (l *Log) write(buf []byte) (seg uint64, base int64, err error) {
 		}
 	}
 	seg, base = l.seg, l.off
+	if l.durable {
+		copy(buf, l.syncMark()) // the same size as when the room was kept: the manifest is the writer's
+		l.marked = l.off + int64(room)
+	} else {
+		buf, base = buf[room:], base-int64(room)
+	}
 	return seg, base, l.writeAt(buf, l.opts.Sync == SyncAlways)
+}
+
+// syncMark is a sync mark frame: the manifest, marked synced.
+func (l *Log) syncMark() []byte {
+	l.mu.Lock()
+	m := format.Manifest{Floor: l.man.Floor, Dropped: l.man.Dropped, Synced: true}
+	l.mu.Unlock()
+	return format.AppendManifest(nil, m)
 }
 
 func (l *Log) writeAt(buf []byte, fsync bool) error {
@@ -667,9 +710,11 @@ func (l *Log) writeAt(buf []byte, fsync bool) error {
 			_, _ = l.f.Seek(l.off, io.SeekStart)
 		}
 		l.prealloc = false // the zeroed tail went with the cut
+		l.durable = false
 		return l.fail(err)
 	}
 	l.off += int64(len(buf))
+	l.durable = fsync
 	l.noteSegSize(uint32(l.seg), l.off)
 	if !l.prealloc && l.off >= min(1<<20, l.opts.SegmentBytes/4) {
 		// Only a store that writes prepares segments: a store opened to
@@ -718,7 +763,7 @@ func (l *Log) syncIfDue(force bool) {
 		l.log.Error("store: periodic fsync failed", "err", err)
 		return
 	}
-	l.unsynced = false
+	l.unsynced, l.durable = false, true
 	l.lastSync = time.Now()
 	l.observeFsync(l.lastSync.Sub(t0))
 }
@@ -787,6 +832,7 @@ func (l *Log) roll() error {
 	}
 	l.f.Close()
 	l.f, l.seg, l.off, l.unsynced, l.prealloc = f, next, int64(len(head)), true, prepared
+	l.durable, l.marked = false, 0
 	l.mu.Lock()
 	l.segs[uint32(next)] = &segment{size: l.off}
 	l.active = uint32(next)
@@ -880,10 +926,17 @@ func (l *Log) Close() error {
 	return nil
 }
 
+// shutdown makes everything written durable and ends the log with a sync
+// mark, so that the next start tells damage anywhere in it from a torn
+// write.
 func (l *Log) shutdown() {
 	l.reader.Close()
 	if l.f != nil {
-		if err := l.f.Sync(); err != nil {
+		err := l.f.Sync()
+		if mark := l.syncMark(); err == nil && l.marked != l.off && l.off+int64(len(mark)) <= l.opts.SegmentBytes {
+			err = l.writeAt(mark, true)
+		}
+		if err != nil {
 			l.log.Error("store: final fsync failed", "err", err)
 		}
 		l.f.Close()

@@ -232,7 +232,8 @@ func TestBitFlipInOldSegmentIsAnError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l2.Replay(func(store.Entry) error { return nil }); !errors.Is(err, store.ErrCorrupt) {
+	var de *store.DamageError
+	if err := l2.Replay(func(store.Entry) error { return nil }); !errors.As(err, &de) || !errors.Is(err, store.ErrDamaged) || de.File != format.SegName(2) {
 		t.Fatalf("corrupt middle segment: got %v", err)
 	}
 }

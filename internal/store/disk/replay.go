@@ -14,9 +14,28 @@ import (
 
 // Replay reads the log once, from the floor of the newest manifest, and
 // hands over every partition's records (skipping dropped partitions), then
-// starts the writer. A torn or corrupt frame at the end of the newest
-// segment (a crash during a write) is cut off with a log line; one
-// anywhere else is an error: the store refuses to guess.
+// starts the writer (unless the log was opened ReadOnly).
+//
+// A frame that fails its checks is one of two things (walk tells them
+// apart):
+//
+//   - the torn tail of the newest segment: a write a crash cut short. The
+//     writer begins each write made when everything before it in its
+//     segment was durable with a sync mark (format.Manifest.Synced); a bad
+//     frame with no sync mark after it was never durable, nor was anything
+//     after it: it is cut off, with a warning.
+//   - damage: a bad frame in an older segment, or with a sync mark after
+//     it, was durable once, and acknowledged messages may be in it or
+//     behind it. The log refuses to open (a *store.DamageError naming the
+//     segment and offset) unless it is opened to salvage or to check
+//     (Options.Salvage, Options.ReadOnly): then it reads on past the
+//     damage, hands it over as an Entry whose Damage says where it is and
+//     what it held as far as that reads, and a salvage writes a frame of
+//     the same size over it (format.LostFrame), so that every other frame
+//     stays where it is and the next start reads on.
+//
+// Segments below the floor are read only to salvage or to check (a start
+// reads none of them; a body read back from one is checked then).
 func (l *Log) Replay(fn func(store.Entry) error) error {
 	names, err := l.fs.ReadDir(l.dir)
 	if err != nil {
@@ -28,7 +47,9 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 		seg, isSeg := format.ParseSegName(n)
 		switch {
 		case format.IsTemp(n):
-			_ = l.fs.Remove(l.path(n))
+			if !l.opts.ReadOnly {
+				_ = l.fs.Remove(l.path(n))
+			}
 		case isSeg:
 			segs = append(segs, seg)
 		case format.IsSnapFile(n):
@@ -38,6 +59,9 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	slices.Sort(segs)
 	l.lost = map[store.PartitionID]string{}
 	if len(segs) == 0 {
+		if l.opts.ReadOnly {
+			return nil
+		}
 		return l.start(1, 0, true)
 	}
 	newest := segs[len(segs)-1]
@@ -48,6 +72,7 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	if !found || man.Floor == 0 {
 		man.Floor = segs[0]
 	}
+	man.Synced = false
 	l.man = man
 	skip := map[store.PartitionID]bool{}
 	for _, p := range man.Dropped {
@@ -57,8 +82,8 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	var good int64
 	for _, s := range segs {
 		if s < man.Floor {
-			if fi, err := l.fs.Stat(l.path(format.SegName(s))); err == nil {
-				l.segs[uint32(s)] = &segment{size: fi.Size()}
+			if err := l.checkBelowFloor(s, fn); err != nil {
+				return err
 			}
 			continue
 		}
@@ -76,6 +101,12 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 			return fmt.Errorf("%w: the snapshot of partition %d (%s) is missing", store.ErrCorrupt, p, name)
 		}
 	}
+	if l.opts.ReadOnly {
+		return nil
+	}
+	if err := l.repair(); err != nil {
+		return err
+	}
 	// Snapshot files no replay will read again go.
 	keep := map[string]bool{}
 	for _, pt := range l.parts {
@@ -91,6 +122,20 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 	return l.start(newest, good, false)
 }
 
+// checkBelowFloor notes the size of segment s, below the floor, and, to
+// salvage or to check, reads it for damage.
+func (l *Log) checkBelowFloor(s uint64, fn func(store.Entry) error) error {
+	fi, err := l.fs.Stat(l.path(format.SegName(s)))
+	if err != nil {
+		return nil // gone meanwhile: nothing to keep in it
+	}
+	l.segs[uint32(s)] = &segment{size: fi.Size()}
+	if !l.opts.Salvage && !l.opts.ReadOnly {
+		return nil
+	}
+	_, err = l.walk(s, false, func(int64, int, []format.Record) error { return nil }, l.handDamage(fn))
+	return err
+}
 // start opens segment seg for appending at off (creating it with a
 // manifest when fresh) and starts the writer.
 func (l *Log) start(seg uint64, off int64, fresh bool) error {
@@ -118,6 +163,13 @@ func (l *Log) start(seg uint64, off int64, fresh bool) error {
 		f.Close()
 		return fmt.Errorf("store: %w", err)
 	}
+	// What is before off is durable from here on (a process killed
+	// before may have left it in the page cache only), so the first
+	// write may begin with a sync mark.
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("store: %w", err)
+	}
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		f.Close()
 		return fmt.Errorf("store: %w", err)
@@ -126,7 +178,10 @@ func (l *Log) start(seg uint64, off int64, fresh bool) error {
 		f.Close()
 		return fmt.Errorf("store: %w", err)
 	}
-	l.f, l.seg, l.off = f, seg, off
+	l.f, l.seg, l.off, l.durable = f, seg, off, true
+	if l.tailMark == off {
+		l.marked = off // the log ends with a sync mark already
+	}
 	l.mu.Lock()
 	if l.segs[uint32(seg)] == nil {
 		l.segs[uint32(seg)] = &segment{}
@@ -140,12 +195,12 @@ func (l *Log) start(seg uint64, off int64, fresh bool) error {
 	return nil
 }
 
-// newestManifest finds the last manifest frame of a segment that reads
-// well (a torn tail is ignored here; replay cuts it).
+// newestManifest finds the last manifest of the newest segment that
+// reads well (before its torn tail; past damage, to salvage or check).
 func (l *Log) newestManifest(seg uint64) (format.Manifest, bool, error) {
 	var m format.Manifest
 	found := false
-	_, err := l.scanSegment(seg, true, func(off int64, flen int, recs []format.Record) error {
+	_, err := l.walk(seg, true, func(off int64, flen int, recs []format.Record) error {
 		for _, r := range recs {
 			if r.Kind == format.KindManifest {
 				mm, err := format.DecodeManifest(r.Data)
@@ -156,28 +211,31 @@ func (l *Log) newestManifest(seg uint64) (format.Manifest, bool, error) {
 			}
 		}
 		return nil
-	})
+	}, nil)
 	return m, found, err
 }
 
-// scanSegment calls fn for each frame of a segment, in order, and returns
-// the offset after the last good one. last says the segment is the newest:
-// a bad frame there is a torn tail (scanning stops), elsewhere an error.
-func (l *Log) scanSegment(n uint64, last bool, fn func(off int64, flen int, recs []format.Record) error) (int64, error) {
+// scanSegment calls fn for each frame of segment n, in order, up to limit
+// bytes (-1: all of it), and returns the offset after the last one. Any
+// bad frame is an error: it is for segments that were durable (below the
+// floor, or up to what was durable when a partition's replay began).
+func (l *Log) scanSegment(n uint64, limit int64, fn func(off int64, flen int, recs []format.Record) error) (int64, error) {
 	name := format.SegName(n)
 	f, err := l.fs.OpenFile(l.path(name), os.O_RDONLY, 0)
 	if err != nil {
 		return 0, fmt.Errorf("store: %w", err)
 	}
 	defer f.Close()
-	off, bad, err := format.Scan(f, fn)
+	var r io.Reader = f
+	if limit >= 0 {
+		r = io.NewSectionReader(f, 0, limit)
+	}
+	off, bad, err := format.Scan(r, fn)
 	switch {
 	case err != nil:
-		return 0, fmt.Errorf("store: %s at %d: %w", name, off, err)
-	case bad != "" && !last:
-		return 0, fmt.Errorf("%w: %s at offset %d: %s", store.ErrCorrupt, name, off, bad)
+		return off, fmt.Errorf("store: %s at %d: %w", name, off, err)
 	case bad != "":
-		l.log.Warn("store: cutting torn tail of the log", "segment", name, "offset", off, "reason", bad)
+		return off, fmt.Errorf("%w: %s at offset %d: %s", store.ErrCorrupt, name, off, bad)
 	}
 	return off, nil
 }
@@ -190,9 +248,12 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 		l.segs[seg] = &segment{}
 	}
 	s := l.segs[seg]
-	return l.scanSegment(n, last, func(off int64, flen int, recs []format.Record) error {
+	return l.walk(n, last, func(off int64, flen int, recs []format.Record) error {
+		if last && format.IsSyncMark(recs) {
+			l.tailMark = off + int64(flen)
+		}
 		for i, r := range recs {
-			if r.Kind == format.KindManifest {
+			if r.Kind == format.KindManifest || r.Kind == format.KindLost {
 				continue
 			}
 			if skip[r.P] {
@@ -248,6 +309,18 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 					l.lost[r.P] = name
 					continue
 				}
+				if errors.Is(err, store.ErrCorrupt) {
+					// The file is damaged: the snapshot is lost (its
+					// positions with it), and the partition's records
+					// before it stay as they were replayed.
+					if err := l.damagedSnapFile(seg, off, flen, r, cnt, fn); err != nil {
+						return err
+					}
+					if cnt > 0 {
+						l.last[r.P] = max(l.last[r.P], r.Pos+cnt-1)
+					}
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("snapshot of partition %d: %w", r.P, err)
 				}
@@ -277,7 +350,7 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 			}
 		}
 		return nil
-	})
+	}, l.handDamage(fn))
 }
 
 // supersede notes that a partition's replay now starts at seg, with a new
@@ -307,12 +380,9 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 	var buffered []store.Entry // from 0: the records since the newest snapshot seen so far
 	first := true
 	for _, n := range segs {
-		_, err := l.scanSegment(n, true, func(off int64, flen int, recs []format.Record) error {
-			if off+int64(flen) > limit[n] {
-				return errStopScan
-			}
+		_, err := l.scanSegment(n, limit[n], func(off int64, flen int, recs []format.Record) error {
 			for i, r := range recs {
-				if r.P != p || r.Kind == format.KindManifest {
+				if r.P != p || r.Kind == format.KindManifest || r.Kind == format.KindLost {
 					continue
 				}
 				e := store.Entry{P: p, Pos: r.Pos, Data: r.Data, Hint: store.Hint{A: uint32(n), B: uint32(off), C: uint32(flen), D: uint32(i)}}
@@ -358,7 +428,7 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 			}
 			return nil
 		})
-		if err != nil && !errors.Is(err, errStopScan) {
+		if err != nil {
 			return err
 		}
 	}
@@ -370,4 +440,3 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 	return nil
 }
 
-var errStopScan = errors.New("store: end of what was durable")

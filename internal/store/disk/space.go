@@ -22,6 +22,9 @@ func (l *Log) Keep(p store.PartitionID, pos uint64, h store.Hint) error {
 	if s == nil || h.A == 0 || int64(h.B)+int64(h.C) > s.size {
 		return fmt.Errorf("%w: partition %d position %d: segment %d does not hold it", store.ErrNotFound, p, pos, h.A)
 	}
+	if l.inDamageLocked(h) {
+		return fmt.Errorf("%w: partition %d position %d: its frame in segment %d is damaged", store.ErrNotFound, p, pos, h.A)
+	}
 	l.keepLocked(s, h)
 	return nil
 }
@@ -82,7 +85,7 @@ func (l *Log) unlink(seg uint32) {
 
 // freeableLocked reports whether segment n may be unlinked.
 func (l *Log) freeableLocked(n uint32, s *segment) bool {
-	return !l.recovering && s.kept == 0 && !s.pinned && uint64(n) < l.man.Floor && n != l.active
+	return !l.recovering && !l.opts.ReadOnly && s.kept == 0 && !s.pinned && uint64(n) < l.man.Floor && n != l.active
 }
 
 // sweep unlinks the segments below the floor that hold no kept record.
@@ -215,7 +218,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 	var cands []cand
 	var uncounted []uint32
 	l.mu.Lock()
-	if l.recovering {
+	if l.recovering || l.opts.ReadOnly {
 		l.mu.Unlock()
 		return 0
 	}
@@ -260,7 +263,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 // it, and returns its size and the share of them still kept.
 func (l *Log) countWritten(n uint32) (size int64, ratio float64, ok bool) {
 	var written int64
-	size, err := l.scanSegment(uint64(n), false, func(_ int64, _ int, recs []format.Record) error {
+	size, err := l.scanSegment(uint64(n), -1, func(_ int64, _ int, recs []format.Record) error {
 		for _, r := range recs {
 			if r.Kind == format.KindKeep || r.Kind == format.KindMoved {
 				written++
@@ -285,7 +288,7 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 	var moves []format.Record
 	var olds []store.Hint
 	var size int64
-	_, err := l.scanSegment(uint64(seg), false, func(off int64, flen int, recs []format.Record) error {
+	_, err := l.scanSegment(uint64(seg), -1, func(off int64, flen int, recs []format.Record) error {
 		for i, r := range recs {
 			if r.Kind != format.KindKeep && r.Kind != format.KindMoved {
 				continue
@@ -298,12 +301,12 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 			olds = append(olds, h)
 			size += int64(len(r.Data))
 			if size >= budget {
-				return errStopScan
+				return errBudget
 			}
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, errStopScan) {
+	if err != nil && !errors.Is(err, errBudget) {
 		l.mu.Lock()
 		_, there := l.segs[seg]
 		l.mu.Unlock()
@@ -353,6 +356,9 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 	}
 	return copied
 }
+
+// errBudget stops a compaction's scan once it has its round's bytes.
+var errBudget = errors.New("store: the round's budget is spent")
 
 // moveFrameBytes bounds the frames compaction writes.
 const moveFrameBytes = 256 << 10

@@ -192,3 +192,58 @@ func FuzzDecodeFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestSyncMark: a sync mark is a manifest with a flags field after its
+// partitions, which a release before it ignores (it decodes the manifest
+// the same, as the golden bytes of the manifest above show).
+func TestSyncMark(t *testing.T) {
+	m := Manifest{Floor: 7, Dropped: []store.PartitionID{2, 200}, Synced: true}
+	f := AppendManifest(nil, m)
+	if h := hex.EncodeToString(f); h != "0000000ef8077a120000000106000006070202c80101" {
+		t.Errorf("sync mark: %s", h)
+	}
+	recs, err := DecodeFrame(f[FrameHeader:])
+	if err != nil || !IsSyncMark(recs) {
+		t.Fatalf("not a sync mark: %v", err)
+	}
+	got, err := DecodeManifest(recs[0].Data)
+	if err != nil || !reflect.DeepEqual(got, m) {
+		t.Fatalf("decoded %+v %v", got, err)
+	}
+	if IsSyncMark([]Record{{Kind: KindManifest, Data: Manifest{Floor: 7}.Encode()}}) {
+		t.Fatal("a manifest is taken for a sync mark")
+	}
+}
+
+// TestResync: after a bad frame, the next intact one is found whether the
+// damage is inside the frame or in its length.
+func TestResync(t *testing.T) {
+	var seg []byte
+	var offs []int64
+	for i := range 20 {
+		offs = append(offs, int64(len(seg)))
+		seg = AppendFrame(seg, []Record{{Kind: KindKeep, P: 1, Pos: uint64(i + 1), Data: bytes.Repeat([]byte{byte('a' + i)}, 30+i)}})
+	}
+	end := int64(len(seg))
+	for _, c := range []struct {
+		name string
+		at   int64 // the byte flipped, from frame 7's start
+	}{{"payload", 20}, {"checksum", 5}, {"length", 2}, {"length's low byte", 3}} {
+		t.Run(c.name, func(t *testing.T) {
+			b := bytes.Clone(seg)
+			b[offs[7]+c.at] ^= 0x40
+			if _, _, ok := FrameAt(bytes.NewReader(b), offs[7], end); ok {
+				t.Fatal("the damaged frame is intact")
+			}
+			next, ok, err := Resync(bytes.NewReader(b), offs[7], end)
+			if err != nil || !ok || next != offs[8] {
+				t.Fatalf("resync: %d %v %v, want %d", next, ok, err, offs[8])
+			}
+		})
+	}
+	b := bytes.Clone(seg)
+	b[offs[19]+20] ^= 1
+	if _, ok, _ := Resync(bytes.NewReader(b), offs[19], end); ok {
+		t.Fatal("resync past the last frame found one")
+	}
+}

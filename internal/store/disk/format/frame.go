@@ -47,6 +47,7 @@ const (
 	KindSnapFile              // a snapshot in a file of its own: data is its record count (SnapFileData)
 	KindMoved                 // a kept record copied forward by compaction
 	KindManifest              // the replay floor and the dropped partitions (Manifest)
+	KindLost                  // a damaged stretch that a salvage replaced: data is a LostNote
 )
 
 // Record is one record of a frame.
@@ -106,7 +107,7 @@ func DecodeFrame(p []byte) ([]Record, error) {
 		}
 		r := Record{Kind: Kind(p[0])}
 		p = p[1:]
-		if r.Kind > KindManifest {
+		if r.Kind > KindLost {
 			return nil, fmt.Errorf("%w: record kind %d", store.ErrCorrupt, r.Kind)
 		}
 		var vals [3]uint64
@@ -139,4 +140,85 @@ func SnapFileData(n uint64) []byte { return binary.AppendUvarint(nil, n) }
 func SnapFileCount(data []byte) (uint64, bool) {
 	n, k := binary.Uvarint(data)
 	return n, k > 0
+}
+
+// LostNote is what a KindLost record says of the damaged stretch it
+// replaced: when the salvage was, how many bytes it replaced, and what was
+// wrong with them. Its data is [u8 version 1][varint unix ms][uvarint
+// length][uvarint len][reason], then zeros that fill the stretch.
+type LostNote struct {
+	At     int64 // unix ms
+	Length int64
+	Reason string
+}
+
+func (n LostNote) encode() []byte {
+	b := []byte{1}
+	b = binary.AppendVarint(b, n.At)
+	b = binary.AppendUvarint(b, uint64(n.Length))
+	b = binary.AppendUvarint(b, uint64(len(n.Reason)))
+	return append(b, n.Reason...)
+}
+
+// DecodeLostNote decodes a KindLost record's data.
+func DecodeLostNote(b []byte) (LostNote, error) {
+	bad := fmt.Errorf("%w: lost-stretch note", store.ErrCorrupt)
+	if len(b) < 1 || b[0] != 1 {
+		return LostNote{}, bad
+	}
+	b = b[1:]
+	var n LostNote
+	at, k := binary.Varint(b)
+	if k <= 0 {
+		return n, bad
+	}
+	n.At, b = at, b[k:]
+	ln, k := binary.Uvarint(b)
+	if k <= 0 {
+		return n, bad
+	}
+	n.Length, b = int64(ln), b[k:]
+	rl, k := binary.Uvarint(b)
+	if k <= 0 || rl > uint64(len(b)-k) {
+		return n, bad
+	}
+	n.Reason = string(b[k : k+int(rl)])
+	return n, nil
+}
+
+// LostFrame returns a frame of exactly size bytes that holds one KindLost
+// record of n (cut short when it does not fit), to write over a damaged
+// stretch of that size, so that every other frame of the segment stays
+// where it is. ok is false when no frame is that size: below MinFrame, or
+// from MinFrame+1 to 15 bytes (size MinFrame is a frame of no records).
+func LostFrame(size int, n LostNote) (frame []byte, ok bool) {
+	if size == MinFrame {
+		return AppendFrame(nil, nil), true
+	}
+	note := n.encode()
+	// A frame of one record: header, count, kind, partition 0, the
+	// position (whose varint, one or two bytes long, takes up the slack a
+	// data length crossing a varint boundary would leave) and the data.
+	for _, pos := range []uint64{0, 1 << 7} {
+		fixed := FrameHeader + 4 + 1 + 1 + uvarintLen(pos)
+		for k := 1; k <= binary.MaxVarintLen64; k++ {
+			d := size - fixed - k
+			if d < 0 || uvarintLen(uint64(d)) != k {
+				continue
+			}
+			data := make([]byte, d)
+			copy(data, note)
+			f := AppendFrame(make([]byte, 0, size), []Record{{Kind: KindLost, Pos: pos, Data: data}})
+			if len(f) != size {
+				panic("format: a lost frame of the wrong size") // the arithmetic above
+			}
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+func uvarintLen(v uint64) int {
+	var b [binary.MaxVarintLen64]byte
+	return binary.PutUvarint(b[:], v)
 }

@@ -77,3 +77,101 @@ func allZero(r io.Reader) bool {
 		}
 	}
 }
+
+// FrameAt reads the frame at off in r, which must end by end, and returns
+// its records and length when it is intact (length in range, checksum,
+// decoding).
+func FrameAt(r io.ReaderAt, off, end int64) (recs []Record, flen int, ok bool) {
+	var hdr [FrameHeader]byte
+	if off+MinFrame > end {
+		return nil, 0, false
+	}
+	if _, err := r.ReadAt(hdr[:], off); err != nil {
+		return nil, 0, false
+	}
+	ln := int64(binary.BigEndian.Uint32(hdr[:4]))
+	if ln < MinFrame-FrameHeader || ln > MaxFrame || off+FrameHeader+ln > end {
+		return nil, 0, false
+	}
+	payload := make([]byte, ln)
+	if _, err := r.ReadAt(payload, off+FrameHeader); err != nil {
+		return nil, 0, false
+	}
+	if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(hdr[4:]) {
+		return nil, 0, false
+	}
+	recs, err := DecodeFrame(payload)
+	if err != nil {
+		return nil, 0, false
+	}
+	return recs, FrameHeader + int(ln), true
+}
+
+// Unverified decodes the frame at off in r as far as its bytes allow,
+// without its checksum: what a damaged frame held, for a report. The
+// records may be wrong; nil when nothing decodes.
+func Unverified(r io.ReaderAt, off, end int64) []Record {
+	var hdr [FrameHeader]byte
+	if _, err := r.ReadAt(hdr[:], off); err != nil {
+		return nil
+	}
+	ln := int64(binary.BigEndian.Uint32(hdr[:4]))
+	if ln < 4 || ln > MaxFrame || off+FrameHeader+ln > end {
+		return nil
+	}
+	payload := make([]byte, ln)
+	if _, err := r.ReadAt(payload, off+FrameHeader); err != nil {
+		return nil
+	}
+	recs, _ := DecodeFrame(payload)
+	return recs
+}
+
+// Resync finds where the frames go on after a bad one at off, in a
+// segment whose bytes end at end: the offset of the first intact frame
+// after it, or ok false when none follows. When the bad frame's length is
+// plausible and an intact frame (or the end) follows where it says it
+// ends, that is where (a frame damaged inside, its length intact: the
+// common case); otherwise every offset after its header is tried, the
+// checksum only where the length and the first record look right. It
+// reads what it searches into memory: it is for damaged segments, not
+// for the common path.
+func Resync(r io.ReaderAt, off, end int64) (next int64, ok bool, err error) {
+	var hdr [FrameHeader]byte
+	if off+FrameHeader <= end {
+		if _, err := r.ReadAt(hdr[:], off); err != nil {
+			return 0, false, err
+		}
+		ln := int64(binary.BigEndian.Uint32(hdr[:4]))
+		if skip := off + FrameHeader + ln; ln >= MinFrame-FrameHeader && ln <= MaxFrame && skip <= end {
+			if _, _, intact := FrameAt(r, skip, end); intact {
+				return skip, true, nil
+			}
+		}
+	}
+	from := off + MinFrame
+	if from+MinFrame > end {
+		return 0, false, nil
+	}
+	buf := make([]byte, end-from)
+	if _, err := r.ReadAt(buf, from); err != nil && err != io.EOF {
+		return 0, false, err
+	}
+	for o := 0; o+MinFrame <= len(buf); o++ {
+		ln := int(binary.BigEndian.Uint32(buf[o:]))
+		if ln < MinFrame-FrameHeader || ln > MaxFrame || o+FrameHeader+ln > len(buf) {
+			continue
+		}
+		payload := buf[o+FrameHeader : o+FrameHeader+ln]
+		if n := binary.BigEndian.Uint32(payload); uint64(n) > uint64(ln)/4 || n > 0 && ln < 5 || n > 0 && Kind(payload[4]) > KindLost {
+			continue
+		}
+		if crc32.Checksum(payload, castagnoli) != binary.BigEndian.Uint32(buf[o+4:]) {
+			continue
+		}
+		if _, err := DecodeFrame(payload); err == nil {
+			return from + int64(o), true, nil
+		}
+	}
+	return 0, false, nil
+}

@@ -98,3 +98,24 @@ func ReadSnapFile(r io.Reader) ([][]byte, error) {
 	}
 	return out, nil
 }
+
+// ReadSnapFileUnverified reads the records of a snapshot file without
+// checking its trailer, as far as they decode: what a damaged one held,
+// for a report.
+func ReadSnapFileUnverified(r io.Reader) ([][]byte, error) {
+	all, err := io.ReadAll(r)
+	if err != nil {
+		return nil, err
+	}
+	body := all[:max(0, len(all)-snapTrailer)]
+	var out [][]byte
+	for len(body) > 0 {
+		n, k := binary.Uvarint(body)
+		if k <= 0 || n > uint64(len(body)-k) {
+			break
+		}
+		out = append(out, body[k:k+int(n):k+int(n)])
+		body = body[k+int(n):]
+	}
+	return out, nil
+}
