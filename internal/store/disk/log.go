@@ -246,7 +246,7 @@ type Log struct {
 	durable bool
 	// marked: the offset after the active segment's last sync mark (0:
 	// none): nothing was written since when it is the end.
-	marked int64
+	marked   int64
 	lastSync time.Time
 	prealloc bool // the active segment was prepared: zeros past off
 	last     map[store.PartitionID]uint64

@@ -136,6 +136,7 @@ func (l *Log) checkBelowFloor(s uint64, fn func(store.Entry) error) error {
 	_, err = l.walk(s, false, func(int64, int, []format.Record) error { return nil }, l.handDamage(fn))
 	return err
 }
+
 // start opens segment seg for appending at off (creating it with a
 // manifest when fresh) and starts the writer.
 func (l *Log) start(seg uint64, off int64, fresh bool) error {
@@ -439,4 +440,3 @@ func (l *Log) ReplayPartition(p store.PartitionID, from uint64, fn func(store.En
 	}
 	return nil
 }
-
