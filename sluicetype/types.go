@@ -208,8 +208,63 @@ type StoreStats struct {
 type VerifyReport struct {
 	Queues []QueueCheck // by name
 	// Orphans counts partitions no queue owns (a creation or deletion cut
-	// short): the next start drops them.
-	Orphans int
+	// short): the next start drops them. OrphanMessages counts the
+	// messages in those of them whose deletion the catalog does not
+	// record: data a start would drop.
+	Orphans, OrphanMessages int
+	// Damage is what fails its checks where it cannot be a write cut
+	// short by a crash, and what a salvage would lose with it: a start
+	// refuses such a directory. Nil when there is none.
+	Damage *SalvageReport
+	// Salvaged is what a salvage (Config.Salvage) that ran before the
+	// check found and lost.
+	Salvaged *SalvageReport
+}
+
+// SalvageReport is what damaged data held, as far as it reads: what a
+// salvage skips (and loses), or skipped.
+type SalvageReport struct {
+	Damage []DamageInfo // each damaged stretch, in the order read
+	Queues []QueueLoss  // what each queue (or topic, or the catalog) lost, by partition
+	// Restored names the queues and topics whose catalog record was lost
+	// and that a salvage brought back (under their own name, or a
+	// "salvaged-<partition>" one).
+	Restored []string
+	// Unknown counts the stretches of which nothing could be read: whose
+	// records they held is not known.
+	Unknown int
+}
+
+// Lost sums the messages lost.
+func (r *SalvageReport) Lost() int {
+	n := 0
+	for _, q := range r.Queues {
+		n += q.Messages
+	}
+	return n
+}
+
+// DamageInfo is one damaged stretch of a data directory.
+type DamageInfo struct {
+	File           string
+	Offset, Length int64
+	Reason         string
+	Records        int // the records it held, as far as they read
+}
+
+// QueueLoss is what damage took from one queue.
+type QueueLoss struct {
+	Name string
+	// Messages counts the messages lost (their Send record, or their
+	// snapshot entry, was damaged, and no later record says they were
+	// gone anyway); IDs are those whose id could be read.
+	Messages int
+	IDs      []string
+	// Snapshots counts snapshot records lost; Records the other records
+	// lost (receives, visibility changes, settings ...), of which Deletes
+	// were deletes and purges: the messages they took may be delivered
+	// again.
+	Snapshots, Records, Deletes int
 }
 
 // Unreadable sums the queues' unreadable messages.
@@ -221,9 +276,13 @@ func (r VerifyReport) Unreadable() int {
 	return n
 }
 
-// Healthy reports whether every live message's body reads back intact and
-// every queue's partition is there.
+// Healthy reports whether every live message's body reads back intact,
+// every queue's partition is there, nothing is damaged and a start would
+// drop no message.
 func (r VerifyReport) Healthy() bool {
+	if r.Damage != nil || r.OrphanMessages > 0 {
+		return false
+	}
 	for _, q := range r.Queues {
 		if q.Unreadable > 0 || q.Missing {
 			return false

@@ -115,7 +115,15 @@ type Engine struct {
 
 	// started is told of every owner that starts serving (OnStart).
 	started atomic.Pointer[func(o *partition.Owner)]
+
+	// salvage is what the recovery's salvage found and lost (nil: the
+	// store held no damage, or was not opened to salvage).
+	salvage *st.SalvageReport
 }
+
+// Salvaged is what the recovery's salvage found and lost: nil when the
+// store was not opened to salvage or held no damage.
+func (e *Engine) Salvaged() *st.SalvageReport { return e.salvage }
 
 // Open recovers the queues the store holds and starts serving.
 func Open(cfg Config) (*Engine, error) {

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
@@ -25,6 +26,13 @@ type rebuilt struct {
 	// records are a topic's.
 	topicNames map[store.PartitionID]string
 	topics     map[store.PartitionID]*topic.Owner
+	// dropped are the partitions whose deletion the catalog's records
+	// since its snapshot name: an orphan among them is a deletion cut
+	// short.
+	dropped map[store.PartitionID]bool
+	// salvage is what damage the replay read past held (a store opened
+	// to salvage or to check); nil when there was none.
+	salvage *salvage
 }
 
 // ids lists the partitions rebuilt, in order.
@@ -52,7 +60,18 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	topics := map[store.PartitionID]*topic.Owner{}
 	last := map[store.PartitionID]uint64{}
 	th := e.topicHost()
+	var sv *salvage
 	err := e.st.Replay(func(en store.Entry) error {
+		if en.Damage != nil {
+			if sv == nil {
+				sv = newSalvage()
+			}
+			sv.damaged(*en.Damage)
+			return nil
+		}
+		if sv != nil {
+			sv.saw(en)
+		}
 		if en.P == store.Catalog {
 			e.catLast = max(e.catLast, en.Pos)
 			return cat.apply(en)
@@ -84,21 +103,23 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 	})
 	e.nextPart = max(e.nextPart, cat.next)
 	e.freeAt = cat.freeAt
-	return rebuilt{cat.names, parts, last, cat.topics, topics}, err
+	return rebuilt{cat.names, parts, last, cat.topics, topics, cat.dropped, sv}, err
 }
 
 // catalogView is what the catalog's records say: the queues by partition,
 // the next partition id, and when recently deleted names may be used
 // again.
 type catalogView struct {
-	names  map[store.PartitionID]string
-	topics map[store.PartitionID]string
-	next   store.PartitionID
-	freeAt map[string]time.Time
+	names   map[store.PartitionID]string
+	topics  map[store.PartitionID]string
+	next    store.PartitionID
+	freeAt  map[string]time.Time
+	dropped map[store.PartitionID]bool
 }
 
 func newCatalogView() *catalogView {
-	return &catalogView{names: map[store.PartitionID]string{}, topics: map[store.PartitionID]string{}, next: 1, freeAt: map[string]time.Time{}}
+	return &catalogView{names: map[store.PartitionID]string{}, topics: map[store.PartitionID]string{}, next: 1, freeAt: map[string]time.Time{},
+		dropped: map[store.PartitionID]bool{}}
 }
 
 // apply applies one catalog record.
@@ -120,6 +141,7 @@ func (c *catalogView) apply(en store.Entry) error {
 	case record.Drop:
 		if r.Partition != uint64(store.Catalog) { // 0: a snapshot's deleted name
 			delete(c.names, store.PartitionID(r.Partition))
+			c.dropped[store.PartitionID(r.Partition)] = true
 			c.next = max(c.next, store.PartitionID(r.Partition)+1)
 		}
 		if r.Name != "" {
@@ -132,11 +154,43 @@ func (c *catalogView) apply(en store.Entry) error {
 		c.next = max(c.next, store.PartitionID(r.Partition)+1)
 	case record.TopicDrop:
 		delete(c.topics, store.PartitionID(r.Partition))
+		c.dropped[store.PartitionID(r.Partition)] = true
 	case record.Epoch:
 	default:
 		return fmt.Errorf("a %s record in the catalog", r.Type)
 	}
 	return nil
+}
+
+// restorable reports whether partition p, which no queue of the catalog
+// owns, is a queue a salvage brings back: the catalog names it but its
+// settings were lost, or the catalog lost records (so its creation may
+// have been among them) and did not record its deletion.
+func (r rebuilt) restorable(p store.PartitionID) bool {
+	if r.dropped[p] {
+		return false
+	}
+	if _, named := r.names[p]; named {
+		return r.parts[p].Meta().Name == ""
+	}
+	return r.salvage.catalog
+}
+
+// restore brings back the queue of partition p (see restorable): under
+// the catalog's name when the catalog has it, else under its own.
+func (e *Engine) restore(p store.PartitionID, r rebuilt) (string, error) {
+	o := r.parts[p]
+	if name, named := r.names[p]; named {
+		fifo := strings.HasSuffix(name, ".fifo")
+		if err := o.UpdateMeta(func(m *record.QueueMeta) error { m.Name, m.ID, m.FIFO = name, uint64(p), fifo; return nil }); err != nil {
+			return "", err
+		}
+		e.mu.Lock()
+		e.queues[name], e.byPart[p], e.names[name] = o, o, p
+		e.mu.Unlock()
+		return name, nil
+	}
+	return e.restoreQueue(p, o)
 }
 
 // recover rebuilds the catalog and every queue from the store (replay).
@@ -155,10 +209,17 @@ func (e *Engine) recover() error {
 	var live []*partition.Owner
 	var orphans []store.PartitionID
 	missing := 0
+	var restore []store.PartitionID // a salvage's: queues whose catalog record or settings the damage took
 	for _, p := range r.ids() {
 		o := r.parts[p]
 		name, ok := r.live(p)
 		if !ok {
+			if r.salvage != nil && r.restorable(p) {
+				missing += o.Recovered(now, r.last[p])
+				restore = append(restore, p)
+				live = append(live, o)
+				continue
+			}
 			// Not (or no longer) in the catalog: its creation never
 			// completed, or its deletion was cut short.
 			orphans = append(orphans, p)
@@ -177,6 +238,20 @@ func (e *Engine) recover() error {
 		}
 		t.Recovered(r.last[p])
 		topics = append(topics, t)
+	}
+	if r.salvage != nil {
+		var restored []string
+		for _, p := range restore {
+			name, err := e.restore(p, r)
+			if err != nil {
+				return fmt.Errorf("salvage: bringing back the queue of partition %d: %w", p, err)
+			}
+			restored = append(restored, name)
+		}
+		rep := e.salvaged(r.salvage, r)
+		rep.Restored = restored
+		e.logSalvage(rep)
+		e.salvage = &rep
 	}
 	for _, p := range orphans {
 		if err := e.st.Drop(p, r.last[p]).Wait(context.Background()); err != nil {

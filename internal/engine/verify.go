@@ -3,6 +3,8 @@ package engine
 import (
 	"sort"
 
+	"github.com/sluicemq/sluice/internal/store"
+
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -21,6 +23,9 @@ func Verify(cfg Config) (st.VerifyReport, error) {
 		name, ok := r.live(p)
 		if !ok {
 			out.Orphans++
+			if n, _, _ := r.parts[p].Verify(); !r.dropped[p] {
+				out.OrphanMessages += n
+			}
 			continue
 		}
 		c := st.QueueCheck{Name: name}
@@ -34,5 +39,14 @@ func Verify(cfg Config) (st.VerifyReport, error) {
 		}
 	}
 	sort.Slice(out.Queues, func(i, j int) bool { return out.Queues[i].Name < out.Queues[j].Name })
+	if r.salvage != nil {
+		rep := r.salvage.report(r, func(p store.PartitionID) string {
+			if name, ok := r.live(p); ok {
+				return name
+			}
+			return r.names[p]
+		}).SalvageReport
+		out.Damage = &rep
+	}
 	return out, nil
 }

@@ -362,6 +362,18 @@ func (o *Owner) SaveTask(t record.MoveTask) error {
 	return err
 }
 
+// Has reports whether the queue holds message seq.
+func (o *Owner) Has(seq uint64) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.q.Lookup(seq)
+	return ok
+}
+
+// CountLost counts n messages lost to damaged data (a salvage) as
+// unreadable.
+func (o *Owner) CountLost(n int) { o.unreadable(n) }
+
 // Verify reads back the body of every message of a replayed queue (no
 // broker serving it): how many messages it has, how many bodies cannot be
 // read back intact, and why the first of them could not.

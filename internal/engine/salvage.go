@@ -1,0 +1,265 @@
+package engine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/sluicemq/sluice/internal/partition"
+	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/store"
+	st "github.com/sluicemq/sluice/sluicetype"
+)
+
+// salvage is what a replay that read past damaged data (a store opened to
+// salvage or to check) learned of what the damage held: the damaged
+// stretches, and, per partition, the messages whose record was in one and
+// was not made unnecessary by a record after it (a delete, a purge, a
+// newer snapshot).
+type salvage struct {
+	stretches []store.Damage
+	// lost are the messages of a partition lost to damage: their Send
+	// record, or their entry in a snapshot's index, was in a damaged
+	// stretch. By sequence; the id when the Send record read.
+	lost map[store.PartitionID]map[uint64]string
+	// other counts the partition's other records lost, by type.
+	other map[store.PartitionID]map[record.Type]int
+	// snapshots counts the partition's snapshot records lost.
+	snapshots map[store.PartitionID]int
+	// unknown counts the stretches of which nothing could be read: what
+	// they held, and whose it was, is not known.
+	unknown int
+	// catalog: the catalog lost records, or may have (an unknown
+	// stretch): a queue whose creation was among them must not be taken
+	// for the leftover of one whose creation was cut short.
+	catalog bool
+}
+
+func newSalvage() *salvage {
+	return &salvage{lost: map[store.PartitionID]map[uint64]string{}, other: map[store.PartitionID]map[record.Type]int{},
+		snapshots: map[store.PartitionID]int{}}
+}
+
+// damaged notes a damaged stretch the replay read past, in log order.
+func (s *salvage) damaged(d store.Damage) {
+	s.stretches = append(s.stretches, d)
+	if len(d.Records) == 0 {
+		s.unknown++
+		s.catalog = true
+		return
+	}
+	for _, lr := range d.Records {
+		if lr.P == store.Catalog {
+			s.catalog = true
+		}
+		r, err := record.Decode(lr.Data, false)
+		if err != nil {
+			s.count(lr.P, 0)
+			continue
+		}
+		switch {
+		case r.Type == record.Send && r.Msg != nil:
+			id := ""
+			if r.Payload != nil {
+				id = r.Payload.ID
+			}
+			s.lose(lr.P, lr.Pos, id)
+		case r.Type == record.Index:
+			for _, m := range r.Msgs {
+				s.lose(lr.P, m.Seq, "")
+			}
+			s.snapshots[lr.P]++
+		case lr.Snapshot:
+			s.snapshots[lr.P]++
+		default:
+			s.count(lr.P, r.Type)
+		}
+	}
+}
+
+func (s *salvage) lose(p store.PartitionID, seq uint64, id string) {
+	if s.lost[p] == nil {
+		s.lost[p] = map[uint64]string{}
+	}
+	s.lost[p][seq] = id
+}
+
+func (s *salvage) count(p store.PartitionID, t record.Type) {
+	if s.other[p] == nil {
+		s.other[p] = map[record.Type]int{}
+	}
+	s.other[p][t]++
+}
+
+// saw notes a record replayed after the damage: a newer snapshot of its
+// partition holds the truth about every message the damage held (a
+// message it lists is there, its body perhaps lost: recovery counts
+// that), and a delete or purge says a lost message was gone anyway.
+func (s *salvage) saw(en store.Entry) {
+	lost := s.lost[en.P]
+	if en.Reset {
+		delete(s.lost, en.P)
+		return
+	}
+	if len(lost) == 0 || en.Moved {
+		return
+	}
+	r, err := record.Decode(en.Data, false)
+	if err != nil {
+		return
+	}
+	switch r.Type {
+	case record.Delete:
+		delete(lost, r.Seq)
+	case record.Purge:
+		for seq := range lost {
+			if seq < en.Pos {
+				delete(lost, seq)
+			}
+		}
+	}
+}
+
+// restoreName is the name a queue or topic whose catalog record was lost
+// comes back under: its own (as its partition's settings hold it), or
+// one made from the partition's id when those were lost too or the name
+// is taken.
+func restoreName(own string, p store.PartitionID, fifo, taken bool) string {
+	if own != "" && !taken {
+		return own
+	}
+	base := strings.TrimSuffix(own, ".fifo")
+	suffix := fmt.Sprintf("salvaged-%d", p)
+	if base != "" {
+		suffix = "-" + suffix
+	}
+	if fifo {
+		suffix += ".fifo"
+	}
+	return base[:min(len(base), 80-len(suffix))] + suffix
+}
+
+// salvaged reports what the damage took, per queue, once the queues are
+// rebuilt (a message the damage held that is in its queue after all, from
+// a snapshot or its Send record, is not lost), and counts the lost
+// messages of each queue the engine serves as unreadable.
+func (e *Engine) salvaged(sv *salvage, r rebuilt) st.SalvageReport {
+	rep := sv.report(r, func(p store.PartitionID) string {
+		if o := e.byPart[p]; o != nil {
+			return o.Meta().Name
+		}
+		return ""
+	})
+	for i, q := range rep.Queues {
+		if o := e.byPart[rep.parts[i]]; o != nil && q.Messages > 0 {
+			o.CountLost(q.Messages)
+		}
+	}
+	return rep.SalvageReport
+}
+
+// partReport is a salvage report with the partition of each of its
+// queues.
+type partReport struct {
+	st.SalvageReport
+	parts []store.PartitionID
+}
+
+// report is what the damage took, per partition (named by name, or as
+// the catalog, a topic or a partition without a queue).
+func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partReport {
+	var rep partReport
+	for _, d := range sv.stretches {
+		rep.Damage = append(rep.Damage, st.DamageInfo{File: d.File, Offset: d.Offset, Length: d.Length, Reason: d.Reason, Records: len(d.Records)})
+	}
+	rep.Unknown = sv.unknown
+	parts := map[store.PartitionID]bool{}
+	for _, m := range []map[store.PartitionID]int{sv.snapshots} {
+		for p := range m {
+			parts[p] = true
+		}
+	}
+	for p := range sv.lost {
+		parts[p] = true
+	}
+	for p := range sv.other {
+		parts[p] = true
+	}
+	for _, p := range slices.Sorted(maps.Keys(parts)) {
+		name := name(p)
+		switch {
+		case p == store.Catalog:
+			name = "(the catalog of queues)"
+		case name == "" && r.topicNames[p] != "":
+			name = "topic " + r.topicNames[p]
+		case name == "":
+			name = fmt.Sprintf("(partition %d, no queue)", p)
+		}
+		loss := st.QueueLoss{Name: name, Snapshots: sv.snapshots[p]}
+		o := r.parts[p]
+		for _, seq := range slices.Sorted(maps.Keys(sv.lost[p])) {
+			if o != nil && o.Has(seq) {
+				continue // there after all
+			}
+			loss.Messages++
+			if id := sv.lost[p][seq]; id != "" {
+				loss.IDs = append(loss.IDs, id)
+			}
+		}
+		for t, n := range sv.other[p] {
+			loss.Records += n
+			if t == record.Delete || t == record.Purge {
+				loss.Deletes += n
+			}
+		}
+		if loss.Messages == 0 && loss.Records == 0 && loss.Snapshots == 0 {
+			continue
+		}
+		rep.Queues = append(rep.Queues, loss)
+		rep.parts = append(rep.parts, p)
+	}
+	return rep
+}
+
+// logSalvage tells the operator what a salvage did, in the log.
+func (e *Engine) logSalvage(rep st.SalvageReport) {
+	for _, d := range rep.Damage {
+		e.log.Error("salvage: a damaged stretch of the data directory was skipped; what it held is lost",
+			"file", d.File, "offset", d.Offset, "bytes", d.Length, "reason", d.Reason, "records", d.Records)
+	}
+	for _, q := range rep.Queues {
+		e.log.Error("salvage: lost to damage", "queue", q.Name, "messages", q.Messages, "message_ids", q.IDs,
+			"snapshot_records", q.Snapshots, "other_records", q.Records, "deletes", q.Deletes)
+	}
+	for _, name := range rep.Restored {
+		e.log.Error("salvage: a queue or topic whose catalog record was lost is back", "name", name)
+	}
+	if rep.Unknown > 0 {
+		e.log.Error("salvage: damaged stretches of which nothing could be read: what they held, and whose, is unknown", "stretches", rep.Unknown)
+	}
+}
+
+// restoreQueue brings back a queue whose partition survived but whose
+// catalog record (or settings) the damage took, under restoreName, and
+// registers it.
+func (e *Engine) restoreQueue(p store.PartitionID, o *partition.Owner) (string, error) {
+	meta := o.Meta()
+	fifo := meta.FIFO
+	e.mu.Lock()
+	_, taken := e.names[meta.Name]
+	name := restoreName(meta.Name, p, fifo, taken)
+	e.mu.Unlock()
+	if meta.Name != name {
+		if err := o.UpdateMeta(func(m *record.QueueMeta) error { m.Name, m.ID = name, uint64(p); return nil }); err != nil {
+			return "", err
+		}
+	}
+	if err := e.catalogAppend(&record.Record{Type: record.Create, Partition: uint64(p), Name: name}); err != nil {
+		return "", err
+	}
+	e.mu.Lock()
+	e.queues[name], e.byPart[p], e.names[name] = o, o, p
+	e.mu.Unlock()
+	return name, nil
+}
