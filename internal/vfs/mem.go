@@ -120,6 +120,36 @@ func (m *Mem) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	return h, nil
 }
 
+// Flip flips the bits of mask in the byte at off of file name, in what
+// it holds now and in what it holds durably: damage at rest (a failing
+// disk, controller or cable), which no write of the store's made.
+func (m *Mem) Flip(name string, off int64, mask byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f, ok := m.files[filepath.Clean(name)]
+	if !ok {
+		return &os.PathError{Op: "flip", Path: name, Err: fs.ErrNotExist}
+	}
+	if off < 0 || off >= int64(len(f.data)) {
+		return &os.PathError{Op: "flip", Path: name, Err: io.ErrUnexpectedEOF}
+	}
+	f.data[off] ^= mask
+	if off < int64(len(f.synced)) {
+		f.synced[off] ^= mask
+	}
+	return nil
+}
+
+// SyncedSize is how much of file name is durable (0 if it is not there).
+func (m *Mem) SyncedSize(name string) int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.files[filepath.Clean(name)]; ok {
+		return int64(len(f.synced))
+	}
+	return 0
+}
+
 func (m *Mem) Remove(name string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -86,10 +86,14 @@ type Faults struct {
 	SyncError bool
 	// ShortWrite makes the next write write half its bytes and fail.
 	ShortWrite bool
-	// FlipReadBit flips one bit in the first byte of every read of at
+	// FlipReadBit flips one bit in the middle byte of every read of at
 	// least FlipMinLen bytes.
 	FlipReadBit bool
 	FlipMinLen  int
+	// FlipReads flips one bit in the middle byte of the next FlipReads
+	// reads of at least FlipMinLen bytes: damage on the way (a bus, a
+	// cable, memory), not on the disk, which a second read does not see.
+	FlipReads int
 }
 
 // ErrInjected marks injected failures.
@@ -159,8 +163,16 @@ func (ff *faultFile) Sync() error {
 }
 
 func (ff *faultFile) flip(p []byte, n int) {
-	x := ff.fs.get()
-	if x.FlipReadBit && n > 0 && n >= x.FlipMinLen {
+	ff.fs.mu.Lock()
+	defer ff.fs.mu.Unlock()
+	x := &ff.fs.f
+	if n <= 0 || n < x.FlipMinLen {
+		return
+	}
+	if x.FlipReads > 0 {
+		x.FlipReads--
+		p[n/2] ^= 0x10
+	} else if x.FlipReadBit {
 		p[n/2] ^= 0x10
 	}
 }

@@ -66,20 +66,28 @@ func (r *Reader) Frame(k Key, size, rec uint32) ([]format.Record, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	buf := make([]byte, size)
-	r.mu.RLock()
-	f := r.files[k.Seg]
-	var err error
-	if f == nil {
-		err = fmt.Errorf("%w: segment %d was released", store.ErrNotFound, k.Seg)
-	} else {
-		_, err = f.ReadAt(buf, int64(k.Off))
-	}
-	r.mu.RUnlock()
-	if err != nil {
-		return nil, fmt.Errorf("store: reading %s at %d: %w", format.SegName(uint64(k.Seg)), k.Off, err)
-	}
-	if !format.Intact(buf) {
-		return nil, fmt.Errorf("%w: %s at %d fails its checksum", store.ErrCorrupt, format.SegName(uint64(k.Seg)), k.Off)
+	// A frame that fails its checksum is read once more: what went wrong
+	// on the way (a bus, memory) and not on the disk reads well again, and
+	// a body is dropped only for damage that stays.
+	for try := 0; ; try++ {
+		r.mu.RLock()
+		f := r.files[k.Seg]
+		var err error
+		if f == nil {
+			err = fmt.Errorf("%w: segment %d was released", store.ErrNotFound, k.Seg)
+		} else {
+			_, err = f.ReadAt(buf, int64(k.Off))
+		}
+		r.mu.RUnlock()
+		if err != nil {
+			return nil, fmt.Errorf("store: reading %s at %d: %w", format.SegName(uint64(k.Seg)), k.Off, err)
+		}
+		if format.Intact(buf) {
+			break
+		}
+		if try == 1 {
+			return nil, fmt.Errorf("%w: %s at %d fails its checksum", store.ErrCorrupt, format.SegName(uint64(k.Seg)), k.Off)
+		}
 	}
 	recs, err := format.DecodeFrame(buf[format.FrameHeader:])
 	if err != nil {

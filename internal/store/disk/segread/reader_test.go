@@ -98,3 +98,23 @@ func TestKeptFrames(t *testing.T) {
 		}
 	}
 }
+
+// TestDamagedRead: a frame damaged on the way (one read) is read again and
+// served; one damaged for good is refused as corrupt.
+func TestDamagedRead(t *testing.T) {
+	mem := vfs.NewMem()
+	keys, sizes := segment(t, mem, 1, "a body worth reading twice")
+	fault := vfs.NewFault(mem)
+	fault.Set(vfs.Faults{FlipReads: 1})
+	r := NewReader(fault, "/d")
+	defer r.Close()
+	if recs, err := r.Frame(keys[0], sizes[0], 0); err != nil || string(recs[0].Data) != "a body worth reading twice" {
+		t.Fatalf("a read damaged once: %v %v", recs, err)
+	}
+	fault.Set(vfs.Faults{FlipReadBit: true})
+	r2 := NewReader(fault, "/d")
+	defer r2.Close()
+	if _, err := r2.Frame(keys[0], sizes[0], 0); !errors.Is(err, store.ErrCorrupt) {
+		t.Fatalf("a read damaged every time: %v", err)
+	}
+}
