@@ -250,6 +250,10 @@ type DamageInfo struct {
 	Offset, Length int64
 	Reason         string
 	Records        int // the records it held, as far as they read
+	// BelowFloor says it is where a start does not read (a segment kept
+	// for the bodies in it): a start does not refuse it, and a body there
+	// is dropped (counted as unreadable) when it is read.
+	BelowFloor bool
 }
 
 // QueueLoss is what damage took from one queue.

@@ -23,6 +23,9 @@ type salvage struct {
 	// record, or their entry in a snapshot's index, was in a damaged
 	// stretch. By sequence; the id when the Send record read.
 	lost map[store.PartitionID]map[uint64]string
+	// ids are the ids of every message whose Send record was damaged and
+	// read, by partition and sequence, for a report.
+	ids map[store.PartitionID]map[uint64]string
 	// other counts the partition's other records lost, by type.
 	other map[store.PartitionID]map[record.Type]int
 	// snapshots counts the partition's snapshot records lost.
@@ -37,7 +40,7 @@ type salvage struct {
 }
 
 func newSalvage() *salvage {
-	return &salvage{lost: map[store.PartitionID]map[uint64]string{}, other: map[store.PartitionID]map[record.Type]int{},
+	return &salvage{lost: map[store.PartitionID]map[uint64]string{}, ids: map[store.PartitionID]map[uint64]string{}, other: map[store.PartitionID]map[record.Type]int{},
 		snapshots: map[store.PartitionID]int{}}
 }
 
@@ -83,6 +86,12 @@ func (s *salvage) lose(p store.PartitionID, seq uint64, id string) {
 		s.lost[p] = map[uint64]string{}
 	}
 	s.lost[p][seq] = id
+	if id != "" {
+		if s.ids[p] == nil {
+			s.ids[p] = map[uint64]string{}
+		}
+		s.ids[p][seq] = id
+	}
 }
 
 func (s *salvage) count(p store.PartitionID, t record.Type) {
@@ -156,6 +165,28 @@ func (e *Engine) salvaged(sv *salvage, r rebuilt) st.SalvageReport {
 			o.CountLost(q.Messages)
 		}
 	}
+	// Messages whose body was in a damaged stretch are in their queue
+	// without one: recovery counted them and their queue deletes them.
+	for _, p := range slices.Sorted(maps.Keys(e.byPart)) {
+		o := e.byPart[p]
+		missing := o.Missing()
+		if len(missing) == 0 {
+			continue
+		}
+		i := slices.Index(rep.parts, p)
+		if i < 0 {
+			rep.Queues = append(rep.Queues, st.QueueLoss{Name: o.Meta().Name})
+			rep.parts = append(rep.parts, p)
+			i = len(rep.Queues) - 1
+		}
+		q := &rep.Queues[i]
+		q.Messages += len(missing)
+		for _, seq := range missing {
+			if id := sv.ids[p][seq]; id != "" {
+				q.IDs = append(q.IDs, id)
+			}
+		}
+	}
 	return rep.SalvageReport
 }
 
@@ -171,7 +202,7 @@ type partReport struct {
 func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partReport {
 	var rep partReport
 	for _, d := range sv.stretches {
-		rep.Damage = append(rep.Damage, st.DamageInfo{File: d.File, Offset: d.Offset, Length: d.Length, Reason: d.Reason, Records: len(d.Records)})
+		rep.Damage = append(rep.Damage, st.DamageInfo{File: d.File, Offset: d.Offset, Length: d.Length, Reason: d.Reason, Records: len(d.Records), BelowFloor: d.BelowFloor})
 	}
 	rep.Unknown = sv.unknown
 	parts := map[store.PartitionID]bool{}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -368,6 +369,14 @@ func (o *Owner) Has(seq uint64) bool {
 	defer o.mu.Unlock()
 	_, ok := o.q.Lookup(seq)
 	return ok
+}
+
+// Missing lists the messages recovery found without a body (Recovered),
+// which Start deletes.
+func (o *Owner) Missing() []uint64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.lost)
 }
 
 // CountLost counts n messages lost to damaged data (a salvage) as

@@ -147,6 +147,11 @@ type Damage struct {
 	// Records are what the stretch held, read without its checksum: as
 	// damaged, so possibly wrong; nil when nothing could be read.
 	Records []LostRecord
+	// BelowFloor says it is in a part of the store a start does not read
+	// (the disk log: a segment below the replay floor, kept for the
+	// bodies in it): only a check or a salvage finds it, or a read of a
+	// body there.
+	BelowFloor bool
 }
 
 // LostRecord is one record of a damaged stretch, as far as it could be

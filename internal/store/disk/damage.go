@@ -58,6 +58,16 @@ func (l *Log) walk(n uint64, newest bool, fn frameFunc, onDamage func(damaged) e
 		if bad == "" {
 			return at, nil
 		}
+		if _, flen, ok := format.FrameAt(f, at, size); ok {
+			// It reads well a second time: what went wrong was on the way
+			// (a bus, memory), not on the disk.
+			from = at + int64(flen)
+			l.log.Warn("store: a frame failed its checks once and read well again", "segment", name, "offset", at, "reason", bad)
+			if err := l.frameAgain(f, at, flen, fn); err != nil {
+				return at, err
+			}
+			continue
+		}
 		next, found, err := format.Resync(f, at, size)
 		if err != nil {
 			return at, fmt.Errorf("store: reading %s: %w", name, err)
@@ -73,8 +83,8 @@ func (l *Log) walk(n uint64, newest bool, fn frameFunc, onDamage func(damaged) e
 		if found {
 			end = next
 		}
-		d := damaged{d: store.Damage{File: name, Offset: at, Length: end - at, Reason: bad, Records: lostRecords(format.Unverified(f, at, end))},
-			seg: uint32(n), off: at, end: end}
+		d := damaged{d: store.Damage{File: name, Offset: at, Length: end - at, Reason: bad, Records: lostRecords(format.Unverified(f, at, end)),
+			BelowFloor: n < l.man.Floor}, seg: uint32(n), off: at, end: end}
 		if !l.opts.Salvage && !l.opts.ReadOnly {
 			return at, &store.DamageError{Damage: d.d}
 		}
@@ -88,6 +98,15 @@ func (l *Log) walk(n uint64, newest bool, fn frameFunc, onDamage func(damaged) e
 		}
 		from = next
 	}
+}
+
+// frameAgain hands fn the frame at off, read again.
+func (l *Log) frameAgain(f io.ReaderAt, off int64, flen int, fn frameFunc) error {
+	recs, _, ok := format.FrameAt(f, off, off+int64(flen))
+	if !ok {
+		return fmt.Errorf("%w: a frame at %d reads differently each time", store.ErrCorrupt, off)
+	}
+	return fn(off, flen, recs)
 }
 
 // markAfter reports whether a sync mark is among the frames from off on
@@ -153,7 +172,7 @@ func (l *Log) damagedSnapFile(seg uint32, off int64, flen int, r format.Record, 
 	if fi, err := l.fs.Stat(l.path(name)); err == nil {
 		size = fi.Size()
 	}
-	d := store.Damage{File: name, Offset: 0, Length: size, Reason: "snapshot file fails its checksum"}
+	d := store.Damage{File: name, Offset: 0, Length: size, Reason: "snapshot file fails its checksum", BelowFloor: uint64(seg) < l.man.Floor}
 	if data, err := snapfile.ReadUnverified(l.fs, l.dir, name); err == nil {
 		for j, rec := range data[:min(uint64(len(data)), cnt)] {
 			d.Records = append(d.Records, store.LostRecord{P: r.P, Pos: r.Pos + uint64(j), Data: rec, Snapshot: true})

@@ -304,6 +304,9 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 				}
 				name := format.SnapFileName(r.P, r.Pos)
 				data, err := snapfile.Read(l.fs, l.dir, name)
+				if errors.Is(err, store.ErrCorrupt) {
+					data, err = snapfile.Read(l.fs, l.dir, name) // damage on the way reads well again
+				}
 				if errors.Is(err, os.ErrNotExist) {
 					// Superseded: a later snapshot of the partition follows
 					// (or the log is damaged: Replay says so at the end).
