@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/datadir"
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/redrive"
 	"github.com/sluicemq/sluice/internal/store"
@@ -204,6 +205,7 @@ type Broker struct {
 	tools *redrive.Tools
 	cl    *clusterNode // nil: a single node
 	sign  *signer      // the SNS envelopes' signing key (signing.go)
+	lock  io.Closer    // the data directory's lock, held until Close (lockDir)
 }
 
 // Open opens (or creates) the store, recovers its queues and starts
@@ -221,23 +223,34 @@ func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 	if cfg.Cluster != nil {
 		return openClustered(ctx, cfg)
 	}
+	lock, err := lockDir(cfg, true)
+	if err != nil {
+		return nil, err
+	}
 	st, err := openStore(cfg)
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	sign := newSigner(cfg)
 	e, err := engine.Open(engineConfig(cfg, st, sign))
 	if err != nil {
 		st.Close()
+		lock.Close()
 		return nil, err
 	}
-	return &Broker{e: e, tools: redrive.New(e), sign: sign}, nil
+	return &Broker{e: e, tools: redrive.New(e), sign: sign, lock: lock}, nil
 }
 
 // openClustered opens a broker as a node of a cluster.
 func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
+	lock, err := lockDir(cfg, true) // Dir holds the embedded NATS server's data and the signing key
+	if err != nil {
+		return nil, err
+	}
 	c, st, err := openCluster(ctx, cfg)
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	sign := newSigner(cfg)
@@ -247,14 +260,16 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		st.Close()
 		c.closeNATS()
+		lock.Close()
 		return nil, err
 	}
 	if err := c.start(e); err != nil {
 		e.Close()
 		c.closeNATS()
+		lock.Close()
 		return nil, err
 	}
-	b := &Broker{e: e, tools: redrive.New(e), cl: c, sign: sign}
+	b := &Broker{e: e, tools: redrive.New(e), cl: c, sign: sign, lock: lock}
 	if err := errors.Join(c.serveQuestions(b), c.serveTasks(b)); err != nil {
 		b.Close()
 		return nil, err
@@ -292,8 +307,9 @@ type (
 // Verify checks the data directory cfg names while no broker serves it:
 // it rebuilds every queue as a start would and reads back every live
 // message's body, checking its record. It frees and drops nothing (opening
-// the store cuts a torn tail, as a start does). Start no broker on the
-// directory meanwhile.
+// the store cuts a torn tail, as a start does). It holds the directory's
+// lock meanwhile: refused while a broker serves the directory, it keeps
+// one from starting on it until done.
 func Verify(cfg Config) (VerifyReport, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -302,6 +318,11 @@ func Verify(cfg Config) (VerifyReport, error) {
 	if cfg.InMemory {
 		return VerifyReport{}, errors.New("sluice: an in-memory store has nothing to verify")
 	}
+	lock, err := lockDir(cfg, false) // refused while a broker serves the directory; never creates it
+	if err != nil {
+		return VerifyReport{}, err
+	}
+	defer lock.Close() // after the store's (deferred later)
 	st, err := openStore(cfg)
 	if err != nil {
 		return VerifyReport{}, err
@@ -321,8 +342,30 @@ func (b *Broker) Close() error {
 	if b.cl != nil {
 		b.cl.closeNATS()
 	}
+	b.lock.Close() // last: nothing of this broker writes in the directory any more
 	return err
 }
+
+// lockDir takes the data directory's lock (internal/datadir), making the
+// directory first if create is set. A store in memory has nothing to
+// lock.
+func lockDir(cfg Config, create bool) (io.Closer, error) {
+	if cfg.InMemory {
+		return nothingLocked{}, nil
+	}
+	fs := cfg.FS
+	if fs == nil {
+		fs = vfs.OS{}
+	}
+	if create {
+		return datadir.Create(fs, cfg.Dir)
+	}
+	return datadir.Lock(fs, cfg.Dir)
+}
+
+type nothingLocked struct{}
+
+func (nothingLocked) Close() error { return nil }
 
 // CreateQueue creates a queue, or returns the existing one when every given
 // attribute matches (tags are not compared); QueueNameExists otherwise.

@@ -11,7 +11,8 @@ import (
 // cluster node's NATS server and connection go first, so that it writes
 // nothing more and its leases expire (nothing is handed over), then the
 // rest of it stops, the engine before the move tasks' runners (which
-// would write their progress).
+// would write their progress); last, the data directory's lock goes, as
+// the process's death releases it.
 func Crash(b *Broker) {
 	if b.cl != nil {
 		b.cl.closeNATS()
@@ -21,6 +22,7 @@ func Crash(b *Broker) {
 	}
 	_ = b.e.Close()
 	b.tools.StopAll()
+	b.lock.Close()
 }
 
 // SnapshotQueue renews one queue's snapshot, for tests: it waits for

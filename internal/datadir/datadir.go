@@ -75,3 +75,12 @@ func (l *lock) Close() error {
 	l.once.Do(func() { l.err = l.c.Close() })
 	return l.err
 }
+
+// Create makes dir if it is missing (as a server's first start does),
+// then takes its lock (Lock).
+func Create(fs vfs.FS, dir string) (io.Closer, error) {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory %s: %w", filepath.Clean(dir), err)
+	}
+	return Lock(fs, dir)
+}

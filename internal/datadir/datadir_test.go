@@ -58,6 +58,19 @@ func TestMissingDir(t *testing.T) {
 	}
 }
 
+// TestCreate: Create makes the directory Lock will not.
+func TestCreate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "d")
+	l, err := Create(vfs.OS{}, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if _, err := Lock(vfs.OS{}, dir); !errors.Is(err, vfs.ErrLocked) {
+		t.Fatalf("Lock of a directory Create holds: %v", err)
+	}
+}
+
 // noLocks is a file system that cannot lock files.
 type noLocks struct{ vfs.FS }
 
