@@ -181,6 +181,9 @@ func (p *Process) Kill() {
 	<-p.exited
 }
 
+// Pid is p's process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // ExitErr is how p exited (Wait's error), once it did; nil before.
 func (p *Process) ExitErr() error {
 	if !p.Exited() {
