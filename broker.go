@@ -142,7 +142,23 @@ type Config struct {
 	// would take a count below zero. About 14 bytes per live message: for
 	// tests and diagnosis.
 	CheckReleases bool
+	// Salvage opens a data directory whose data is damaged (ErrDamaged:
+	// a frame or snapshot that fails its checks where it cannot be a
+	// write cut short by a crash), which Open otherwise refuses: every
+	// record that reads back is kept, each damaged stretch is written
+	// over so that the next start reads on, and what the damage held is
+	// counted and reported (Broker.Salvaged, the log, the unreadable
+	// counters); a queue whose catalog record was lost comes back. Take a
+	// copy of the directory first. A one-off: a directory without damage
+	// opens as without it.
+	Salvage bool
 }
+
+// ErrDamaged is what Open (and Verify's report) says of data that fails
+// its checks where it cannot be a write cut short by a crash: Open
+// refuses to start on it, naming the file and offset, rather than drop
+// acknowledged messages; Config.Salvage keeps what reads back.
+var ErrDamaged = store.ErrDamaged
 
 // WithDefaults returns the configuration with every zero field set to its
 // default.
@@ -227,7 +243,7 @@ func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := openStore(cfg)
+	st, err := openStore(cfg, false)
 	if err != nil {
 		lock.Close()
 		return nil, err
@@ -237,6 +253,9 @@ func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 	if err != nil {
 		st.Close()
 		lock.Close()
+		if errors.Is(err, ErrDamaged) {
+			err = fmt.Errorf("sluice: data directory %s: %w; nothing was changed (Verify reports all the damage; Config.Salvage keeps every record that reads back)", cfg.Dir, err)
+		}
 		return nil, err
 	}
 	return &Broker{e: e, tools: redrive.New(e), sign: sign, lock: lock}, nil
@@ -277,8 +296,8 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
-// openStore opens the store cfg names.
-func openStore(cfg Config) (store.Store, error) {
+// openStore opens the store cfg names (to check only, with readOnly).
+func openStore(cfg Config, readOnly bool) (store.Store, error) {
 	if cfg.InMemory {
 		return store.NewMemory(), nil
 	}
@@ -289,7 +308,8 @@ func openStore(cfg Config) (store.Store, error) {
 	}
 	return disk.Open(fs, filepath.Clean(cfg.Dir), disk.Options{Sync: mode, SyncInterval: cfg.SyncInterval,
 		SegmentBytes: cfg.SegmentBytes, SnapshotBytes: cfg.CheckpointBytes, Reserve: max(cfg.DiskReserve, 0), Logger: cfg.Logger,
-		Preallocate: cfg.FS == nil && !cfg.NoPreallocate, CheckReleases: cfg.CheckReleases}) // preallocate on real disks only
+		Preallocate: cfg.FS == nil && !cfg.NoPreallocate && !readOnly, CheckReleases: cfg.CheckReleases, // preallocate on real disks only
+		Salvage: cfg.Salvage && !readOnly, ReadOnly: readOnly})
 }
 
 func engineConfig(cfg Config, st store.Store, sign *signer) engine.Config {
@@ -323,13 +343,21 @@ func Verify(cfg Config) (VerifyReport, error) {
 		return VerifyReport{}, err
 	}
 	defer lock.Close() // after the store's (deferred later)
-	st, err := openStore(cfg)
+	st, err := openStore(cfg, true)
 	if err != nil {
 		return VerifyReport{}, err
 	}
 	defer st.Close()
 	return engine.Verify(engineConfig(cfg, st, nil))
 }
+
+// Salvaged is what the salvage of a broker opened with Config.Salvage
+// found and lost: nil when there was no damage (or no salvage).
+func (b *Broker) Salvaged() *SalvageReport { return b.e.Salvaged() }
+
+// SalvageReport is what a salvage found and lost (Broker.Salvaged,
+// VerifyReport).
+type SalvageReport = sluicetype.SalvageReport
 
 // Close stops background work, wakes long polls (they return empty), and
 // flushes and closes the store.

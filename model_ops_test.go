@@ -77,6 +77,18 @@ func (s *sim) ops() []simOp {
 // step runs one random operation.
 func (s *sim) step() {
 	s.fig.ops++
+	// Damage comes from a random stream of its own, so that a seed runs
+	// the operations it ran before damage was added until the first one.
+	if s.cl == nil && *modelDamage {
+		switch r := s.drng.IntN(1000); {
+		case r < 4:
+			s.damage()
+			return
+		case r < 9:
+			s.damagedRead()
+			return
+		}
+	}
 	if s.rng.IntN(150) == 0 {
 		s.phase = []int{0, 0, 1, 2}[s.rng.IntN(4)]
 	}

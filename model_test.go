@@ -29,6 +29,7 @@ var (
 	// how they interleave is the scheduler's, so a run with them may not
 	// replay exactly. Without them a seed replays the same operations.
 	modelOverlap = flag.Bool("model.overlap", false, "TestModel also renews snapshots while compaction rounds run")
+	modelDamage  = flag.Bool("model.damage", true, "TestModel flips bits at rest and damages reads (model_damage_test.go)")
 )
 
 const (
@@ -355,12 +356,19 @@ type figures struct {
 	// inflightCut counts those the power loss fell inside.
 	inflightKept, inflightLost, inflightSeen, inflightGone, inflightCut int
 	removed, relocated                                                  int64
+	// Damage: bits flipped at rest, starts that refused them, salvages,
+	// flips that cost nothing (the log's last sync mark), messages the
+	// salvages lost (each counted), messages purged as ambiguous after
+	// one (unlike the model after a lost record), and reads damaged on
+	// their way.
+	damaged, refused, salvaged, harmless, salvageLost, salvageAmbiguous, damagedReads int
 }
 
 type sim struct {
 	t     *testing.T
 	seed  uint64
 	rng   *rand.Rand
+	drng  *rand.Rand // damage's (model_damage_test.go)
 	mem   *vfs.Mem
 	fault *vfs.Fault
 	power *powerFS
@@ -393,7 +401,7 @@ type sim struct {
 // newSim starts the simulation on one broker, or on a cluster of three
 // (TestClusterModel).
 func newSim(t *testing.T, seed uint64, cluster bool) *sim {
-	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), mem: vfs.NewMem(),
+	s := &sim{t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x5eed)), drng: rand.New(rand.NewPCG(seed, 0xda4a6e)), mem: vfs.NewMem(),
 		clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), logs: &logTail{},
 		segs: map[string]bool{}, gone: map[string]bool{}}
 	s.m = model{msgs: map[string]*mMsg{}, gone: map[string]bool{}, flying: map[string]*mMsg{}}
@@ -693,6 +701,9 @@ func (s *sim) report() {
 		f.inflightCut, f.inflightSeen, f.inflightGone, f.inflightKept, f.inflightLost)
 	s.t.Logf("segments removed: %d (store), %d files seen unlinked; %d messages relocated by compaction; now %d segments, %d live, %d bad releases, %d unreadable",
 		f.removed, f.unlinked, f.relocated, ss.Segments, ss.LiveMessages, ss.BadReleases, ss.Unreadable)
+	if s.cl == nil {
+		s.t.Log(s.damageReport())
+	}
 }
 
 // noTime leaves the wall-clock time out of the broker's log lines.

@@ -235,11 +235,11 @@ type SalvageReport struct {
 	Unknown int
 }
 
-// Lost sums the messages lost.
+// Lost sums the messages lost, and those found without a body.
 func (r *SalvageReport) Lost() int {
 	n := 0
 	for _, q := range r.Queues {
-		n += q.Messages
+		n += q.Messages + q.WithoutBody
 	}
 	return n
 }
@@ -261,14 +261,18 @@ type QueueLoss struct {
 	Name string
 	// Messages counts the messages lost (their Send record, or their
 	// snapshot entry, was damaged, and no later record says they were
-	// gone anyway); IDs are those whose id could be read.
-	Messages int
-	IDs      []string
+	// gone anyway); WithoutBody those found without a body (in a damaged
+	// stretch, or freed after a delete that the damage took: such a
+	// message was deleted, and is deleted again). IDs are those whose id
+	// could be read.
+	Messages, WithoutBody int
+	IDs                   []string
 	// Snapshots counts snapshot records lost; Records the other records
 	// lost (receives, visibility changes, settings ...), of which Deletes
 	// were deletes and purges: the messages they took may be delivered
-	// again.
-	Snapshots, Records, Deletes int
+	// again. Unknown counts the records of it lost that could not be read
+	// even as damaged: what they held (messages among them) is unknown.
+	Snapshots, Records, Deletes, Unknown int
 }
 
 // Unreadable sums the queues' unreadable messages.

@@ -48,7 +48,7 @@ func (r rebuilt) ids() []store.PartitionID {
 // live reports the queue name of partition p, if the catalog names it.
 func (r rebuilt) live(p store.PartitionID) (string, bool) {
 	name, ok := r.names[p]
-	return name, ok && r.parts[p].Meta().Name == name
+	return name, ok && r.parts[p] != nil && r.parts[p].Meta().Name == name
 }
 
 // replay rebuilds the catalog and every partition from the store: each
@@ -67,6 +67,17 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 				sv = newSalvage()
 			}
 			sv.damaged(*en.Damage)
+			return nil
+		}
+		if en.Skipped {
+			last[en.P] = max(last[en.P], en.Pos)
+			if en.P == store.Catalog {
+				e.catLast = max(e.catLast, en.Pos)
+			} else if parts[en.P] == nil && topics[en.P] == nil {
+				// A partition that lost every record: a queue without
+				// settings, which the catalog may name (restorable).
+				parts[en.P] = partition.New(e.host, en.P, record.QueueMeta{ID: uint64(en.P)})
+			}
 			return nil
 		}
 		if sv != nil {
@@ -173,14 +184,18 @@ func (r rebuilt) restorable(p store.PartitionID) bool {
 	if _, named := r.names[p]; named {
 		return r.parts[p].Meta().Name == ""
 	}
-	return r.salvage.catalog
+	return r.salvage.catalog && r.parts[p].Meta().Name != ""
 }
 
 // restore brings back the queue of partition p (see restorable): under
-// the catalog's name when the catalog has it, else under its own.
+// the catalog's name when the catalog has it, else under its own. Its
+// settings and state go into a snapshot of its partition, so that the
+// next replay begins with them (a FIFO queue's records are replayed into
+// a FIFO queue).
 func (e *Engine) restore(p store.PartitionID, r rebuilt) (string, error) {
 	o := r.parts[p]
-	if name, named := r.names[p]; named {
+	name, named := r.names[p]
+	if named {
 		fifo := strings.HasSuffix(name, ".fifo")
 		if err := o.UpdateMeta(func(m *record.QueueMeta) error { m.Name, m.ID, m.FIFO = name, uint64(p), fifo; return nil }); err != nil {
 			return "", err
@@ -188,9 +203,29 @@ func (e *Engine) restore(p store.PartitionID, r rebuilt) (string, error) {
 		e.mu.Lock()
 		e.queues[name], e.byPart[p], e.names[name] = o, o, p
 		e.mu.Unlock()
-		return name, nil
+	} else {
+		var err error
+		if name, err = e.restoreQueue(p, o); err != nil {
+			return "", err
+		}
 	}
-	return e.restoreQueue(p, o)
+	return name, o.Snapshot()
+}
+
+// recreate brings back, empty and with its default settings, queue name
+// of partition p, of which nothing read back: the catalog lets p go, and
+// the queue is created anew on a partition of its own (so that none of
+// p's positions, which the damage may have held, is used again).
+func (e *Engine) recreate(p store.PartitionID, name string) (string, error) {
+	if err := e.catalogAppend(&record.Record{Type: record.Drop, Partition: uint64(p)}); err != nil {
+		return "", err
+	}
+	var attrs map[string]string
+	if strings.HasSuffix(name, ".fifo") {
+		attrs = map[string]string{"FifoQueue": "true"}
+	}
+	_, err := e.CreateQueue(context.Background(), name, attrs, nil)
+	return name, err
 }
 
 // recover rebuilds the catalog and every queue from the store (replay).
@@ -215,6 +250,14 @@ func (e *Engine) recover() error {
 		name, ok := r.live(p)
 		if !ok {
 			if r.salvage != nil && r.restorable(p) {
+				if name := r.names[p]; strings.HasSuffix(name, ".fifo") && !o.Meta().FIFO {
+					// Its settings were lost: its records went into a
+					// queue that did not know it is a FIFO queue.
+					if o, err = o.Rebuilt(now, record.QueueMeta{ID: uint64(p), Name: name, FIFO: true}); err != nil {
+						return fmt.Errorf("salvage: rebuilding FIFO queue %s: %w", name, err)
+					}
+					r.parts[p] = o
+				}
 				missing += o.Recovered(now, r.last[p])
 				restore = append(restore, p)
 				live = append(live, o)
@@ -241,6 +284,17 @@ func (e *Engine) recover() error {
 	}
 	if r.salvage != nil {
 		var restored []string
+		for _, p := range slices.Sorted(maps.Keys(r.names)) {
+			if r.parts[p] == nil && !r.dropped[p] {
+				// Nothing of its partition read back: the queue comes
+				// back empty, on a partition of its own.
+				name, err := e.recreate(p, r.names[p])
+				if err != nil {
+					return fmt.Errorf("salvage: bringing back queue %s: %w", r.names[p], err)
+				}
+				restored = append(restored, name)
+			}
+		}
 		for _, p := range restore {
 			name, err := e.restore(p, r)
 			if err != nil {

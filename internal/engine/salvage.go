@@ -58,7 +58,7 @@ func (s *salvage) damaged(d store.Damage) {
 		}
 		r, err := record.Decode(lr.Data, false)
 		if err != nil {
-			s.count(lr.P, 0)
+			s.count(lr.P, 0) // type 0: not known
 			continue
 		}
 		switch {
@@ -158,10 +158,10 @@ func (e *Engine) salvaged(sv *salvage, r rebuilt) st.SalvageReport {
 		if o := e.byPart[p]; o != nil {
 			return o.Meta().Name
 		}
-		return ""
+		return r.names[p] // a queue recreated on a partition of its own
 	})
-	for i, q := range rep.Queues {
-		if o := e.byPart[rep.parts[i]]; o != nil && q.Messages > 0 {
+	for _, q := range rep.Queues {
+		if o := e.queues[q.Name]; o != nil && q.Messages > 0 {
 			o.CountLost(q.Messages)
 		}
 	}
@@ -180,7 +180,7 @@ func (e *Engine) salvaged(sv *salvage, r rebuilt) st.SalvageReport {
 			i = len(rep.Queues) - 1
 		}
 		q := &rep.Queues[i]
-		q.Messages += len(missing)
+		q.WithoutBody += len(missing)
 		for _, seq := range missing {
 			if id := sv.ids[p][seq]; id != "" {
 				q.IDs = append(q.IDs, id)
@@ -240,8 +240,11 @@ func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partRe
 		}
 		for t, n := range sv.other[p] {
 			loss.Records += n
-			if t == record.Delete || t == record.Purge {
+			switch t {
+			case record.Delete, record.Purge:
 				loss.Deletes += n
+			case 0:
+				loss.Unknown += n
 			}
 		}
 		if loss.Messages == 0 && loss.Records == 0 && loss.Snapshots == 0 {
@@ -260,8 +263,8 @@ func (e *Engine) logSalvage(rep st.SalvageReport) {
 			"file", d.File, "offset", d.Offset, "bytes", d.Length, "reason", d.Reason, "records", d.Records)
 	}
 	for _, q := range rep.Queues {
-		e.log.Error("salvage: lost to damage", "queue", q.Name, "messages", q.Messages, "message_ids", q.IDs,
-			"snapshot_records", q.Snapshots, "other_records", q.Records, "deletes", q.Deletes)
+		e.log.Error("salvage: lost to damage", "queue", q.Name, "messages", q.Messages, "without_body", q.WithoutBody, "message_ids", q.IDs,
+			"snapshot_records", q.Snapshots, "other_records", q.Records, "deletes", q.Deletes, "unreadable_records", q.Unknown)
 	}
 	for _, name := range rep.Restored {
 		e.log.Error("salvage: a queue or topic whose catalog record was lost is back", "name", name)

@@ -256,6 +256,20 @@ func (o *Owner) Replayed(now time.Time, e store.Entry) error {
 	return o.q.Replay(now, r, locOf(e.Hint))
 }
 
+// Rebuilt returns a new owner of o's partition whose settings are meta,
+// holding o's messages as a replay of o's snapshot would: for a salvage
+// that learns a queue's settings (that it is a FIFO queue) only after its
+// records were replayed into a queue without them. Before Recovered.
+func (o *Owner) Rebuilt(now time.Time, meta record.QueueMeta) (*Owner, error) {
+	n := New(o.h, o.p, meta)
+	var err error
+	o.q.SnapshotEach(now, func(r *record.Record) bool {
+		err = n.Replayed(now, store.Entry{P: o.p, Data: record.Encode(r), Snapshot: true})
+		return err == nil
+	})
+	return n, err
+}
+
 // Acquire takes partition p over, as a node does that becomes its owner:
 // it replays p's newest snapshot and the records after it (the store
 // makes this node p's writer), keeps every live message's body, and

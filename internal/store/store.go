@@ -134,6 +134,10 @@ type Entry struct {
 	// as that could be read. Only a store opened to salvage or to check
 	// reports one; the other fields are zero.
 	Damage *Damage
+	// Skipped, after every record (a salvage's), is no record either: P's
+	// positions up to Pos were taken by records the damage held, so its
+	// next record goes after Pos (a position is never used twice).
+	Skipped bool
 }
 
 // Damage is a stretch of a store's data that fails its checks where it

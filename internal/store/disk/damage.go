@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/store"
@@ -182,6 +184,30 @@ func (l *Log) damagedSnapFile(seg uint32, off int64, flen int, r format.Record, 
 		return &store.DamageError{Damage: d}
 	}
 	return l.handDamage(fn)(damaged{d: d, seg: seg, off: off, end: off + int64(flen)})
+}
+
+// skipLost, at the end of a replay that read past damage, moves the last
+// position of each partition that lost records past theirs (as far as
+// they read), so that no position is used twice, and hands the moves
+// over (Entry.Skipped). A partition of which nothing else was replayed is
+// left alone: it has no records to follow.
+func (l *Log) skipLost(fn func(store.Entry) error) error {
+	moved := map[store.PartitionID]bool{}
+	for _, d := range l.damage {
+		for _, r := range d.d.Records {
+			if l.parts[r.P] == nil || l.gone[r.P] || r.Pos <= l.last[r.P] {
+				continue
+			}
+			l.last[r.P] = r.Pos
+			moved[r.P] = true
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(moved)) {
+		if err := fn(store.Entry{P: p, Pos: l.last[p], Skipped: true}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // repair, at the end of a salvage's replay, writes a lost-stretch frame

@@ -933,8 +933,8 @@ func (l *Log) shutdown() {
 	l.reader.Close()
 	if l.f != nil {
 		err := l.f.Sync()
-		if mark := l.syncMark(); err == nil && l.marked != l.off && l.off+int64(len(mark)) <= l.opts.SegmentBytes {
-			err = l.writeAt(mark, true)
+		if err == nil && l.marked != l.off {
+			err = l.writeAt(l.syncMark(), true) // past SegmentBytes if need be: a roll threshold, not a size
 		}
 		if err != nil {
 			l.log.Error("store: final fsync failed", "err", err)

@@ -101,6 +101,9 @@ func (l *Log) Replay(fn func(store.Entry) error) error {
 			return fmt.Errorf("%w: the snapshot of partition %d (%s) is missing", store.ErrCorrupt, p, name)
 		}
 	}
+	if err := l.skipLost(fn); err != nil {
+		return err
+	}
 	if l.opts.ReadOnly {
 		return nil
 	}

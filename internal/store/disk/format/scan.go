@@ -107,24 +107,32 @@ func FrameAt(r io.ReaderAt, off, end int64) (recs []Record, flen int, ok bool) {
 	return recs, FrameHeader + int(ln), true
 }
 
-// Unverified decodes the frame at off in r as far as its bytes allow,
-// without its checksum: what a damaged frame held, for a report. The
-// records may be wrong; nil when nothing decodes.
+// Unverified decodes the damaged frame at off in r, which the next
+// intact frame (or the end) follows at end, without its checksum: what it
+// held, for a report. Its payload is taken to run to end (its own length
+// may be what is damaged); when that does not decode, to the length its
+// header says. The records may be wrong; nil when nothing decodes.
 func Unverified(r io.ReaderAt, off, end int64) []Record {
 	var hdr [FrameHeader]byte
+	if end-off < MinFrame {
+		return nil
+	}
 	if _, err := r.ReadAt(hdr[:], off); err != nil {
 		return nil
 	}
-	ln := int64(binary.BigEndian.Uint32(hdr[:4]))
-	if ln < 4 || ln > MaxFrame || off+FrameHeader+ln > end {
-		return nil
-	}
-	payload := make([]byte, ln)
+	payload := make([]byte, end-off-FrameHeader)
 	if _, err := r.ReadAt(payload, off+FrameHeader); err != nil {
 		return nil
 	}
-	recs, _ := DecodeFrame(payload)
-	return recs
+	if recs, err := DecodeFrame(payload); err == nil {
+		return recs
+	}
+	if ln := int64(binary.BigEndian.Uint32(hdr[:4])); ln >= 4 && ln < int64(len(payload)) {
+		if recs, err := DecodeFrame(payload[:ln]); err == nil {
+			return recs
+		}
+	}
+	return nil
 }
 
 // Resync finds where the frames go on after a bad one at off, in a
