@@ -211,6 +211,9 @@ func (c Config) validate() error {
 	if c.SegmentBytes > 1<<30 {
 		return errors.New("sluice: SegmentBytes is at most 1 GiB")
 	}
+	if c.Salvage && (c.Cluster != nil || c.InMemory) {
+		return errors.New("sluice: Salvage is for a data directory's log: a cluster node's data is its streams', and memory holds no damage")
+	}
 	return nil
 }
 
@@ -325,11 +328,15 @@ type (
 )
 
 // Verify checks the data directory cfg names while no broker serves it:
-// it rebuilds every queue as a start would and reads back every live
-// message's body, checking its record. It frees and drops nothing (opening
-// the store cuts a torn tail, as a start does). It holds the directory's
-// lock meanwhile: refused while a broker serves the directory, it keeps
-// one from starting on it until done.
+// it reads every frame of every segment and every snapshot, rebuilds every
+// queue as a start would and reads back every live message's body,
+// checking its record. It reports damage (VerifyReport.Damage: what a
+// start refuses, and what a salvage would lose) and what a start would
+// drop, and writes nothing: it cuts no torn tail and frees nothing. With
+// cfg.Salvage it salvages first (see Config.Salvage) and then checks what
+// the next start will read (VerifyReport.Salvaged says what the salvage
+// lost). It holds the directory's lock meanwhile: refused while a broker
+// serves the directory, it keeps one from starting on it until done.
 func Verify(cfg Config) (VerifyReport, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -337,6 +344,23 @@ func Verify(cfg Config) (VerifyReport, error) {
 	}
 	if cfg.InMemory {
 		return VerifyReport{}, errors.New("sluice: an in-memory store has nothing to verify")
+	}
+	var salvaged *SalvageReport
+	if cfg.Salvage {
+		if cfg.Cluster != nil {
+			return VerifyReport{}, errors.New("sluice: a cluster node's data is its streams': there is no log to salvage")
+		}
+		// A salvage is a start that reads on past damage; the check
+		// after it reads what the next start will.
+		b, err := Open(cfg)
+		if err != nil {
+			return VerifyReport{}, err
+		}
+		salvaged = b.Salvaged()
+		if err := b.Close(); err != nil {
+			return VerifyReport{}, err
+		}
+		cfg.Salvage = false
 	}
 	lock, err := lockDir(cfg, false) // refused while a broker serves the directory; never creates it
 	if err != nil {
@@ -348,7 +372,9 @@ func Verify(cfg Config) (VerifyReport, error) {
 		return VerifyReport{}, err
 	}
 	defer st.Close()
-	return engine.Verify(engineConfig(cfg, st, nil))
+	rep, err := engine.Verify(engineConfig(cfg, st, nil))
+	rep.Salvaged = salvaged
+	return rep, err
 }
 
 // Salvaged is what the salvage of a broker opened with Config.Salvage

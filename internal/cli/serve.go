@@ -57,6 +57,12 @@ type ServeConfig struct {
 	Replicas         int    // --replicas, SLUICE_REPLICAS: each stream's replicas, default 3 (1 for a lone node)
 	LeaseTTL         string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
 
+	// Salvage starts on a damaged data directory, keeping every record
+	// that reads back (sluice.Config.Salvage). A flag only, no variable:
+	// left set, it would salvage without a word the next damage a start
+	// should refuse.
+	Salvage bool // --salvage
+
 	// The secret that authenticates the routes between embedded NATS
 	// servers: read from a file (a secret on the command line would show
 	// in ps), or given in the environment.
@@ -113,6 +119,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	replicas, _ := strconv.Atoi(def("SLUICE_REPLICAS", "0"))
 	fs.IntVar(&c.Replicas, "replicas", replicas, "replicas of each stream (default 3; 1 for a lone node)")
 	fs.StringVar(&c.LeaseTTL, "lease-ttl", def("SLUICE_LEASE_TTL", "6s"), "how long a node that stopped renewing its leases (crashed, cut off) keeps its queues before another takes them: whole seconds, at least 2s")
+	fs.BoolVar(&c.Salvage, "salvage", false, "start on a damaged data directory (which a start refuses), keeping every record that reads back and logging what is lost; take a copy first (sluice verify --salvage does the same and reports)")
 	return fs, c
 }
 
@@ -289,7 +296,7 @@ func (c *ServeConfig) brokerConfig(log *slog.Logger) (sluice.Config, error) {
 		return sluice.Config{}, err
 	}
 	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, BaseURL: c.BaseURL, Logger: log,
-		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint, Cluster: cc}, nil
+		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint, Cluster: cc, Salvage: c.Salvage}, nil
 }
 
 // positiveSize reads flag's size, which must not be 0: Config takes 0 as
@@ -362,6 +369,11 @@ func serve(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	b, err := sluice.OpenContext(ctx, cfg) // a signal stops a wait for a quorum
+	if errors.Is(err, sluice.ErrDamaged) {
+		return fmt.Errorf("%w\n\nThe server will not start on damaged data rather than drop the acknowledged messages it may hold back. "+
+			"See all the damage and what it holds with `sluice verify --data-dir %s`. Then take a copy of the directory, and keep every record that reads back "+
+			"with `sluice verify --salvage --data-dir %s` (which reports what is lost) or by starting once with --salvage; or restore a backup", err, c.DataDir, c.DataDir)
+	}
 	if err != nil {
 		return err
 	}

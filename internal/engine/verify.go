@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/sluicemq/sluice/internal/store"
@@ -46,6 +47,19 @@ func Verify(cfg Config) (st.VerifyReport, error) {
 			}
 			return r.names[p]
 		}).SalvageReport
+		// A message whose body cannot be read is one a salvage (a start,
+		// too) drops without a body.
+		for _, q := range out.Queues {
+			if q.Unreadable == 0 {
+				continue
+			}
+			i := slices.IndexFunc(rep.Queues, func(l st.QueueLoss) bool { return l.Name == q.Name })
+			if i < 0 {
+				rep.Queues = append(rep.Queues, st.QueueLoss{Name: q.Name})
+				i = len(rep.Queues) - 1
+			}
+			rep.Queues[i].WithoutBody += q.Unreadable
+		}
 		out.Damage = &rep
 	}
 	return out, nil
