@@ -257,7 +257,7 @@ func OpenContext(ctx context.Context, cfg Config) (*Broker, error) {
 		st.Close()
 		lock.Close()
 		if errors.Is(err, ErrDamaged) {
-			err = fmt.Errorf("sluice: data directory %s: %w; nothing was changed (Verify reports all the damage; Config.Salvage keeps every record that reads back)", cfg.Dir, err)
+			err = fmt.Errorf("data directory %s: %w; nothing was changed (Verify reports all the damage; Config.Salvage keeps every record that reads back)", cfg.Dir, err)
 		}
 		return nil, err
 	}

@@ -273,6 +273,10 @@ type QueueLoss struct {
 	// again. Unknown counts the records of it lost that could not be read
 	// even as damaged: what they held (messages among them) is unknown.
 	Snapshots, Records, Deletes, Unknown int
+	// FromSnapshot counts the messages read back from the index of a
+	// damaged snapshot (kept if their body read back whole): their
+	// receive count and visibility are as read, and may be wrong.
+	FromSnapshot int
 }
 
 // Unreadable sums the queues' unreadable messages.

@@ -182,7 +182,10 @@ func printSalvage(env Env, what string, r *sluice.SalvageReport) {
 			fmt.Fprintf(env.Stdout, ", %d without a body", q.WithoutBody)
 		}
 		if q.Snapshots+q.Records > 0 {
-			fmt.Fprintf(env.Stdout, ", %d snapshot and %d other records lost", q.Snapshots, q.Records)
+			fmt.Fprintf(env.Stdout, ", %d snapshot and %d other records damaged", q.Snapshots, q.Records)
+		}
+		if q.FromSnapshot > 0 {
+			fmt.Fprintf(env.Stdout, ", %d messages read back from a damaged snapshot (their receive counts and visibility as read)", q.FromSnapshot)
 		}
 		if q.Deletes > 0 {
 			fmt.Fprintf(env.Stdout, " (%d deletes: those messages may be delivered again)", q.Deletes)

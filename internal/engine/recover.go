@@ -67,6 +67,15 @@ func (e *Engine) replay(now time.Time) (rebuilt, error) {
 				sv = newSalvage()
 			}
 			sv.damaged(*en.Damage)
+			sv.snapshotFromDamage(now, *en.Damage, func(p store.PartitionID, reset bool) *partition.Owner {
+				if topics[p] != nil {
+					return nil
+				}
+				if parts[p] == nil || reset {
+					parts[p] = partition.New(e.host, p, record.QueueMeta{ID: uint64(p)})
+				}
+				return parts[p]
+			})
 			return nil
 		}
 		if en.Skipped {
@@ -181,8 +190,8 @@ func (r rebuilt) restorable(p store.PartitionID) bool {
 	if r.dropped[p] {
 		return false
 	}
-	if _, named := r.names[p]; named {
-		return r.parts[p].Meta().Name == ""
+	if name, named := r.names[p]; named {
+		return r.parts[p].Meta().Name != name // lost, or read from a damaged snapshot
 	}
 	return r.salvage.catalog && r.parts[p].Meta().Name != ""
 }
@@ -245,6 +254,15 @@ func (e *Engine) recover() error {
 	var orphans []store.PartitionID
 	missing := 0
 	var restore []store.PartitionID // a salvage's: queues whose catalog record or settings the damage took
+	if r.salvage != nil {
+		for _, p := range slices.Sorted(maps.Keys(r.salvage.restored)) {
+			if o := r.parts[p]; o != nil {
+				for _, seq := range o.FromSends(now, r.salvage.restored[p]) {
+					r.salvage.lose(p, seq, "") // its Send record does not read back
+				}
+			}
+		}
+	}
 	for _, p := range r.ids() {
 		o := r.parts[p]
 		name, ok := r.live(p)
@@ -304,7 +322,6 @@ func (e *Engine) recover() error {
 		}
 		rep := e.salvaged(r.salvage, r)
 		rep.Restored = restored
-		e.logSalvage(rep)
 		e.salvage = &rep
 	}
 	for _, p := range orphans {
@@ -318,6 +335,17 @@ func (e *Engine) recover() error {
 	// there.
 	for _, o := range live {
 		o.Start()
+	}
+	if e.salvage != nil {
+		// What the salvage rebuilt (from a damaged snapshot's index, past
+		// lost records) goes into snapshots: the damaged stretches it was
+		// read from are written over, and the next start must find it.
+		for _, o := range live {
+			if err := o.Snapshot(); err != nil {
+				return fmt.Errorf("salvage: snapshot of queue %s: %w", o.Meta().Name, err)
+			}
+		}
+		e.logSalvage(*e.salvage)
 	}
 	// Topics deliver what their subscriptions' queues have not taken.
 	e.mu.Lock()

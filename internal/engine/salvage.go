@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/record"
@@ -30,6 +31,11 @@ type salvage struct {
 	other map[store.PartitionID]map[record.Type]int
 	// snapshots counts the partition's snapshot records lost.
 	snapshots map[store.PartitionID]int
+	// restored are the messages of a queue read from the index of a
+	// damaged snapshot (snapshotFromDamage), to be put back as their Send
+	// record says (Owner.FromSends).
+	restored  map[store.PartitionID][]uint64
+	fromIndex map[store.PartitionID]int
 	// unknown counts the stretches of which nothing could be read: what
 	// they held, and whose it was, is not known.
 	unknown int
@@ -41,7 +47,8 @@ type salvage struct {
 
 func newSalvage() *salvage {
 	return &salvage{lost: map[store.PartitionID]map[uint64]string{}, ids: map[store.PartitionID]map[uint64]string{}, other: map[store.PartitionID]map[record.Type]int{},
-		snapshots: map[store.PartitionID]int{}}
+		snapshots: map[store.PartitionID]int{}, restored: map[store.PartitionID][]uint64{},
+		fromIndex: map[store.PartitionID]int{}}
 }
 
 // damaged notes a damaged stretch the replay read past, in log order.
@@ -126,6 +133,42 @@ func (s *salvage) saw(en store.Entry) {
 			if seq < en.Pos {
 				delete(lost, seq)
 			}
+		}
+	}
+}
+
+// snapshotFromDamage replays, as far as they decode, the records of a
+// queue's snapshot that a damaged stretch held: a damaged snapshot loses
+// only what cannot be read back, not every message it listed. A message
+// of its index comes back only if its Send record, found where the index
+// says, reads back whole and is the message's, and then as that record
+// says (Owner.FromSends: as sent, visible, its delivery state, which only
+// the damaged index held, lost); its settings come back as read (the
+// catalog's name wins).
+func (sv *salvage) snapshotFromDamage(now time.Time, d store.Damage, owner func(p store.PartitionID, reset bool) *partition.Owner) {
+	for _, lr := range d.Records {
+		if !lr.Snapshot || lr.P == store.Catalog {
+			continue
+		}
+		o := owner(lr.P, lr.First)
+		if o == nil {
+			continue // a topic's
+		}
+		if lr.First {
+			delete(sv.lost, lr.P) // a snapshot supersedes what came before
+		}
+		r, err := record.Decode(lr.Data, false)
+		if err != nil {
+			continue
+		}
+		if err := o.Replayed(now, store.Entry{P: lr.P, Pos: lr.Pos, Data: lr.Data, Snapshot: true, Reset: lr.First}); err != nil {
+			continue
+		}
+		if r.Type == record.Index {
+			for _, m := range r.Msgs {
+				sv.restored[lr.P] = append(sv.restored[lr.P], m.Seq)
+			}
+			sv.fromIndex[lr.P] += len(r.Msgs)
 		}
 	}
 }
@@ -227,7 +270,7 @@ func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partRe
 		case name == "":
 			name = fmt.Sprintf("(partition %d, no queue)", p)
 		}
-		loss := st.QueueLoss{Name: name, Snapshots: sv.snapshots[p]}
+		loss := st.QueueLoss{Name: name, Snapshots: sv.snapshots[p], FromSnapshot: sv.fromIndex[p]}
 		o := r.parts[p]
 		for _, seq := range slices.Sorted(maps.Keys(sv.lost[p])) {
 			if o != nil && o.Has(seq) {
@@ -264,6 +307,7 @@ func (e *Engine) logSalvage(rep st.SalvageReport) {
 	}
 	for _, q := range rep.Queues {
 		e.log.Error("salvage: lost to damage", "queue", q.Name, "messages", q.Messages, "without_body", q.WithoutBody, "message_ids", q.IDs,
+			"read_from_damaged_snapshot", q.FromSnapshot,
 			"snapshot_records", q.Snapshots, "other_records", q.Records, "deletes", q.Deletes, "unreadable_records", q.Unknown)
 	}
 	for _, name := range rep.Restored {

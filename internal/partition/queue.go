@@ -393,6 +393,40 @@ func (o *Owner) Missing() []uint64 {
 	return slices.Clone(o.lost)
 }
 
+// FromSends puts back as sent the messages seqs names, which a salvage
+// read from the index of a damaged snapshot: each is replaced by its Send
+// record, read back (checksum verified, and its own), so that nothing of
+// the damaged index stays (a receive count or a visibility as read); one
+// whose Send record does not read back is taken out. It returns those.
+// Before Recovered: nothing is kept yet, and nothing is written.
+func (o *Owner) FromSends(now time.Time, seqs []uint64) (lost []uint64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, seq := range seqs {
+		m, ok := o.q.Find(seq)
+		if !ok {
+			continue
+		}
+		loc := m.Loc
+		data, err := o.h.Store.Read(o.p, seq, hintOf(loc))
+		var r *record.Record
+		if err == nil {
+			r, err = record.Decode(data, false)
+		}
+		if err == nil && (r.Type != record.Send || r.Msg == nil || r.Msg.Seq != seq) {
+			err = fmt.Errorf("%w: not message %d's Send record", store.ErrCorrupt, seq)
+		}
+		_ = o.q.Replay(now, &record.Record{Type: record.Delete, Pos: seq, Seq: seq, Reason: record.ByLoss}, loc)
+		if err != nil {
+			lost = append(lost, seq)
+			continue
+		}
+		r.Pos = seq
+		_ = o.q.Replay(now, r, loc)
+	}
+	return lost
+}
+
 // CountLost counts n messages lost to damaged data (a salvage) as
 // unreadable.
 func (o *Owner) CountLost(n int) { o.unreadable(n) }

@@ -164,8 +164,9 @@ type LostRecord struct {
 	P    PartitionID
 	Pos  uint64
 	Data []byte
-	// Snapshot says it was part of a snapshot of P.
-	Snapshot bool
+	// Snapshot says it was part of a snapshot of P; First that it was
+	// the snapshot's first record (a snapshot begins P afresh).
+	Snapshot, First bool
 }
 
 func (d Damage) String() string {

@@ -39,9 +39,10 @@ var bodies = testkit.Bodies{Size: 256, Tag: 'd'}
 
 // server is one running `sluice serve` and its SQS client.
 type server struct {
-	p  *process.Process
-	tr *http.Transport
-	cl *sqs.Client
+	p     *process.Process
+	tr    *http.Transport
+	cl    *sqs.Client
+	admin string // the admin API's URL
 }
 
 // launch starts `sluice serve` on dir, on ports of its own, and returns
@@ -61,13 +62,20 @@ func launch(t *testing.T, dir string) *process.Process {
 // serve starts `sluice serve` on dir and returns once it serves.
 func serve(t *testing.T, dir string) *server {
 	t.Helper()
-	p := launch(t, dir)
+	return attach(t, launch(t, dir), dir)
+}
+
+// attach waits until p, a `sluice serve` on dir, serves, and returns it
+// with its client.
+func attach(t *testing.T, p *process.Process, dir string) *server {
+	t.Helper()
 	s := &server{p: p, tr: &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: time.Minute}}
 	t.Cleanup(s.tr.CloseIdleConnections)
 	at, err := p.AwaitServing(s.tr, startTimeout)
 	if err != nil {
 		t.Fatalf("sluice serve on %s: %v\n%s", dir, err, p.Tail())
 	}
+	s.admin = at.Admin
 	// One attempt a request: one the server did not answer is unknown,
 	// never retried into something that looks acknowledged twice.
 	s.cl = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(at.SQS),

@@ -25,6 +25,11 @@ type damaged struct {
 	d        store.Damage
 	seg      uint32
 	off, end int64
+	// last is the last position of partition p it is known to have
+	// taken, when more is known than its records say (a snapshot file's
+	// pointer counts its records).
+	p    store.PartitionID
+	last uint64
 }
 
 // walk calls fn for each intact frame of segment n, in order, and returns
@@ -149,7 +154,7 @@ func lostRecords(recs []format.Record) []store.LostRecord {
 			continue
 		}
 		out = append(out, store.LostRecord{P: r.P, Pos: r.Pos, Data: append([]byte(nil), r.Data...),
-			Snapshot: r.Kind == format.KindSnap || r.Kind == format.KindSnapFirst})
+			Snapshot: r.Kind == format.KindSnap || r.Kind == format.KindSnapFirst, First: r.Kind == format.KindSnapFirst})
 	}
 	return out
 }
@@ -177,29 +182,48 @@ func (l *Log) damagedSnapFile(seg uint32, off int64, flen int, r format.Record, 
 	d := store.Damage{File: name, Offset: 0, Length: size, Reason: "snapshot file fails its checksum", BelowFloor: uint64(seg) < l.man.Floor}
 	if data, err := snapfile.ReadUnverified(l.fs, l.dir, name); err == nil {
 		for j, rec := range data[:min(uint64(len(data)), cnt)] {
-			d.Records = append(d.Records, store.LostRecord{P: r.P, Pos: r.Pos + uint64(j), Data: rec, Snapshot: true})
+			d.Records = append(d.Records, store.LostRecord{P: r.P, Pos: r.Pos + uint64(j), Data: rec, Snapshot: true, First: j == 0})
 		}
 	}
 	if !l.opts.Salvage && !l.opts.ReadOnly {
 		return &store.DamageError{Damage: d}
 	}
-	return l.handDamage(fn)(damaged{d: d, seg: seg, off: off, end: off + int64(flen)})
+	dm := damaged{d: d, seg: seg, off: off, end: off + int64(flen), p: r.P}
+	if cnt > 0 {
+		dm.last = r.Pos + cnt - 1
+	}
+	return l.handDamage(fn)(dm)
 }
 
 // skipLost, at the end of a replay that read past damage, moves the last
 // position of each partition that lost records past theirs (as far as
 // they read), so that no position is used twice, and hands the moves
-// over (Entry.Skipped). A partition of which nothing else was replayed is
-// left alone: it has no records to follow.
+// over (Entry.Skipped). A partition of which nothing else was replayed
+// (its snapshot was all there was of it from the floor on) is known from
+// the damaged stretch on: the bodies it keeps below the floor stay
+// readable. (A partition named by a damaged record's flipped bit is known
+// so too; its owner, finding it is no queue's, drops it.)
 func (l *Log) skipLost(fn func(store.Entry) error) error {
 	moved := map[store.PartitionID]bool{}
+	skip := func(p store.PartitionID, pos uint64, seg uint32) {
+		if l.gone[p] || pos <= l.last[p] {
+			return
+		}
+		if l.parts[p] == nil {
+			l.parts[p] = &part{from: seg, lastSeg: seg}
+		}
+		l.last[p] = pos
+		moved[p] = true
+	}
 	for _, d := range l.damage {
+		if d.d.BelowFloor {
+			continue // what a snapshot at or after the floor supersedes
+		}
 		for _, r := range d.d.Records {
-			if l.parts[r.P] == nil || l.gone[r.P] || r.Pos <= l.last[r.P] {
-				continue
-			}
-			l.last[r.P] = r.Pos
-			moved[r.P] = true
+			skip(r.P, r.Pos, d.seg)
+		}
+		if d.last > 0 {
+			skip(d.p, d.last, d.seg)
 		}
 	}
 	for _, p := range slices.Sorted(maps.Keys(moved)) {

@@ -323,9 +323,6 @@ func (l *Log) replaySegment(n uint64, last bool, skip map[store.PartitionID]bool
 					if err := l.damagedSnapFile(seg, off, flen, r, cnt, fn); err != nil {
 						return err
 					}
-					if cnt > 0 {
-						l.last[r.P] = max(l.last[r.P], r.Pos+cnt-1)
-					}
 					continue
 				}
 				if err != nil {
