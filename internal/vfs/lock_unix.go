@@ -24,6 +24,9 @@ import (
 func (OS) Lock(name string) (io.Closer, error) {
 	// Not O_TRUNC: a refused Lock must not touch the holder's note.
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o644)
+	if errors.Is(err, syscall.EROFS) {
+		return lockReadOnly(name)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -53,6 +56,28 @@ func (OS) Lock(name string) (io.Closer, error) {
 		return nil, err
 	}
 	return f, nil // closing the file releases the lock
+}
+
+// lockReadOnly locks name on a read-only file system (a check of a copy
+// mounted read-only): the lock is taken if the file is there, without a
+// note; if it is not, nobody can write there, so there is nobody to keep
+// out.
+func lockReadOnly(name string) (io.Closer, error) {
+	f, err := os.Open(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return io.NopCloser(nil), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := flock(f); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, &LockedError{Name: name}
+		}
+		return nil, lockError(name, err)
+	}
+	return f, nil
 }
 
 // flock takes f's exclusive lock without waiting.
