@@ -26,8 +26,10 @@ const usage = `sluice: a durable, SQS-compatible message queue.
 
 Usage:
   sluice serve [flags]                 run the server (embedded store)
-  sluice verify [--data-dir DIR]       check a stopped server's data directory: every
-                                       message's body reads back (see sluice verify -h)
+  sluice verify [--data-dir DIR] [--salvage]
+                                       check a stopped server's data directory: nothing is
+                                       damaged, every message's body reads back; --salvage
+                                       keeps what reads back of damaged data (sluice verify -h)
   sluice queues list [--prefix P]      list queues with depth and age
   sluice queues create NAME [--attr K=V]... [--fifo]
   sluice queues delete NAME
