@@ -59,6 +59,7 @@ var specs = map[string]spec{
 	"TenantReceiveBurst":    {check: checkRate},
 	"TenantBacklogTarget":   {isInt: true, min: 0, max: 1 << 30},
 	"SidelineAgeSeconds":    {isInt: true, min: 0, max: 1209600},
+	"OldestFirst":           {check: checkBool},
 	"MaxMessageAgeSeconds":  {isInt: true, min: 0, max: 1209600},
 	"ExpiredMessageAction":  {check: oneOf("Drop", "DeadLetter")},
 	"Partitions":            {isInt: true, min: 1, max: 256},
@@ -494,9 +495,12 @@ func Parse(meta *record.QueueMeta) Config {
 		Partitions:          effInt(set, "Partitions"),
 		PartitionsPerTenant: effInt(set, "PartitionsPerTenant"),
 		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
-		RetryLevels:         len(q.RetryDelays),
-		LowerLaneShare:      effFloat(set, "LowerLaneShare"),
-		Headroom:            effInt(set, "TenantHeadroom"),
+		// The backlog mode is the default of a standard queue: a fixed
+		// SidelineAgeSeconds replaces it, OldestFirst turns it off.
+		Adaptive:       !fifo && effInt(set, "SidelineAgeSeconds") == 0 && set["OldestFirst"] != "true",
+		RetryLevels:    len(q.RetryDelays),
+		LowerLaneShare: effFloat(set, "LowerLaneShare"),
+		Headroom:       effInt(set, "TenantHeadroom"),
 		Limits: sched.Limits{
 			MaxInFlight:     effInt(set, "TenantMaxInFlight"),
 			SendRate:        effFloat(set, "TenantSendRate"),

@@ -365,6 +365,7 @@ func (q *Queue) makeReady(now int64, m *Msg) {
 		q.queueGroup(q.group(m.Group()))
 		return
 	}
+	m.Entry.Again = m.RecvCount() > 0
 	q.s.Push(now, m.Seq, &m.Entry, m.Tenant(), int(m.Level))
 }
 

@@ -22,6 +22,12 @@ type Config struct {
 	// SidelineAge (ms): ready messages older than this wait in the backlog
 	// lane. 0: off.
 	SidelineAge int64
+	// Adaptive turns the backlog mode on (with SidelineAge 0): once a
+	// tenant's backlog stands (its oldest ready message, never received,
+	// has waited StandingTarget + StandingInterval), its messages older
+	// than StandingTarget wait in the backlog lane, so that what it sends
+	// now is served first, until its backlog lane is empty again.
+	Adaptive bool
 	// LowerLaneShare is the minimum share of picks each passed-over lower
 	// lane gets. Default 0.1.
 	LowerLaneShare float64
@@ -62,12 +68,27 @@ type Limits struct {
 // indexes are Live+level.
 const Live = 0
 
+// The backlog mode's constants (Config.Adaptive; docs/anti-backlog.md
+// says how they were chosen). They are CoDel's target and interval, for a
+// queue: a backlog stands when its oldest ready message, never received,
+// has waited longer than StandingTarget for a whole StandingInterval (so
+// for StandingTarget + StandingInterval in all: a burst that drains within
+// that never engages the mode); once it stands, a message that has waited
+// longer than StandingTarget is old.
+const (
+	StandingTarget   = 1_000  // ms
+	StandingInterval = 10_000 // ms
+)
+
 // Entry is the scheduler's part of a message, embedded by the owner.
 type Entry struct {
 	pt    *ptenant
 	gen   uint32
 	lane  uint8
 	state uint8
+	// Again says the message was received before (set by the owner before
+	// Push): its wait is no sign of a standing backlog.
+	Again bool
 }
 
 const (
@@ -94,8 +115,9 @@ type Sched struct {
 	// messages in flight is inflight/busy.
 	busy, inflight int
 	// Counters since New. HeldBack counts picks that passed over a tenant
-	// above its share to keep Headroom receivers waiting.
-	Sidelined, Spilled, HeldBack uint64
+	// above its share to keep Headroom receivers waiting; Engaged counts
+	// the times a tenant's backlog mode engaged.
+	Sidelined, Spilled, HeldBack, Engaged uint64
 }
 
 type partition struct {
@@ -207,6 +229,10 @@ type tenant struct {
 	winCount float64
 	drain    rate
 	idle     bool
+	// engaged is when its backlog mode engaged (unix ms; 0: it is not):
+	// its oldest ready message, never received, had then waited
+	// StandingTarget + StandingInterval.
+	engaged int64
 }
 
 // New returns an empty scheduler.
@@ -517,6 +543,9 @@ func (s *Sched) Remove(e *Entry) {
 		pt.t.ready--
 		s.ready--
 		e.gen++
+		if int(e.lane) == s.BacklogLane() {
+			s.settleMode(pt.t)
+		}
 		s.maybeIdle(pt.t)
 	case stInFlight:
 		s.settle(e.pt.t)
@@ -749,8 +778,11 @@ func (s *Sched) popLane(now int64, p *partition, l int, hold bool, failed *uint6
 			}
 		} else {
 			d = s.dqOf(l)
-			if d == Live && s.cfg.SidelineAge > 0 {
-				s.sideline(now, pt)
+			switch {
+			case d == Live && s.cfg.SidelineAge > 0:
+				s.sideline(now-s.cfg.SidelineAge, pt)
+			case d == Live && s.cfg.Adaptive:
+				s.adapt(now, pt)
 			}
 			if pt.n[d] == 0 {
 				d = -1
@@ -833,6 +865,9 @@ func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
 		pt.p.count--
 		pt.t.ready--
 		s.ready--
+		if d == s.BacklogLane() {
+			s.settleMode(pt.t)
+		}
 		return sl.seq(), e, true
 	}
 	lost := pt.n[d]
@@ -844,9 +879,9 @@ func (s *Sched) take(pt *ptenant, d int) (uint64, *Entry, bool) {
 	return 0, nil, false
 }
 
-// sideline moves the old head of a tenant's live lane to its backlog lane.
-func (s *Sched) sideline(now int64, pt *ptenant) {
-	cut := now - s.cfg.SidelineAge
+// sideline moves the head of a tenant's live lane sent at cut or before
+// to its backlog lane.
+func (s *Sched) sideline(cut int64, pt *ptenant) {
 	q := &pt.dq[Live]
 	b := s.dqLanes() - 1
 	for !q.empty() {
@@ -868,6 +903,69 @@ func (s *Sched) sideline(now int64, pt *ptenant) {
 		if !pt.spill && !pt.t.capped {
 			s.ringAdd(pt, s.lanes()-1)
 		}
+	}
+}
+
+// adapt is the backlog mode at a tenant's turn in the live lane: it
+// engages once the oldest ready message of the live lane, never received,
+// has waited StandingTarget + StandingInterval, and, engaged, sidelines
+// what has waited longer than StandingTarget.
+func (s *Sched) adapt(now int64, pt *ptenant) {
+	t := pt.t
+	if t.engaged == 0 {
+		sent, ok := s.oldestFresh(pt)
+		if !ok || now-sent <= StandingTarget+StandingInterval {
+			return
+		}
+		t.engaged = sent + StandingTarget + StandingInterval
+		s.Engaged++
+	}
+	s.sideline(now-StandingTarget, pt)
+}
+
+// oldestFresh is the sent time of the first message of a tenant's live
+// lane that was never received, among its first freshLook (stale slots at
+// the front go).
+func (s *Sched) oldestFresh(pt *ptenant) (int64, bool) {
+	q := &pt.dq[Live]
+	for !q.empty() {
+		e, _, _, ok := s.lookup(q.front().seq())
+		if ok && e.pt == pt && q.front().live(e) && e.state == stQueued {
+			break
+		}
+		q.pop()
+	}
+	for i := q.h; i < len(q.s) && i < q.h+freshLook; i++ {
+		e, sent, _, ok := s.lookup(q.s[i].seq())
+		if ok && e.pt == pt && q.s[i].live(e) && e.state == stQueued && !e.Again {
+			return sent, true
+		}
+	}
+	return 0, false
+}
+
+// freshLook bounds how far past messages received before oldestFresh
+// looks: a live lane headed by more than that many is looked at again at
+// the tenant's next turn, when they are gone.
+const freshLook = 64
+
+// backlogged reports how many of a tenant's ready messages wait in the
+// backlog lane.
+func (s *Sched) backlogged(t *tenant) int {
+	n := 0
+	for _, pt := range t.pts {
+		if pt != nil {
+			n += pt.n[s.BacklogLane()]
+		}
+	}
+	return n
+}
+
+// settleMode ends a tenant's backlog mode once its backlog lane is empty:
+// it is served oldest first again.
+func (s *Sched) settleMode(t *tenant) {
+	if t.engaged != 0 && s.backlogged(t) == 0 {
+		t.engaged = 0
 	}
 }
 
