@@ -89,6 +89,13 @@ type TenantInfo struct {
 	Capped     bool           `json:"capped"`  // at its in-flight cap
 	Partitions []int          `json:"partitions"`
 	Limits     *TenantLimits  `json:"limits,omitempty"` // its overrides, if any
+	// FreshFirst says its backlog stands and what it sends is served
+	// first (the backlog mode, since FreshFirstSince), while its older
+	// messages (Lanes["backlog"], the oldest OldOldestAge old) drain
+	// behind with a guaranteed share.
+	FreshFirst      bool          `json:"fresh_first"`
+	FreshFirstSince time.Time     `json:"fresh_first_since,omitzero"`
+	OldOldestAge    time.Duration `json:"old_oldest_age_ns,omitempty"`
 }
 
 // FirstAttemptBounds are the upper bounds (seconds) of the age-at-first-
@@ -148,9 +155,26 @@ type QueueStats struct {
 	// exhausted / rejected (off the retry ladder with no dead-letter queue).
 	Dropped map[string]uint64
 	// FirstAttempt counts first deliveries by how long they waited since
-	// their send, per FirstAttemptBounds (the last bucket: above them all).
-	FirstAttempt    []int64
-	FirstAttemptSum time.Duration
+	// their send, per FirstAttemptBounds (the last bucket: above them all);
+	// FirstAttemptOld those of them served from the old side of a backlog
+	// (the rest were fresh).
+	FirstAttempt       []int64
+	FirstAttemptSum    time.Duration
+	FirstAttemptOld    []int64
+	FirstAttemptOldSum time.Duration
+	// FreshFirstTenants counts the tenants whose backlog mode is engaged
+	// (their fresh traffic served first), the first since FreshFirstSince;
+	// OldMessages counts the messages on the old side of their backlogs,
+	// the oldest OldOldestAge old.
+	FreshFirstTenants int
+	FreshFirstSince   time.Time
+	OldMessages       int
+	OldOldestAge      time.Duration
+	// Order is how the queue serves a standing backlog: "fresh first"
+	// (the backlog mode, the default), "sideline after Ns"
+	// (SidelineAgeSeconds), "oldest first" (OldestFirst), or "FIFO
+	// groups" (a FIFO queue).
+	Order string
 	// Tenants are the tenants with the largest backlogs (at most
 	// StatsTenants), Others the rest summed.
 	Tenants []TenantInfo

@@ -189,41 +189,54 @@ func badRequest(w http.ResponseWriter, format string, args ...any) {
 
 // queueJSON is a queue's figures as the API shows them.
 type queueJSON struct {
-	Name          string              `json:"name"`
-	FIFO          bool                `json:"fifo"`
-	DLQ           string              `json:"dead_letter_queue,omitempty"`
-	Sources       []string            `json:"dead_letter_sources,omitempty"`
-	Visible       int                 `json:"visible"`
-	InFlight      int                 `json:"in_flight"`
-	Delayed       int                 `json:"delayed"`
-	OldestAge     float64             `json:"oldest_age_seconds"`
-	QuietOldest   float64             `json:"quiet_oldest_age_seconds"`
-	NoisyOldest   float64             `json:"noisy_oldest_age_seconds"`
-	Retried       uint64              `json:"retried"`
-	Redriven      int64               `json:"redriven"`
-	NoisyTenants  int                 `json:"noisy_tenants"`
-	Sent          int64               `json:"sent"`
-	Throttled     int64               `json:"throttled"`
-	Received      int64               `json:"received"`
-	EmptyReceives int64               `json:"empty_receives"`
-	Waiting       int                 `json:"waiting_receives"`
-	HeldBack      uint64              `json:"held_back"`
-	Deleted       int64               `json:"deleted"`
-	DeadLettered  int64               `json:"dead_lettered"`
-	Sidelined     uint64              `json:"sidelined"`
-	Unreadable    int64               `json:"unreadable"`
-	Dropped       map[string]uint64   `json:"dropped"`
-	Lanes         map[string]int      `json:"lanes"`
-	Tenants       []sluice.TenantInfo `json:"tenants,omitempty"`
+	Name          string            `json:"name"`
+	FIFO          bool              `json:"fifo"`
+	DLQ           string            `json:"dead_letter_queue,omitempty"`
+	Sources       []string          `json:"dead_letter_sources,omitempty"`
+	Visible       int               `json:"visible"`
+	InFlight      int               `json:"in_flight"`
+	Delayed       int               `json:"delayed"`
+	OldestAge     float64           `json:"oldest_age_seconds"`
+	QuietOldest   float64           `json:"quiet_oldest_age_seconds"`
+	NoisyOldest   float64           `json:"noisy_oldest_age_seconds"`
+	Retried       uint64            `json:"retried"`
+	Redriven      int64             `json:"redriven"`
+	NoisyTenants  int               `json:"noisy_tenants"`
+	Sent          int64             `json:"sent"`
+	Throttled     int64             `json:"throttled"`
+	Received      int64             `json:"received"`
+	EmptyReceives int64             `json:"empty_receives"`
+	Waiting       int               `json:"waiting_receives"`
+	HeldBack      uint64            `json:"held_back"`
+	Deleted       int64             `json:"deleted"`
+	DeadLettered  int64             `json:"dead_lettered"`
+	Sidelined     uint64            `json:"sidelined"`
+	Unreadable    int64             `json:"unreadable"`
+	Dropped       map[string]uint64 `json:"dropped"`
+	Lanes         map[string]int    `json:"lanes"`
+	// How a standing backlog is served, and whether one stands: tenants in
+	// the backlog mode (fresh traffic first) since when, and the old side.
+	Order           string              `json:"order"`
+	FreshFirst      int                 `json:"fresh_first_tenants"`
+	FreshFirstSince *time.Time          `json:"fresh_first_since,omitempty"`
+	OldMessages     int                 `json:"old_messages"`
+	OldOldestAge    float64             `json:"old_oldest_age_seconds"`
+	Tenants         []sluice.TenantInfo `json:"tenants,omitempty"`
 }
 
 func toJSON(q sluice.QueueStats) queueJSON {
-	return queueJSON{Name: q.Name, FIFO: q.FIFO, DLQ: q.DLQ, Visible: q.Visible, InFlight: q.InFlight, Delayed: q.Delayed,
+	j := queueJSON{Name: q.Name, FIFO: q.FIFO, DLQ: q.DLQ, Visible: q.Visible, InFlight: q.InFlight, Delayed: q.Delayed,
 		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyOldest: q.NoisyOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
 		Retried: q.Retried, Redriven: q.Redriven,
 		Sent: q.Sent, Throttled: q.Throttled, Received: q.Received, EmptyReceives: q.EmptyReceives, Deleted: q.Deleted,
 		Waiting: q.WaitingReceives, HeldBack: q.HeldBack,
-		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Unreadable: q.Unreadable, Dropped: q.Dropped, Lanes: q.Lanes}
+		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Unreadable: q.Unreadable, Dropped: q.Dropped, Lanes: q.Lanes,
+		Order: q.Order, FreshFirst: q.FreshFirstTenants, OldMessages: q.OldMessages, OldOldestAge: q.OldOldestAge.Seconds()}
+	if !q.FreshFirstSince.IsZero() {
+		since := q.FreshFirstSince
+		j.FreshFirstSince = &since
+	}
+	return j
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {

@@ -20,6 +20,8 @@ type collector struct {
 	sent, throttled, received, empty, deleted, deadLettered               *prometheus.Desc
 	sidelined, spilled, heldBack, waiting, dropped, firstAttempt          *prometheus.Desc
 	tenantMessages, tenantOldest                                          *prometheus.Desc
+	freshFirst, freshFirstSince, oldMessages, oldOldest, firstAttemptOld  *prometheus.Desc
+	tenantFreshFirst                                                      *prometheus.Desc
 	live, segments, logBytes, ckpBytes, ckps, written, failed, resent, fs *prometheus.Desc
 	diskFree, diskReserve, diskAlarm, queueSeries                         *prometheus.Desc
 	unreadable, segsRemoved, badReleases, allUnreadable                   *prometheus.Desc
@@ -94,6 +96,19 @@ func boundQueues(stats []sluice.QueueStats, max int) ([]sluice.QueueStats, *slui
 			o.FirstAttempt[i] += n
 		}
 		o.FirstAttemptSum += q.FirstAttemptSum
+		if len(o.FirstAttemptOld) < len(q.FirstAttemptOld) {
+			o.FirstAttemptOld = append(o.FirstAttemptOld, make([]int64, len(q.FirstAttemptOld)-len(o.FirstAttemptOld))...)
+		}
+		for i, n := range q.FirstAttemptOld {
+			o.FirstAttemptOld[i] += n
+		}
+		o.FirstAttemptOldSum += q.FirstAttemptOldSum
+		o.FreshFirstTenants += q.FreshFirstTenants
+		if !q.FreshFirstSince.IsZero() && (o.FreshFirstSince.IsZero() || q.FreshFirstSince.Before(o.FreshFirstSince)) {
+			o.FreshFirstSince = q.FreshFirstSince
+		}
+		o.OldMessages += q.OldMessages
+		o.OldOldestAge = maxDur(o.OldOldestAge, q.OldOldestAge)
 	}
 	return sorted[:max], o
 }
@@ -134,7 +149,7 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		empty:             d("queue_empty_receives_total", "Receive calls that returned no message.", q...),
 		deleted:           d("queue_deleted_total", "Messages deleted.", q...),
 		deadLettered:      d("queue_dead_lettered_total", "Messages moved to the dead-letter queue (receive limit or age).", q...),
-		sidelined:         d("queue_sidelined_total", "Messages moved to the backlog lane for being older than SidelineAgeSeconds.", q...),
+		sidelined:         d("queue_sidelined_total", "Messages moved to the backlog lane: older than SidelineAgeSeconds, or, in the backlog mode, on the old side of a standing backlog.", q...),
 		spilled:           d("queue_spilled_total", "Times a tenant over its receive rate moved to the spillover lane.", q...),
 		heldBack:          d("queue_held_back_total", "Receives that passed over a tenant above its share to keep TenantHeadroom receivers waiting.", q...),
 		waiting:           d("queue_waiting_receives", "Long polls waiting on the queue for a message.", q...),
@@ -142,6 +157,12 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		firstAttempt:      d("queue_first_attempt_age_seconds", "Time from send to first delivery, first deliveries only: the early warning of a backlog.", q...),
 		tenantMessages:    d("tenant_messages", "Messages of a tenant by state (ready, inflight); the largest backlogs by name, the rest as _others.", "queue", "tenant", "state"),
 		tenantOldest:      d("tenant_oldest_message_age_seconds", "Age of a tenant's oldest ready message.", "queue", "tenant"),
+		freshFirst:        d("queue_fresh_first_tenants", "Tenants whose backlog stands, so that what they send now is served before their older messages (the backlog mode). 0: the queue serves oldest first.", q...),
+		freshFirstSince:   d("queue_fresh_first_since_timestamp_seconds", "When the queue's first tenant now in the backlog mode entered it (unix seconds; absent while none is).", q...),
+		oldMessages:       d("queue_old_messages", "Messages on the old side of standing backlogs: they wait in the backlog lane, served behind fresh traffic with a guaranteed share.", q...),
+		oldOldest:         d("queue_old_oldest_message_age_seconds", "Age of the oldest message on the old side of a standing backlog.", q...),
+		firstAttemptOld:   d("queue_old_first_attempt_age_seconds", "Time from send to first delivery of the messages served from the old side of a backlog (the rest of queue_first_attempt_age_seconds were fresh).", q...),
+		tenantFreshFirst:  d("tenant_fresh_first_since_timestamp_seconds", "When a tenant's backlog mode engaged (unix seconds; only for tenants in it): what it sends now is served before its older messages.", "queue", "tenant"),
 		live:              d("store_live_messages", "Messages whose records the log holds."),
 		segments:          d("store_segments", "Log segments on disk."),
 		logBytes:          d("store_log_bytes", "Log bytes since the last checkpoint."),
@@ -230,6 +251,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		count, buckets := cumulative(sluice.FirstAttemptBounds, s.FirstAttempt)
 		ch <- prometheus.MustNewConstHistogram(c.firstAttempt, count, s.FirstAttemptSum.Seconds(), buckets, q)
+		count, buckets = cumulative(sluice.FirstAttemptBounds, s.FirstAttemptOld)
+		ch <- prometheus.MustNewConstHistogram(c.firstAttemptOld, count, s.FirstAttemptOldSum.Seconds(), buckets, q)
+		g(c.freshFirst, float64(s.FreshFirstTenants), q)
+		if !s.FreshFirstSince.IsZero() {
+			g(c.freshFirstSince, float64(s.FreshFirstSince.UnixMilli())/1000, q)
+		}
+		g(c.oldMessages, float64(s.OldMessages), q)
+		g(c.oldOldest, s.OldOldestAge.Seconds(), q)
 		if q == "_others" {
 			continue // tenants only for queues with series of their own
 		}
@@ -237,6 +266,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			g(c.tenantMessages, float64(t.Ready), q, t.Name, "ready")
 			g(c.tenantMessages, float64(t.InFlight), q, t.Name, "inflight")
 			g(c.tenantOldest, t.OldestAge.Seconds(), q, t.Name)
+			if t.FreshFirst {
+				g(c.tenantFreshFirst, float64(t.FreshFirstSince.UnixMilli())/1000, q, t.Name)
+			}
 		}
 		g(c.tenantMessages, float64(s.Others.Ready), q, "_others", "ready")
 		g(c.tenantMessages, float64(s.Others.InFlight), q, "_others", "inflight")

@@ -179,6 +179,11 @@ type tenantRow struct {
 	Capped     bool           `json:"capped"`
 	Partitions []int          `json:"partitions"`
 	Limits     map[string]any `json:"limits,omitempty"`
+	// The backlog mode: engaged since FreshFirstSince, the oldest of the
+	// old side OldOldestAge old.
+	FreshFirst      bool          `json:"fresh_first"`
+	FreshFirstSince time.Time     `json:"fresh_first_since,omitzero"`
+	OldOldestAge    time.Duration `json:"old_oldest_age_ns,omitempty"`
 }
 
 func (k *clientCmd) printTenants(ts []tenantRow) error {
@@ -192,6 +197,10 @@ func (k *clientCmd) printTenants(ts []tenantRow) error {
 			lanes = append(lanes, fmt.Sprintf("%s=%d", l, t.Lanes[l]))
 		}
 		var state []string
+		if t.FreshFirst {
+			state = append(state, fmt.Sprintf("fresh first since %s (%d older behind, the oldest %s)",
+				t.FreshFirstSince.Local().Format(time.TimeOnly), t.Lanes["backlog"], t.OldOldestAge.Round(time.Second)))
+		}
 		if t.Spilled {
 			state = append(state, "over receive rate")
 		}

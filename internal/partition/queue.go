@@ -169,7 +169,7 @@ func (o *Owner) Attributes(names []string) (map[string]string, error) {
 	counts := o.q.Counts(now)
 	out := attr.Render(&o.meta)
 	if sel.AnySluice() {
-		maps.Copy(out, figures.Attributes(now, counts, o.q.Stats(), o.q.Sched().Stats()))
+		maps.Copy(out, figures.Attributes(now, counts, o.q.Stats(), o.q.Sched().Stats(now.UnixMilli())))
 	}
 	out["ApproximateNumberOfMessages"] = strconv.Itoa(counts.Visible)
 	out["ApproximateNumberOfMessagesNotVisible"] = strconv.Itoa(counts.InFlight)
@@ -477,7 +477,7 @@ func (o *Owner) Stats(resolveName func(arn string) string) st.QueueStats {
 	now := o.h.Clock.Now()
 	o.lock()
 	in := figures.State{Now: now, Name: o.meta.Name, FIFO: o.meta.FIFO, Counts: o.q.Counts(now), Queue: o.q.Stats(),
-		Tenants: o.q.Sched().Stats(), Limits: o.meta.Tenants, Waiting: o.waiting.Len()}
+		Tenants: o.q.Sched().Stats(now.UnixMilli()), Limits: o.meta.Tenants, Waiting: o.waiting.Len(), Order: figures.Order(o.cfg.Queue)}
 	dlq := o.cfg.DeadLetterTarget
 	o.unlock()
 	s := figures.Queue(in, &o.ctr)
@@ -493,7 +493,7 @@ func (o *Owner) Tenants(max int) []st.TenantInfo {
 	now := o.h.Clock.Now()
 	o.lock()
 	o.q.Advance(now)
-	stats, over := o.q.Sched().Stats(), o.meta.Tenants
+	stats, over := o.q.Sched().Stats(now.UnixMilli()), o.meta.Tenants
 	o.unlock()
 	return figures.Tenants(stats, now, over, max)
 }
@@ -505,7 +505,7 @@ func (o *Owner) Tenant(tenant string) st.TenantInfo {
 	o.lock()
 	defer o.unlock()
 	o.q.Advance(now)
-	for _, t := range o.q.Sched().Stats() {
+	for _, t := range o.q.Sched().Stats(now.UnixMilli()) {
 		if t.Name == tenant {
 			return figures.Tenant(t, now, o.meta.Tenants)
 		}

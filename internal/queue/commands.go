@@ -180,6 +180,9 @@ type Delivery struct {
 	// Msg is the message as delivered (a copy); Prev as it was before, for
 	// Revert when Record cannot be persisted.
 	Msg, Prev Msg
+	// Old says it was delivered from the backlog lane: the old side of a
+	// backlog, served behind fresh traffic.
+	Old bool
 }
 
 // Receive delivers up to max ready messages from partition part of a
@@ -208,6 +211,7 @@ func (q *Queue) Receive(now time.Time, max int, vis time.Duration, part, spare i
 			continue
 		}
 		if d, ok := q.deliver(now, m, vis); ok {
+			d.Old = q.s.FromBacklog(&m.Entry)
 			out = append(out, d)
 		}
 	}

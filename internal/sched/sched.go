@@ -847,6 +847,10 @@ func (s *Sched) dqOf(ringLane int) int {
 	return ringLane
 }
 
+// FromBacklog reports whether a message was delivered from (or waits
+// in) the backlog lane: the old side of a backlog.
+func (s *Sched) FromBacklog(e *Entry) bool { return int(e.lane) == s.BacklogLane() }
+
 // take pops the first live entry of a deque (stale ones are skipped).
 // When the deque holds none although its count says otherwise (a bug),
 // the count is repaired and ok is false: a wrong count must not take the
@@ -1085,16 +1089,24 @@ type TenantStats struct {
 	Spilled    bool
 	Capped     bool
 	Partitions []int
+	// Engaged is when the tenant's backlog mode engaged (unix ms; 0: it is
+	// not): what it sends is served before its older messages, which
+	// wait in its backlog lane. OldestOld is the sent time of the oldest
+	// of those (0: none).
+	Engaged, OldestOld int64
 }
 
-// Stats lists the tenants that hold messages, largest backlog first.
-func (s *Sched) Stats() []TenantStats {
+// Stats lists the tenants that hold messages, largest backlog first, at
+// now (unix ms): a tenant whose backlog stands is shown engaged from the
+// moment it stood, though no receive has come to engage it (an outage).
+func (s *Sched) Stats(now int64) []TenantStats {
 	out := make([]TenantStats, 0, len(s.tenants))
 	for _, t := range s.tenants {
 		if t.ready == 0 && t.inflight == 0 {
 			continue
 		}
-		ts := TenantStats{Name: t.name, Ready: t.ready, InFlight: t.inflight, Lanes: make([]int, s.dqLanes()), Capped: t.capped, Partitions: t.parts}
+		ts := TenantStats{Name: t.name, Ready: t.ready, InFlight: t.inflight, Lanes: make([]int, s.dqLanes()), Capped: t.capped, Partitions: t.parts,
+			Engaged: t.engaged}
 		for _, pt := range t.pts {
 			if pt == nil {
 				continue
@@ -1109,7 +1121,18 @@ func (s *Sched) Stats() []TenantStats {
 						if ts.Oldest == 0 || sent < ts.Oldest {
 							ts.Oldest = sent
 						}
+						if d == s.BacklogLane() && (ts.OldestOld == 0 || sent < ts.OldestOld) {
+							ts.OldestOld = sent
+						}
 						break
+					}
+				}
+			}
+			if s.cfg.Adaptive && t.engaged == 0 {
+				if sent, ok := s.oldestFresh(pt); ok && now-sent > StandingTarget+StandingInterval {
+					at := sent + StandingTarget + StandingInterval
+					if ts.Engaged == 0 || at < ts.Engaged {
+						ts.Engaged = at
 					}
 				}
 			}

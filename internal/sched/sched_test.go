@@ -45,7 +45,7 @@ func differential(t *testing.T, seed uint64) {
 			if r.IntN(4) == 0 {
 				l = r.IntN(cfg.RetryLevels + 2)
 			}
-			seq := h.push(tenants[r.IntN(len(tenants))], l, 0)
+			seq := h.push(tenants[r.IntN(len(tenants))], l, 0, false)
 			lane[seq] = l
 		case op < 7:
 			h.spare = r.IntN(4)
@@ -162,7 +162,7 @@ func checkCounts(t *testing.T, h *harness, cfg Config) {
 	if h.s.busy != len(per) || h.s.inflight != inflight {
 		t.Errorf("busy tenants %d, in flight %d; model %d, %d", h.s.busy, h.s.inflight, len(per), inflight)
 	}
-	for _, ts := range h.s.Stats() {
+	for _, ts := range h.s.Stats(h.now) {
 		if c := per[ts.Name]; c[0] != ts.Ready || c[1] != ts.InFlight {
 			t.Errorf("tenant %q: ready %d inflight %d, model %d %d", ts.Name, ts.Ready, ts.InFlight, c[0], c[1])
 		}
@@ -181,13 +181,13 @@ func TestEqualService(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	h := newHarness(Config{Fair: true})
 	for i := 0; i < 1000; i++ {
-		h.push("a", 0, 0)
-		h.push("b", 0, 0)
+		h.push("a", 0, 0, false)
+		h.push("b", 0, 0, false)
 	}
 	served := map[string]int{}
 	for i := 0; i < 1500; i++ {
 		if r.IntN(2) == 0 {
-			h.push([]string{"a", "b"}[r.IntN(2)], 0, 0)
+			h.push([]string{"a", "b"}[r.IntN(2)], 0, 0, false)
 		}
 		seq, ok := h.pop(-1)
 		if !ok {
@@ -207,16 +207,16 @@ func TestEqualService(t *testing.T) {
 func TestNoLaneStarves(t *testing.T) {
 	h := newHarness(Config{Fair: true, RetryLevels: 2, LowerLaneShare: 0.1, SidelineAge: 10_000})
 	for i := 0; i < 300; i++ {
-		h.push("t", Live, 60_000) // sidelined to the backlog lane when seen
+		h.push("t", Live, 60_000, false) // sidelined to the backlog lane when seen
 	}
 	for l := 0; l < 3; l++ {
 		for i := 0; i < 300; i++ {
-			h.push("t", l, 0)
+			h.push("t", l, 0, false)
 		}
 	}
 	perLane := map[uint8]int{}
 	for i := 0; i < 500; i++ {
-		h.push("t", 0, 0)
+		h.push("t", 0, 0, false)
 		seq, ok := h.pop(-1)
 		if !ok {
 			t.Fatal("nothing popped")
@@ -240,7 +240,7 @@ func TestIdleTenantsForgotten(t *testing.T) {
 		if ok, _ := h.s.AllowSend(h.now, name, 1); !ok {
 			t.Fatal("first send throttled")
 		}
-		seq := h.push(name, 0, 0)
+		seq := h.push(name, 0, 0, false)
 		if got, ok := h.pop(-1); !ok || got != seq {
 			t.Fatalf("pop = %d %v, want %d", got, ok, seq)
 		}
@@ -249,7 +249,7 @@ func TestIdleTenantsForgotten(t *testing.T) {
 	}
 	h.now += 10_000
 	for i := 0; i < 100_000; i++ {
-		h.push("last", 0, 0)
+		h.push("last", 0, 0, false)
 		seq, _ := h.pop(-1)
 		h.del(seq)
 	}
@@ -296,7 +296,7 @@ func TestSendRateGrowth(t *testing.T) {
 func TestBacklogBackpressureFromDrainRate(t *testing.T) {
 	h := newHarness(Config{Fair: true, Limits: Limits{BacklogTarget: 10}})
 	for i := 0; i < 40; i++ {
-		h.push("t", 0, 0)
+		h.push("t", 0, 0, false)
 	}
 	// Consumers take 4 a second for 30 s.
 	for i := 0; i < 120; i++ {
@@ -306,7 +306,7 @@ func TestBacklogBackpressureFromDrainRate(t *testing.T) {
 			t.Fatal("nothing to pop")
 		}
 		h.del(seq)
-		h.push("t", 0, 0) // the producer keeps the backlog at 40
+		h.push("t", 0, 0, false) // the producer keeps the backlog at 40
 	}
 	// Backlog 40, target 10: a quarter of about 4/s, about 1 a second.
 	allowed := 0

@@ -46,12 +46,13 @@ func newHarness(cfg Config) *harness {
 	return h
 }
 
-func (h *harness) push(tenant string, lane int, age int64) uint64 {
+func (h *harness) push(tenant string, lane int, age int64, again bool) uint64 {
 	h.seq++
 	it := &item{tenant: tenant, sent: h.now - age, state: "ready"}
 	h.items[h.seq] = it
 	h.n++
 	h.order[h.seq] = h.n
+	it.Again = again
 	h.s.Push(h.now, h.seq, &it.Entry, tenant, lane)
 	return h.seq
 }
@@ -135,6 +136,7 @@ func parseConfig(a args) Config {
 		PartitionsPerTenant: a.int("per-tenant", 0),
 		RetryLevels:         a.int("retry", 0),
 		SidelineAge:         a.dur("sideline", 0).Milliseconds(),
+		Adaptive:            a.str("adaptive", "false") == "true",
 		LowerLaneShare:      a.float("share", 0),
 		Headroom:            a.int("headroom", 0),
 		Limits: Limits{
@@ -155,7 +157,7 @@ func parseConfig(a args) Config {
 //	config k=v...            new scheduler (see parseConfig)
 //	set k=v...               change the running scheduler's configuration
 //	override t=T k=v...      per-tenant limits (w, cap, rrate, rburst, srate, backlog)
-//	push t=T [n=N] [lane=L] [age=D]
+//	push t=T [n=N] [lane=L] [age=D] [again=true]
 //	pop [n=N] [part=P]       prints tenant:seq per message, or "none"
 //	drain [part=P]           pops until none, deleting each, and prints a tenant histogram in order of first pick
 //	settle seq=S [lane=L]    an in-flight message becomes ready again
@@ -187,7 +189,7 @@ func (h *harness) run(cmd string, a args) string {
 	case "push":
 		var seqs []string
 		for i := 0; i < a.int("n", 1); i++ {
-			seqs = append(seqs, strconv.FormatUint(h.push(a.str("t", ""), a.int("lane", 0), a.dur("age", 0).Milliseconds()), 10))
+			seqs = append(seqs, strconv.FormatUint(h.push(a.str("t", ""), a.int("lane", 0), a.dur("age", 0).Milliseconds(), a.str("again", "") == "true"), 10))
 		}
 		return ""
 	case "pop":
@@ -257,13 +259,16 @@ func (h *harness) run(cmd string, a args) string {
 		return fmt.Sprintf("throttled retry-after=%s", wait)
 	case "stats":
 		var out []string
-		for _, ts := range h.s.Stats() {
+		for _, ts := range h.s.Stats(h.now) {
 			line := fmt.Sprintf("%s ready=%d inflight=%d lanes=%v parts=%v", ts.Name, ts.Ready, ts.InFlight, ts.Lanes, ts.Partitions)
 			if ts.Spilled {
 				line += " spilled"
 			}
 			if ts.Capped {
 				line += " capped"
+			}
+			if ts.Engaged != 0 {
+				line += fmt.Sprintf(" fresh-first-since=-%s", time.Duration(h.now-ts.Engaged)*time.Millisecond)
 			}
 			out = append(out, line)
 		}

@@ -179,6 +179,14 @@ function clusterSection(cl) {
     ' · lease renewals unanswered: ' + cl.lease_renew_failures + '</p>';
 }
 
+// freshFirst says what the backlog mode is doing for queue q.
+function freshFirst(q) {
+  const who = q.fresh_first_tenants === 1 && (q.tenants || []).length > 1 ? ' for 1 tenant' :
+    (q.fresh_first_tenants > 1 ? ' for ' + q.fresh_first_tenants + ' tenants' : '');
+  return 'Sluice is serving fresh traffic first' + who + ' (a backlog stands since ' + new Date(q.fresh_first_since).toLocaleTimeString() +
+    '); ' + q.old_messages.toLocaleString('en-US') + ' older messages drain behind it, the oldest ' + age(q.old_oldest_age_seconds) + ' old.';
+}
+
 async function queuesPage() {
   const [qs, cl] = await Promise.all([api('/api/queues'), api('/api/cluster').catch(() => null)]);
   const hist = await Promise.all(qs.map(q => api('/api/queues/' + encodeURIComponent(q.name) + '/history').catch(() => [])));
@@ -186,7 +194,8 @@ async function queuesPage() {
   qs.forEach((q, i) => {
     const h = hist[i];
     rows += '<tr data-queue="' + esc(q.name) + '"><td><a href="#/queue/' + encodeURIComponent(q.name) + '">' + esc(q.name) + '</a>' +
-      (q.dead_letter_sources ? ' <span class="note">DLQ of ' + esc(q.dead_letter_sources.join(', ')) + '</span>' : '') + '</td>' +
+      (q.dead_letter_sources ? ' <span class="note">DLQ of ' + esc(q.dead_letter_sources.join(', ')) + '</span>' : '') +
+      (q.fresh_first_tenants ? ' <span class="fresh-first" title="' + esc(freshFirst(q)) + '">fresh first</span>' : '') + '</td>' +
       '<td class="num visible">' + q.visible + '</td><td class="num">' + q.in_flight + '</td><td class="num">' + q.delayed + '</td>' +
       '<td>' + spark(h.map(p => p.visible + p.in_flight + p.delayed)) + '</td>' +
       '<td class="num ' + ageClass(q.oldest_age_seconds) + '">' + age(q.oldest_age_seconds) + '</td>' +
@@ -207,7 +216,9 @@ async function queuePage(name) {
   const [q, h, peek] = await Promise.all([api('/api/queues/' + enc), api('/api/queues/' + enc + '/history'),
     api('/api/queues/' + enc + '/messages?max=20')]);
   const card = (k, v, cls) => '<div class="card"><div class="v ' + (cls || '') + '">' + v + '</div><div class="k">' + k + '</div></div>';
-  let html = '<h2>' + esc(name) + (q.fifo ? ' <span class="note">FIFO</span>' : '') + '</h2><div class="cards">' +
+  let html = '<h2>' + esc(name) + (q.fifo ? ' <span class="note">FIFO</span>' : '') + '</h2>' +
+    (q.fresh_first_tenants ? '<div class="banner fresh-first" id="fresh-first">' + esc(freshFirst(q)) + '</div>' : '') +
+    '<div class="cards">' + card('order', esc(q.order)) +
     card('visible', q.visible) + card('in flight', q.in_flight) + card('delayed', q.delayed) +
     card('oldest', age(q.oldest_age_seconds), ageClass(q.oldest_age_seconds)) +
     card('oldest among quiet tenants', age(q.quiet_oldest_age_seconds), ageClass(q.quiet_oldest_age_seconds)) +
@@ -227,7 +238,8 @@ async function queuePage(name) {
       '</td><td class="num ' + ageClass(t.oldest_age_ns / 1e9) + '">' + age(t.oldest_age_ns / 1e9) + '</td><td>' +
       spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].ready : 0))) + '</td><td>' +
       spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].oldest_age_seconds : 0)), 120, 28, '#b35c00') + '</td><td>' +
-      [t.spilled ? 'over receive rate' : '', t.capped ? 'at in-flight cap' : ''].filter(Boolean).join(', ') + '</td><td>' +
+      [t.fresh_first ? 'fresh first since ' + new Date(t.fresh_first_since).toLocaleTimeString() + ' (' + ((t.lanes || {}).backlog || 0) + ' older behind, the oldest ' + age(t.old_oldest_age_ns / 1e9) + ')' : '',
+        t.spilled ? 'over receive rate' : '', t.capped ? 'at in-flight cap' : ''].filter(Boolean).join(', ') + '</td><td>' +
       esc((t.partitions || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="8" class="note">No tenant holds messages.</td></tr>') +
     '</tbody></table>';
   const msgs = peek.messages || [];

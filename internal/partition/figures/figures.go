@@ -9,6 +9,7 @@
 package figures
 
 import (
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -27,13 +28,14 @@ type Counters struct {
 	// read back (found at recovery, or at a read).
 	Unreadable atomic.Int64
 
-	firstAttempt       [18]atomic.Int64 // by st.FirstAttemptBounds, then above
-	firstAttemptMillis atomic.Int64
+	firstAttempt, firstAttemptOld             [18]atomic.Int64 // by st.FirstAttemptBounds, then above
+	firstAttemptMillis, firstAttemptOldMillis atomic.Int64
 }
 
 // ObserveFirstAttempt counts a message's first delivery, d after it was
-// sent.
-func (c *Counters) ObserveFirstAttempt(d time.Duration) {
+// sent; old says it was served from the old side of a backlog (its
+// backlog lane).
+func (c *Counters) ObserveFirstAttempt(d time.Duration, old bool) {
 	s := d.Seconds()
 	i := 0
 	for i < len(st.FirstAttemptBounds) && s > st.FirstAttemptBounds[i] {
@@ -41,6 +43,10 @@ func (c *Counters) ObserveFirstAttempt(d time.Duration) {
 	}
 	c.firstAttempt[i].Add(1)
 	c.firstAttemptMillis.Add(d.Milliseconds())
+	if old {
+		c.firstAttemptOld[i].Add(1)
+		c.firstAttemptOldMillis.Add(d.Milliseconds())
+	}
 }
 
 // State is what a queue's owner reads under its lock for its statistics.
@@ -53,13 +59,14 @@ type State struct {
 	Tenants []sched.TenantStats            // largest backlog first
 	Limits  map[string]record.TenantLimits // per-tenant overrides
 	Waiting int                            // long polls waiting
+	Order   string                         // QueueStats.Order
 }
 
 // Queue returns a queue's statistics: s with the totals in c. The
 // dead-letter queue's name is the caller's to fill in.
 func Queue(s State, c *Counters) st.QueueStats {
 	now, qst := s.Now, s.Queue
-	out := st.QueueStats{Name: s.Name, FIFO: s.FIFO, Visible: s.Counts.Visible, InFlight: s.Counts.InFlight, Delayed: s.Counts.Delayed,
+	out := st.QueueStats{Name: s.Name, FIFO: s.FIFO, Order: s.Order, Visible: s.Counts.Visible, InFlight: s.Counts.InFlight, Delayed: s.Counts.Delayed,
 		Sidelined: qst.Sidelined, Spilled: qst.Spilled, HeldBack: qst.HeldBack, WaitingReceives: s.Waiting, Lanes: map[string]int{},
 		Retried: qst.Retried, Deferred: qst.Deferred, Rejected: qst.Rejected, Redriven: c.Redriven.Load(), Unreadable: c.Unreadable.Load(),
 		Dropped: map[string]uint64{"retention": qst.DroppedRetention, "max_age": qst.DroppedMaxAge, "watermark": qst.DroppedWatermark,
@@ -74,6 +81,11 @@ func Queue(s State, c *Counters) st.QueueStats {
 		out.FirstAttempt[i] = c.firstAttempt[i].Load()
 	}
 	out.FirstAttemptSum = time.Duration(c.firstAttemptMillis.Load()) * time.Millisecond
+	out.FirstAttemptOld = make([]int64, len(c.firstAttemptOld))
+	for i := range c.firstAttemptOld {
+		out.FirstAttemptOld[i] = c.firstAttemptOld[i].Load()
+	}
+	out.FirstAttemptOldSum = time.Duration(c.firstAttemptOldMillis.Load()) * time.Millisecond
 	total := 0
 	for _, t := range s.Tenants {
 		total += t.Ready
@@ -85,6 +97,14 @@ func Queue(s State, c *Counters) st.QueueStats {
 		for l, n := range info.Lanes {
 			out.Lanes[l] += n
 		}
+		if info.FreshFirst {
+			out.FreshFirstTenants++
+			if out.FreshFirstSince.IsZero() || info.FreshFirstSince.Before(out.FreshFirstSince) {
+				out.FreshFirstSince = info.FreshFirstSince
+			}
+		}
+		out.OldMessages += info.Lanes["backlog"]
+		out.OldOldestAge = max(out.OldOldestAge, info.OldOldestAge)
 		if isNoisy(t, total, len(s.Tenants)) {
 			out.NoisyTenants++
 			if t.Oldest > 0 && (noisyOldest == 0 || t.Oldest < noisyOldest) {
@@ -126,6 +146,12 @@ func Tenant(t sched.TenantStats, now time.Time, over map[string]record.TenantLim
 	}
 	if t.Oldest > 0 {
 		info.OldestAge = now.Sub(time.UnixMilli(t.Oldest))
+	}
+	if t.Engaged > 0 {
+		info.FreshFirst, info.FreshFirstSince = true, time.UnixMilli(t.Engaged).UTC()
+	}
+	if t.OldestOld > 0 {
+		info.OldOldestAge = max(0, now.Sub(time.UnixMilli(t.OldestOld)))
 	}
 	if l, ok := over[t.Name]; ok {
 		tl := st.TenantLimits(l)
@@ -200,4 +226,18 @@ func isNoisy(t sched.TenantStats, total, tenants int) bool {
 		return true
 	}
 	return tenants > 1 && t.Ready >= 10 && t.Ready*tenants > 2*total
+}
+
+// Order says how a queue with config c serves a standing backlog
+// (QueueStats.Order).
+func Order(c queue.Config) string {
+	switch {
+	case c.FIFO:
+		return "FIFO groups"
+	case c.Sched.SidelineAge > 0:
+		return fmt.Sprintf("sideline after %ds", c.Sched.SidelineAge/1000)
+	case c.Sched.Adaptive:
+		return "fresh first"
+	}
+	return "oldest first"
 }

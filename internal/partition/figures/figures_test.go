@@ -35,7 +35,7 @@ func TestNoisyAndQuietAge(t *testing.T) {
 		}
 	}
 	var ctr Counters
-	ctr.ObserveFirstAttempt(1500 * time.Millisecond)
+	ctr.ObserveFirstAttempt(1500*time.Millisecond, false)
 	s := Queue(State{Now: now, Name: "q", Counts: c, Tenants: ts}, &ctr)
 	if s.NoisyTenants != 1 || s.QuietOldestAge != 3*time.Second || s.NoisyOldestAge != 10*time.Minute {
 		t.Errorf("noisy %d, quiet oldest %v, noisy oldest %v", s.NoisyTenants, s.QuietOldestAge, s.NoisyOldestAge)
@@ -45,5 +45,38 @@ func TestNoisyAndQuietAge(t *testing.T) {
 	}
 	if LaneName(1, 4) != "retry-1" || LaneName(3, 4) != "backlog" || LaneName(0, 4) != "live" {
 		t.Error("lane names")
+	}
+}
+
+// A tenant in the backlog mode shows it, and the queue sums its old side;
+// first attempts served from the old side are counted apart.
+func TestFreshFirst(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_000)
+	ts := []sched.TenantStats{
+		{Name: "big", Ready: 1000, Oldest: now.UnixMilli() - 600_000, Lanes: []int{10, 990},
+			Engaged: now.UnixMilli() - 540_000, OldestOld: now.UnixMilli() - 600_000},
+		{Name: "a", Ready: 5, Oldest: now.UnixMilli() - 3_000, Lanes: []int{5, 0}},
+	}
+	var ctr Counters
+	ctr.ObserveFirstAttempt(200*time.Millisecond, false)
+	ctr.ObserveFirstAttempt(9*time.Minute, true)
+	s := Queue(State{Now: now, Name: "q", Counts: queue.Counts{Visible: 1005}, Tenants: ts, Order: "fresh first"}, &ctr)
+	if s.FreshFirstTenants != 1 || !s.FreshFirstSince.Equal(now.Add(-9*time.Minute)) || s.OldMessages != 990 || s.OldOldestAge != 10*time.Minute || s.Order != "fresh first" {
+		t.Errorf("fresh first %d since %v, old %d the oldest %v, order %q", s.FreshFirstTenants, s.FreshFirstSince, s.OldMessages, s.OldOldestAge, s.Order)
+	}
+	if s.Tenants[0].Name != "big" || !s.Tenants[0].FreshFirst || s.Tenants[1].FreshFirst {
+		t.Errorf("tenants %+v", s.Tenants)
+	}
+	if s.FirstAttemptOldSum != 9*time.Minute || s.FirstAttemptSum != 9*time.Minute+200*time.Millisecond {
+		t.Errorf("first attempts: old %v, all %v", s.FirstAttemptOldSum, s.FirstAttemptSum)
+	}
+	for _, c := range []struct {
+		cfg  queue.Config
+		want string
+	}{{queue.Config{FIFO: true}, "FIFO groups"}, {queue.Config{Sched: sched.Config{SidelineAge: 300_000}}, "sideline after 300s"},
+		{queue.Config{Sched: sched.Config{Adaptive: true}}, "fresh first"}, {queue.Config{}, "oldest first"}} {
+		if got := Order(c.cfg); got != c.want {
+			t.Errorf("order of %+v: %q, want %q", c.cfg, got, c.want)
+		}
 	}
 }
