@@ -163,7 +163,9 @@ type QueueStats struct {
 	FirstAttemptOld    []int64
 	FirstAttemptOldSum time.Duration
 	// FreshFirstTenants counts the tenants whose backlog mode is engaged
-	// (their fresh traffic served first), the first since FreshFirstSince;
+	// (their fresh traffic served first; a FIFO queue: 1 while its groups
+	// whose head is fresh are served first), the first since
+	// FreshFirstSince;
 	// OldMessages counts the messages on the old side of their backlogs,
 	// the oldest OldOldestAge old.
 	FreshFirstTenants int
@@ -171,9 +173,9 @@ type QueueStats struct {
 	OldMessages       int
 	OldOldestAge      time.Duration
 	// Order is how the queue serves a standing backlog: "fresh first"
-	// (the backlog mode, the default), "sideline after Ns"
-	// (SidelineAgeSeconds), "oldest first" (OldestFirst), or "FIFO
-	// groups" (a FIFO queue).
+	// (the backlog mode, the default; a FIFO queue's is "fresh groups
+	// first"), "sideline after Ns" (SidelineAgeSeconds), or "oldest first"
+	// (OldestFirst).
 	Order string
 	// Tenants are the tenants with the largest backlogs (at most
 	// StatsTenants), Others the rest summed.

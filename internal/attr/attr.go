@@ -495,9 +495,9 @@ func Parse(meta *record.QueueMeta) Config {
 		Partitions:          effInt(set, "Partitions"),
 		PartitionsPerTenant: effInt(set, "PartitionsPerTenant"),
 		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
-		// The backlog mode is the default of a standard queue: a fixed
-		// SidelineAgeSeconds replaces it, OldestFirst turns it off.
-		Adaptive:       !fifo && effInt(set, "SidelineAgeSeconds") == 0 && set["OldestFirst"] != "true",
+		// The backlog mode is the default (a FIFO queue's by group): a
+		// fixed SidelineAgeSeconds replaces it, OldestFirst turns it off.
+		Adaptive:       effInt(set, "SidelineAgeSeconds") == 0 && set["OldestFirst"] != "true",
 		RetryLevels:    len(q.RetryDelays),
 		LowerLaneShare: effFloat(set, "LowerLaneShare"),
 		Headroom:       effInt(set, "TenantHeadroom"),

@@ -478,6 +478,7 @@ func (o *Owner) Stats(resolveName func(arn string) string) st.QueueStats {
 	o.lock()
 	in := figures.State{Now: now, Name: o.meta.Name, FIFO: o.meta.FIFO, Counts: o.q.Counts(now), Queue: o.q.Stats(),
 		Tenants: o.q.Sched().Stats(now.UnixMilli()), Limits: o.meta.Tenants, Waiting: o.waiting.Len(), Order: figures.Order(o.cfg.Queue)}
+	in.FIFOEngaged, in.FIFOOld = o.q.FIFOMode()
 	dlq := o.cfg.DeadLetterTarget
 	o.unlock()
 	s := figures.Queue(in, &o.ctr)

@@ -229,7 +229,7 @@ func (q *Queue) purgeAll() {
 	q.s.Sidelined, q.s.Spilled, q.s.HeldBack = s.Sidelined, s.Spilled, s.HeldBack
 	q.t = seqtab.Table[Msg, *Msg]{}
 	q.names, q.groups = map[string]*gname{}, map[string]*group{}
-	q.gready, q.timers = nil, nil
+	q.gready, q.gold, q.engaged, q.timers = nil, nil, 0, nil
 	q.inFlight, q.delayed, q.leaving = 0, 0, 0
 	q.expSeq = 0
 	q.eff.WakeAll = true

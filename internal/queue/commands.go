@@ -225,10 +225,11 @@ func (q *Queue) ReceiveAll(now time.Time, max int, vis time.Duration) []Delivery
 
 func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Delivery {
 	var out []Delivery
-	for len(out) < max && len(q.gready) > 0 {
-		g := q.gready[0]
-		q.gready[0] = nil
-		q.gready = q.gready[1:]
+	for len(out) < max {
+		g := q.nextGroup(ms(now))
+		if g == nil {
+			break
+		}
 		g.queued = false
 		if g.inFlight > 0 {
 			continue // locked: requeued when its in-flight messages settle
@@ -254,6 +255,9 @@ func (q *Queue) receiveFIFO(now time.Time, max int, vis time.Duration) []Deliver
 				out = append(out, d)
 			}
 			i++
+		}
+		if len(g.msgs) == 0 && g.inFlight == 0 && !g.queued {
+			delete(q.groups, g.name) // all of it left while it was queued
 		}
 	}
 	return out

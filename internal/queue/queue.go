@@ -112,6 +112,12 @@ type Queue struct {
 	timers   timerHeap
 	groups   map[string]*group
 	gready   []*group        // FIFO: groups that may have a deliverable head
+	// FIFO's backlog mode (fifo.go): the groups whose head is old, set
+	// aside while a backlog stands (since engaged, unix ms; 0: none), and
+	// the credit that gives them their share.
+	gold     []*group
+	engaged  int64
+	goldCred float64
 	dedup    dedup.Memory    // FIFO: ids in their window, sequence numbers
 	origins  map[uint64]mark // by origin partition: how far deliveries from it went
 	eff      Effects

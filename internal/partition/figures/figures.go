@@ -60,6 +60,10 @@ type State struct {
 	Limits  map[string]record.TenantLimits // per-tenant overrides
 	Waiting int                            // long polls waiting
 	Order   string                         // QueueStats.Order
+	// A FIFO queue's backlog mode (queue.FIFOMode): since when (unix ms;
+	// 0: not engaged), and the messages of the groups set aside.
+	FIFOEngaged int64
+	FIFOOld     int
 }
 
 // Queue returns a queue's statistics: s with the totals in c. The
@@ -123,6 +127,10 @@ func Queue(s State, c *Counters) st.QueueStats {
 		for l, n := range info.Lanes {
 			out.Others.Lanes[l] += n
 		}
+	}
+	if s.FIFOEngaged > 0 {
+		out.FreshFirstTenants, out.FreshFirstSince = 1, time.UnixMilli(s.FIFOEngaged).UTC()
+		out.OldMessages = s.FIFOOld
 	}
 	if quietOldest > 0 {
 		out.QuietOldestAge = max(0, now.Sub(time.UnixMilli(quietOldest)))
@@ -232,8 +240,10 @@ func isNoisy(t sched.TenantStats, total, tenants int) bool {
 // (QueueStats.Order).
 func Order(c queue.Config) string {
 	switch {
+	case c.FIFO && c.Sched.Adaptive:
+		return "fresh groups first"
 	case c.FIFO:
-		return "FIFO groups"
+		return "oldest first"
 	case c.Sched.SidelineAge > 0:
 		return fmt.Sprintf("sideline after %ds", c.Sched.SidelineAge/1000)
 	case c.Sched.Adaptive:

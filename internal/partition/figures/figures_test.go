@@ -73,7 +73,8 @@ func TestFreshFirst(t *testing.T) {
 	for _, c := range []struct {
 		cfg  queue.Config
 		want string
-	}{{queue.Config{FIFO: true}, "FIFO groups"}, {queue.Config{Sched: sched.Config{SidelineAge: 300_000}}, "sideline after 300s"},
+	}{{queue.Config{FIFO: true}, "oldest first"}, {queue.Config{FIFO: true, Sched: sched.Config{Adaptive: true}}, "fresh groups first"},
+		{queue.Config{Sched: sched.Config{SidelineAge: 300_000}}, "sideline after 300s"},
 		{queue.Config{Sched: sched.Config{Adaptive: true}}, "fresh first"}, {queue.Config{}, "oldest first"}} {
 		if got := Order(c.cfg); got != c.want {
 			t.Errorf("order of %+v: %q, want %q", c.cfg, got, c.want)
