@@ -107,11 +107,11 @@ type Queue struct {
 	s     *sched.Sched            // standard queues: the ready messages
 	// oddScan is when expiry last looked at the messages that arrived out
 	// of sequence order (unix ms).
-	oddScan  int64
-	expSeq   uint64 // expiry has looked at every entry below it
-	timers   timerHeap
-	groups   map[string]*group
-	gready   []*group        // FIFO: groups that may have a deliverable head
+	oddScan int64
+	expSeq  uint64 // expiry has looked at every entry below it
+	timers  timerHeap
+	groups  map[string]*group
+	gready  []*group // FIFO: groups that may have a deliverable head
 	// FIFO's backlog mode (fifo.go): the groups whose head is old, set
 	// aside while a backlog stands (since engaged, unix ms; 0: none), and
 	// the credit that gives them their share.
