@@ -90,8 +90,18 @@ p99 = "5s"
 // the SQS HTTP server on loopback and the AWS SDK. Every receive must
 // return the same bodies in the same order, every send the same error,
 // and so each tenant sees the same delivery order.
+//
+// It runs twice: with SidelineAgeSeconds, and without, when the outage's
+// backlog engages the backlog mode (the default) in both.
 func TestSimAgreesWithServer(t *testing.T) {
-	sc, err := simulator.Parse("agree.toml", []byte(agreeScenario))
+	t.Run("sideline", func(t *testing.T) { agree(t, agreeScenario) })
+	t.Run("backlog-mode", func(t *testing.T) {
+		agree(t, strings.Replace(agreeScenario, "SidelineAgeSeconds = 20\n", "", 1))
+	})
+}
+
+func agree(t *testing.T, scenario string) {
+	sc, err := simulator.Parse("agree.toml", []byte(scenario))
 	if err != nil {
 		t.Fatal(err)
 	}
