@@ -444,7 +444,8 @@ func (l *Log) run() {
 // resolves them. buf is scratch space, returned for reuse.
 func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 	// Room for a sync mark first: write decides whether it goes in.
-	room := len(l.syncMark())
+	mark := l.syncMark()
+	room := len(mark)
 	buf = append(buf[:0], make([]byte, room)...)
 	restore := map[store.PartitionID]uint64{}
 	ok := batch[:0:0]
@@ -483,7 +484,7 @@ func (l *Log) writeBatch(batch []*op, buf []byte) []byte {
 	if len(ok) == 0 {
 		return buf
 	}
-	seg, base, err := l.write(buf, room)
+	seg, base, err := l.write(buf, mark)
 	if err != nil {
 		for p, v := range restore {
 			l.last[p] = v
@@ -654,11 +655,12 @@ func (l *Log) partLocked(p store.PartitionID, seg uint32) *part {
 
 // write appends buf to the active segment and makes it durable per the
 // sync mode, and returns where buf's start is (its frames are at base +
-// their offset in buf). buf begins with room bytes kept for a sync mark:
-// the mark goes there when everything before it in the segment is
-// durable, else they are left out. On failure it cuts the segment back to
-// the last good offset.
-func (l *Log) write(buf []byte, room int) (seg uint64, base int64, err error) {
+// their offset in buf). buf begins with room for mark, a sync mark: it
+// goes there when everything before it in the segment is durable, else
+// the room is left out. On failure it cuts the segment back to the last
+// good offset.
+func (l *Log) write(buf, mark []byte) (seg uint64, base int64, err error) {
+	room := len(mark)
 	full := l.off > 0 && l.off+int64(len(buf)) > l.opts.SegmentBytes
 	if full || (!l.prealloc && l.prepReady()) {
 		if err := l.roll(); err != nil {
@@ -670,7 +672,7 @@ func (l *Log) write(buf []byte, room int) (seg uint64, base int64, err error) {
 	}
 	seg, base = l.seg, l.off
 	if l.durable {
-		copy(buf, l.syncMark()) // the same size as when the room was kept: the manifest is the writer's
+		copy(buf, mark) // the manifest is the writer's: it has not changed since
 		l.marked = l.off + int64(room)
 	} else {
 		buf, base = buf[room:], base-int64(room)
