@@ -417,18 +417,26 @@ type Panel struct {
 	Spans      []Span
 }
 
-// Panels draws panels side by side, with one Y scale for all (so that
-// they compare at a glance), into base.png and base.svg, and returns the
-// files written. Each panel is drawn as Lines draws one chart.
+// Panels draws panels side by side (Grid: in rows of up to three), with
+// one X and one Y scale for all (so that they compare at a glance), into
+// base.png and base.svg, and returns the files written. Each panel is
+// drawn as Lines draws one chart.
 func Panels(base, xLabel, yLabel string, logY bool, panels []Panel) ([]string, error) {
 	top, bottom := 0.0, math.Inf(1)
+	left, right := math.Inf(1), math.Inf(-1)
 	for _, pn := range panels {
 		for _, s := range pn.Series {
-			for _, y := range s.Y {
+			for i, y := range s.Y {
 				if !math.IsNaN(y) {
 					top, bottom = max(top, y), min(bottom, y)
 				}
+				if i < len(s.X) {
+					left, right = min(left, s.X[i]), max(right, s.X[i])
+				}
 			}
+		}
+		for _, sp := range pn.Spans {
+			left, right = min(left, sp.From), max(right, sp.To)
 		}
 	}
 	top *= 1.12
@@ -443,6 +451,9 @@ func Panels(base, xLabel, yLabel string, logY bool, panels []Panel) ([]string, e
 		p, err := linesPlot(pn, xLabel, yLabel, logY, bottom, top)
 		if err != nil {
 			return nil, err
+		}
+		if len(panels) > 1 && left < right {
+			p.X.Min, p.X.Max = left, right
 		}
 		plots = append(plots, p)
 	}
@@ -472,6 +483,9 @@ func linesPlot(pn Panel, xLabel, yLabel string, logY bool, bottom, top float64) 
 		poly.Color = color.RGBA{R: 0xf2, G: 0xe6, B: 0xd9, A: 0xff}
 		poly.LineStyle.Width = 0
 		p.Add(poly)
+		if sp.Label == "" {
+			continue
+		}
 		lb, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: sp.From, Y: top}}, Labels: []string{sp.Label}})
 		if err != nil {
 			return nil, err
@@ -501,26 +515,48 @@ func linesPlot(pn Panel, xLabel, yLabel string, logY bool, bottom, top float64) 
 	return p, nil
 }
 
-// saveRow writes plots side by side into path, a chart of Width (or
-// PanelWidth a plot, if wider) by Height.
+// Grid is how Panels lays out n panels: in rows of up to three, as even
+// as they go (four in two rows of two).
+func Grid(n int) (rows, cols int) {
+	rows = (n + 2) / 3
+	cols = (n + rows - 1) / rows
+	return rows, cols
+}
+
+// saveRow writes plots side by side (Grid) into path, a chart of Width
+// (or PanelWidth a plot, if wider) by Height a row.
 func saveRow(plots []*plot.Plot, format, path string) error {
 	if len(plots) == 1 {
 		return saveAs(plots[0], format, path)
 	}
-	w := max(Width, PanelWidth*vg.Length(len(plots)))
+	rows, cols := Grid(len(plots))
+	w, h := max(Width, PanelWidth*vg.Length(cols)), Height*vg.Length(rows)
 	var c vg.CanvasWriterTo
 	switch format {
 	case "png":
-		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, Height), vgimg.UseDPI(DPI))}
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(DPI))}
 	case "svg":
-		c = vgsvg.New(w, Height)
+		c = vgsvg.New(w, h)
 	default:
 		return fmt.Errorf("charts: no format %q", format)
 	}
 	dc := draw.New(c)
-	tiles := draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Points(12), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadTop: vg.Points(4), PadBottom: vg.Points(4)}
-	for j, cv := range plot.Align([][]*plot.Plot{plots}, tiles, dc)[0] {
-		plots[j].Draw(cv)
+	tiles := draw.Tiles{Rows: rows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadTop: vg.Points(4), PadBottom: vg.Points(4)}
+	grid := make([][]*plot.Plot, rows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+		for j := range cols {
+			if k := i*cols + j; k < len(plots) {
+				grid[i][j] = plots[k]
+			}
+		}
+	}
+	for i, row := range plot.Align(grid, tiles, dc) {
+		for j, cv := range row {
+			if grid[i][j] != nil {
+				grid[i][j].Draw(cv)
+			}
+		}
 	}
 	return writeFile(path, c)
 }

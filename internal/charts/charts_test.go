@@ -118,3 +118,42 @@ func TestLines(t *testing.T) {
 		}
 	}
 }
+
+// Panels lays out panels in rows of up to three (four in two rows of
+// two), each PanelWidth by Height, and the same panels give the same
+// bytes.
+func TestPanels(t *testing.T) {
+	for _, tc := range []struct{ n, rows, cols int }{{1, 1, 1}, {2, 1, 2}, {3, 1, 3}, {4, 2, 2}, {5, 2, 3}, {6, 2, 3}, {7, 3, 3}} {
+		if r, c := Grid(tc.n); r != tc.rows || c != tc.cols {
+			t.Errorf("Grid(%d) = %d x %d, want %d x %d", tc.n, r, c, tc.rows, tc.cols)
+		}
+	}
+	var panels []Panel
+	for i := range 4 {
+		// Each panel its own X range: drawn on the union of them.
+		x := []float64{float64(i), float64(i) + 10}
+		panels = append(panels, Panel{Title: "p", Sub: "sub", Series: []Series{{Name: "a", X: x, Y: []float64{1, float64(i + 2)}}},
+			Spans: []Span{{From: 2, To: 3, Label: "labelled"}, {From: 5, To: 6}}})
+	}
+	var out [2][]byte
+	for i := range out {
+		base := filepath.Join(t.TempDir(), "c")
+		if _, err := Panels(base, "x", "y", false, panels); err != nil {
+			t.Fatal(err)
+		}
+		var err error
+		if out[i], err = os.ReadFile(base + ".png"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(out[0], out[1]) {
+		t.Fatal("the same panels gave different PNGs")
+	}
+	img, err := png.Decode(bytes.NewReader(out[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w, h := img.Bounds().Dx(), img.Bounds().Dy(); w != int(max(Width, 2*PanelWidth).Dots(DPI)) || h != int((2*Height).Dots(DPI)) {
+		t.Fatalf("%d x %d, want two rows of two panels", w, h)
+	}
+}
