@@ -14,7 +14,7 @@ import (
 	"github.com/sluicemq/sluice/internal/sim"
 )
 
-const simUsage = `Usage: sluice sim [--csv FILE] [--chart PREFIX] [--seed N] [--variant NAME] FILE|NAME
+const simUsage = `Usage: sluice sim [--csv FILE] [--chart PREFIX] [--seed N] [--variant NAME,...] FILE|NAME
        sluice sim --compare [flags] FILE|NAME FILE|NAME...
        sluice sim --list
 
@@ -22,12 +22,14 @@ Replays a backlog scenario on the server's own queue code, on a virtual
 clock: tenants sending at given rates, consumers with a service time,
 failures and outages. FILE is a scenario in TOML (docs/simulator.md);
 NAME one of the shipped scenarios (--list). It prints a summary per
-tenant; --csv writes the time series (a row per sample per tenant),
---chart draws it (PREFIX-wait-p50, -wait-p99, -oldest and -backlog,
-PNG and SVG each).
-A scenario with [[variant]]s runs once per variant (or only --variant
-NAME) and prints them in one table; --compare runs several scenarios
-(the same one under other configurations) the same way. Charts of
+tenant (and per [[window]] of send times); --csv writes the time series
+(a row per sample per tenant), --chart draws it (PREFIX-wait-p50,
+-wait-p99, -sent-wait-p50, -sent-wait-p99, -oldest, -backlog, and
+-ahead or -duplicates when there are any; PNG and SVG each).
+A scenario with [[variant]]s runs once per variant (or only those
+--variant names) and prints them in one table; --compare runs several
+scenarios (their variants, or the variants --variant names of each)
+the same way, each run named by its scenario and variant. Charts of
 several runs draw them side by side, on one scale.
 The same scenario and seed give the same figures on every run.
 
@@ -43,9 +45,9 @@ func simulate(ctx context.Context, args []string, env Env) error {
 	}
 	list := fs.Bool("list", false, "list the shipped scenarios")
 	csvFile := fs.String("csv", "", "write the time series to this CSV file")
-	chart := fs.String("chart", "", "draw the time series: PREFIX-wait-p50, -wait-p99, -oldest and -backlog, .png and .svg")
+	chart := fs.String("chart", "", "draw the time series: PREFIX-wait-p50, -wait-p99, -sent-wait-p50, -sent-wait-p99, -oldest, -backlog (...), .png and .svg")
 	seed := fs.Uint64("seed", 0, "seed the run with this instead of the scenario's seed")
-	variant := fs.String("variant", "", "run only this variant of the scenario")
+	variant := fs.String("variant", "", "run only these variants of the scenario (NAME,NAME...)")
 	compare := fs.Bool("compare", false, "run each scenario given (and each of their variants) and compare them")
 	pos, err := cmdkit.ParseFlags(fs, args)
 	if err != nil {
@@ -73,6 +75,11 @@ func simulate(ctx context.Context, args []string, env Env) error {
 	case !*compare && len(pos) != 1:
 		return fmt.Errorf("sim: want one scenario, a FILE or a NAME (see sluice sim -h)")
 	}
+	var want []string // the variants to run, in the order given (none: all)
+	if *variant != "" {
+		want = strings.Split(*variant, ",")
+	}
+	found := map[string]bool{}
 	var runs []*sim.Scenario
 	for _, arg := range pos {
 		sc, err := loadScenario(arg)
@@ -82,18 +89,24 @@ func simulate(ctx context.Context, args []string, env Env) error {
 		if *seed != 0 {
 			sc.Seed = *seed
 		}
-		for _, v := range sc.Expand() {
-			if *variant != "" && v.Variant != *variant {
-				continue
+		all := sc.Expand()
+		if want == nil || len(sc.Variants) == 0 {
+			runs = append(runs, all...) // a scenario without variants runs as it is
+			continue
+		}
+		for _, name := range want {
+			for _, v := range all {
+				if v.Variant == name {
+					runs = append(runs, v)
+					found[name] = true
+				}
 			}
-			if v.Variant == "" && *compare {
-				v.Variant = v.Name // --compare names each run by its scenario
-			}
-			runs = append(runs, v)
 		}
 	}
-	if len(runs) == 0 {
-		return fmt.Errorf("sim: no variant %q (sluice sim --list)", *variant)
+	for _, name := range want {
+		if !found[name] {
+			return fmt.Errorf("sim: no variant %q (sluice sim --list)", name)
+		}
 	}
 	start := time.Now()
 	var results []*sim.Result

@@ -3,10 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
+	"image/png"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicemq/sluice/internal/charts"
 )
 
 const simScenario = `
@@ -133,7 +136,7 @@ func TestSimCompare(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"plain/plain (seed 7)", "limited/limited (seed 7)", "VARIANT", "\n    plain       a", "\n  limited       a"} {
+	for _, want := range []string{"plain (seed 7)", "limited (seed 7)", "VARIANT", "\n    plain       a", "\n  limited       a"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--compare does not say %q:\n%s", want, out)
 		}
@@ -162,6 +165,62 @@ func TestSimCompare(t *testing.T) {
 	}
 	if _, errs, code = runSim("--compare", a); code != 1 || !strings.Contains(errs, "two scenarios or more") {
 		t.Fatalf("--compare of one: exit %d: %s", code, errs)
+	}
+}
+
+// TestSimCompareVariants: --compare of scenarios with variants names each
+// run by its scenario and variant, runs those --variant names (in its
+// order) and draws them side by side: two panels in a row, four in two
+// rows of two.
+func TestSimCompareVariants(t *testing.T) {
+	dir := t.TempDir()
+	variants := "\n[[variant]]\nname = \"loose\"\n[[variant]]\nname = \"tight\"\n[variant.queue]\nTenantSendRate = 2\n"
+	a, b := filepath.Join(dir, "a.toml"), filepath.Join(dir, "b.toml")
+	os.WriteFile(a, []byte(strings.Replace(simScenario, `name = "small"`, `name = "plain"`, 1)+variants), 0o644)
+	os.WriteFile(b, []byte(strings.Replace(strings.Replace(simScenario, `name = "small"`, `name = "slow"`, 1), "mean = \"300ms\"", "mean = \"600ms\"", 1)+variants), 0o644)
+	size := func(file string) (int, int) {
+		t.Helper()
+		f, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		img, err := png.Decode(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return img.Bounds().Dx(), img.Bounds().Dy()
+	}
+	panel, row := int(charts.PanelWidth.Dots(charts.DPI)), int(charts.Height.Dots(charts.DPI))
+	out, errs, code := runSim("--compare", a, b, "--variant", "tight", "--chart", filepath.Join(dir, "two"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"plain/tight (seed 7)", "slow/tight (seed 7)", "\n  plain/tight       a", "\n   slow/tight       b", "\nplain/tight: received"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--compare --variant tight does not say %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "loose") {
+		t.Errorf("--variant tight ran loose:\n%s", out)
+	}
+	for _, c := range []string{"-wait-p99", "-sent-wait-p99", "-oldest", "-backlog"} {
+		if w, h := size(filepath.Join(dir, "two"+c+".png")); w != 2*panel || h != row {
+			t.Errorf("two runs: %s is %dx%d, want %dx%d", c, w, h, 2*panel, row)
+		}
+	}
+	out, errs, code = runSim("--compare", a, b, "--variant", "tight,loose", "--chart", filepath.Join(dir, "four"))
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if i, j := strings.Index(out, "plain/tight (seed 7)"), strings.Index(out, "plain/loose (seed 7)"); i < 0 || j < i {
+		t.Errorf("--variant tight,loose: want tight first:\n%s", out)
+	}
+	if w, h := size(filepath.Join(dir, "four-wait-p50.png")); w != 2*panel || h != 2*row {
+		t.Errorf("four runs: %dx%d, want two rows of two panels, %dx%d", w, h, 2*panel, 2*row)
+	}
+	if _, errs, code = runSim("--compare", a, b, "--variant", "tight,nope"); code != 1 || !strings.Contains(errs, `no variant "nope"`) {
+		t.Fatalf("--variant tight,nope: exit %d: %s", code, errs)
 	}
 }
 

@@ -69,12 +69,22 @@ func (a *arrivals) next() (float64, bool) {
 }
 
 // piece describes the rate from t to the next breakpoint end: the rate
-// at t and its slope (per second).
+// at t and its slope (per second). A repeating burst (Every) counts as
+// its repetition at or after t.
 func (a *arrivals) piece(t float64) (r0, slope, end float64) {
 	tn := a.t
 	end = a.stop
 	for _, b := range tn.Bursts {
 		at, until := secs(b.At.D()), secs(b.At.D()+b.Duration.D())
+		if every := secs(b.Every.D()); every > 0 && t >= at {
+			// The repetition at or after t's: the one that started last,
+			// or the next if t is past its end.
+			k := math.Floor((t - at) / every)
+			if t >= at+k*every+(until-at) {
+				k++
+			}
+			at, until = at+k*every, until+k*every
+		}
 		if t >= at && t < until {
 			return b.Rate, 0, min(until, end)
 		}

@@ -40,6 +40,7 @@ func TestArrivals(t *testing.T) {
 		{"ramp down", Tenant{Name: "a", Arrivals: "constant", Rate: 20, RampTo: f(0)}, 600, 0.002},
 		{"on off", Tenant{Name: "a", Arrivals: "constant", Rate: 10, On: Duration(10 * time.Second), Off: Duration(20 * time.Second)}, 200, 0.005},
 		{"burst", Tenant{Name: "a", Arrivals: "constant", Rate: 1, Bursts: []Burst{{At: Duration(10 * time.Second), Duration: Duration(5 * time.Second), Rate: 100}}}, 55 + 500, 0.004},
+		{"repeating burst", Tenant{Name: "a", Arrivals: "constant", Rate: 1, Bursts: []Burst{{At: Duration(10 * time.Second), Duration: Duration(2 * time.Second), Rate: 50, Every: Duration(20 * time.Second)}}}, 54 + 3*100, 0.004},
 		{"window", Tenant{Name: "a", Arrivals: "constant", Rate: 10, Start: Duration(30 * time.Second)}, 300, 0.004},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -54,5 +55,16 @@ func TestArrivals(t *testing.T) {
 		if phase := math.Mod(at, 30); phase >= 10 {
 			t.Fatalf("an arrival at %gs, in an off period", at)
 		}
+	}
+	// A repeating burst: at its rate in each repetition, at the tenant's
+	// own between them.
+	in := 0
+	for _, at := range count(t, Tenant{Name: "a", Arrivals: "constant", Rate: 1, Bursts: []Burst{{At: Duration(10 * time.Second), Duration: Duration(2 * time.Second), Rate: 50, Every: Duration(20 * time.Second)}}}, time.Minute) {
+		if phase := math.Mod(at-10, 20); at >= 10 && phase < 2 {
+			in++
+		}
+	}
+	if in < 299 || in > 301 {
+		t.Fatalf("%d arrivals in the bursts, want 300", in)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/queue"
+	"github.com/sluicemq/sluice/internal/sched"
 	"github.com/sluicemq/sluice/internal/store"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -87,6 +88,31 @@ type Result struct {
 	// Members are every tenant's own waits, when the scenario counts the
 	// hurt (Scenario.Hurt): the blast radius, tenant by tenant.
 	Members []MemberResult
+	// Windows are the figures of the scenario's windows, in its order.
+	Windows []WindowResult
+	// CaughtUp is the first sample from which on no tenant's oldest
+	// message had waited longer than Standing at any sample (0: none
+	// ever did; -1: one still had at the end).
+	CaughtUp time.Duration
+}
+
+// Standing is how long a tenant's oldest ready message must have waited
+// for its backlog to stand (the backlog mode's sched.StandingTarget +
+// StandingInterval): Result.CaughtUp says when the queue last stopped
+// standing.
+const Standing = time.Duration(sched.StandingTarget+sched.StandingInterval) * time.Millisecond
+
+// WindowResult are the figures of the messages sent in a window.
+type WindowResult struct {
+	Window
+	// Sent counts the messages the queue took in the window (of its
+	// tenants), FirstReceives those of them received by the end, and
+	// Wait how long those waited for their first receive.
+	Sent, FirstReceives int64
+	Wait                Quantiles
+	// AllServed is when the last of them was first received (-1: not
+	// all were, within the run).
+	AllServed time.Duration
 }
 
 // MemberResult is one tenant's waits (a class's member's, by its own
@@ -119,6 +145,12 @@ type TenantResult struct {
 	// since their send (the owner's timestamps).
 	FirstReceives int64
 	Wait          Quantiles
+	// Ahead counts the first receives served ahead of an older message
+	// of the same tenant (sent before, and not yet received): the
+	// deliveries out of the tenant's send order. The messages of one
+	// receive are served together: one received with an older one is
+	// not ahead of it.
+	Ahead int64
 	// Hurt counts the tenants whose p99 wait exceeded the scenario's Hurt
 	// (0 when it sets none).
 	Hurt int
@@ -158,6 +190,15 @@ type Sample struct {
 	// Duplicates counts the deliveries since the previous sample made
 	// while another delivery of the same message was in service.
 	Duplicates int64
+	// Ahead counts the first receives since the previous sample served
+	// ahead of an older message of the same tenant (TenantResult.Ahead).
+	Ahead int64
+	// SentWait is how long the messages sent since the previous sample
+	// waited for their first receive, SentOpen how many of them were not
+	// received by the end of the run (they count as waiting for ever: a
+	// quantile that falls on one is -1, unknown). Filled in at the end.
+	SentWait Quantiles
+	SentOpen int64
 }
 
 type kind uint8
@@ -242,20 +283,31 @@ type member struct {
 	ended  bool  // no arrival comes any more
 	bodies int64 // sends tried, numbering the bodies
 	waits  []time.Duration
-	// Without fair delivery (and on a FIFO queue) the queue keeps no
-	// figures by tenant, so the run keeps its own: when each message (by its body's number) was
-	// sent (-1: refused), which were received, and the first not yet.
-	sent []time.Duration
-	got  []bool
-	head int
+	// sent and recv are each message's (by its body's number) send and
+	// first receive, since the start of the run: sent is the run's time
+	// of the send, the owner's SentTimestamp once received (-1:
+	// refused); recv the owner's FirstReceiveTimestamp (-1: not yet).
+	// head is the first message sent and neither received nor expired.
+	// They tell the first receives served out of the tenant's send order
+	// (Ahead), the windows' figures and the waits by send time; without
+	// fair delivery (and on a FIFO queue) the queue keeps no figures by
+	// tenant, and they give the oldest message's age too.
+	sent, recv []time.Duration
+	head       int
+}
+
+// advance moves head past the messages received, refused or expired
+// (sent expiry or longer before now; 0: none expire).
+func (m *member) advance(now, expiry time.Duration) {
+	for m.head < len(m.sent) && (m.recv[m.head] >= 0 || m.sent[m.head] < 0 || expiry > 0 && m.sent[m.head] <= now-expiry) {
+		m.head++
+	}
 }
 
 // oldest is the age at now of the member's oldest message not yet
 // received (0: none), from the run's own figures.
-func (m *member) oldest(now time.Duration) time.Duration {
-	for m.head < len(m.sent) && (m.got[m.head] || m.sent[m.head] < 0) {
-		m.head++
-	}
+func (m *member) oldest(now, expiry time.Duration) time.Duration {
+	m.advance(now, expiry)
 	if m.head == len(m.sent) {
 		return 0
 	}
@@ -273,6 +325,7 @@ type class struct {
 	iRecv    int64
 	iDel     int64
 	iDup     int64
+	iAhead   int64
 }
 
 type consumer struct {
@@ -323,7 +376,12 @@ type runner struct {
 	fifo       bool
 	// own: the queue keeps no figures by tenant (FairDelivery = false, or
 	// a FIFO queue), so the run keeps its own.
-	own     bool
+	own bool
+	// expiry is the age at which the queue drops a message (its
+	// retention, or MaxMessageAgeSeconds if shorter).
+	expiry time.Duration
+	// firsts are the first receives of the receive at hand.
+	firsts  []firstReceive
 	deps    []dependency
 	samples []Sample
 	events  int64
@@ -332,6 +390,12 @@ type runner struct {
 	// reused: the owner reads them during the call and keeps neither.
 	send [1]st.SendInput
 	del  [1]string
+}
+
+// firstReceive is a member's message (by its body's number) first received.
+type firstReceive struct {
+	member int32
+	k      int
 }
 
 // dependency is a Dependency period, with the classes it affects (nil:
@@ -368,6 +432,10 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 	r.visibility, r.partitions = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Partitions
 	r.fifo = sc.FIFO()
 	r.own = r.fifo || sc.Queue["FairDelivery"] == "false"
+	r.expiry = cfg.Queue.Retention
+	if a := cfg.Queue.MaxAge; a > 0 && (r.expiry == 0 || a < r.expiry) {
+		r.expiry = a
+	}
 	r.svc, r.fail = stream(1), stream(2)
 	for ci := range sc.Tenants {
 		t := &sc.Tenants[ci]
@@ -523,13 +591,11 @@ func (r *runner) arrive(i int32, now time.Duration) error {
 	r.send[0] = in
 	_, _, err := r.q.Send(r.ctx, r.send[:], nil, false)
 	op := Op{At: now, Kind: OpSend, Tenant: m.name, Body: in.Body}
-	if r.own {
-		at := now
-		if err != nil {
-			at = -1
-		}
-		m.sent, m.got = append(m.sent, at), append(m.got, false)
+	at := now
+	if err != nil {
+		at = -1
 	}
+	m.sent, m.recv = append(m.sent, at), append(m.recv, -1)
 	switch {
 	case err == nil:
 		c.Sent++
@@ -610,19 +676,18 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 		c.Received++
 		c.iRecv++
 		if m.ReceiveCount == 1 {
-			sent := m.SentTimestamp.Sub(Epoch)
-			waited := m.FirstReceiveTimestamp.Sub(m.SentTimestamp)
+			sent, first := m.SentTimestamp.Sub(Epoch), m.FirstReceiveTimestamp.Sub(Epoch)
+			waited := first - sent
 			c.FirstReceives++
 			c.waits = append(c.waits, waited)
 			c.interval = append(c.interval, waited)
 			if r.sc.Hurt > 0 {
 				mem.waits = append(mem.waits, waited)
 			}
-			if r.own {
-				_, n, _ := strings.Cut(m.Body, "#")
-				if k, err := strconv.Atoi(n); err == nil && k >= 1 && k <= len(mem.got) {
-					mem.got[k-1] = true
-				}
+			_, n, _ := strings.Cut(m.Body, "#")
+			if k, err := strconv.Atoi(n); err == nil && k >= 1 && k <= len(mem.recv) {
+				mem.sent[k-1], mem.recv[k-1] = sent, first
+				r.firsts = append(r.firsts, firstReceive{mi, k})
 			}
 			if r.opt.FirstReceive != nil {
 				r.opt.FirstReceive(mem.name, sent, waited)
@@ -654,6 +719,18 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 			r.push(now+hb, kindBeat, si, s.gen)
 		}
 	}
+	// A first receive is ahead of an older message of its tenant when one
+	// sent before it is still not received, after this receive.
+	for _, f := range r.firsts {
+		mem := r.members[f.member]
+		mem.advance(now, r.expiry)
+		if mem.head < f.k-1 {
+			c := r.classes[mem.class]
+			c.Ahead++
+			c.iAhead++
+		}
+	}
+	r.firsts = r.firsts[:0]
 	return nil
 }
 
@@ -823,7 +900,7 @@ func (r *runner) figures() []st.TenantInfo {
 			}
 		}
 		for _, m := range r.members {
-			out[m.class].OldestAge = max(out[m.class].OldestAge, m.oldest(now))
+			out[m.class].OldestAge = max(out[m.class].OldestAge, m.oldest(now, r.expiry))
 		}
 		return out
 	}
@@ -850,14 +927,23 @@ func (r *runner) sample(now time.Duration) {
 		ti := info[ci]
 		s := Sample{At: now, Tenant: c.Name, Sent: c.iSent, Received: c.iRecv, Deleted: c.iDel,
 			Backlog: ti.Ready + ti.InFlight, InFlight: ti.InFlight, Sidelined: ti.Lanes["backlog"], Oldest: ti.OldestAge,
-			FirstReceives: int64(len(c.interval)), Wait: quantiles(c.interval), Duplicates: c.iDup}
+			FirstReceives: int64(len(c.interval)), Wait: quantiles(c.interval), Duplicates: c.iDup, Ahead: c.iAhead}
 		r.samples = append(r.samples, s)
-		c.iSent, c.iRecv, c.iDel, c.iDup, c.interval = 0, 0, 0, 0, c.interval[:0]
+		c.iSent, c.iRecv, c.iDel, c.iDup, c.iAhead, c.interval = 0, 0, 0, 0, 0, c.interval[:0]
 	}
 }
 
 func (r *runner) result() *Result {
-	res := &Result{Scenario: r.sc, Samples: r.samples, Events: r.events}
+	r.waitsBySend()
+	res := &Result{Scenario: r.sc, Samples: r.samples, Events: r.events, Windows: r.windows()}
+	for _, s := range r.samples {
+		switch {
+		case s.Oldest > Standing:
+			res.CaughtUp = -1
+		case res.CaughtUp < 0:
+			res.CaughtUp = s.At
+		}
+	}
 	for _, qs := range r.eng.Stats() {
 		if qs.Name == r.sc.QueueName() {
 			res.Queue = qs
@@ -893,6 +979,71 @@ func (r *runner) result() *Result {
 	return res
 }
 
+// waitsBySend fills in each sample's SentWait and SentOpen: the waits of
+// the messages sent since the sample before, by tenant (or class).
+func (r *runner) waitsBySend() {
+	nc := len(r.classes)
+	n := len(r.samples) / nc
+	if n == 0 {
+		return
+	}
+	every := r.sc.Sample.D()
+	waits := make([][]time.Duration, len(r.samples))
+	open := make([]int64, len(r.samples))
+	for _, m := range r.members {
+		for k, s := range m.sent {
+			if s < 0 {
+				continue
+			}
+			// A sample at t has what happened before t since the one
+			// before it (a sample comes first at equal times).
+			j := min(int(s/every), n-1)*nc + int(m.class)
+			if m.recv[k] < 0 {
+				open[j]++
+			} else {
+				waits[j] = append(waits[j], m.recv[k]-s)
+			}
+		}
+	}
+	for j := range r.samples {
+		r.samples[j].SentWait, r.samples[j].SentOpen = openQuantiles(waits[j], open[j]), open[j]
+	}
+}
+
+// windows are the figures of the scenario's windows.
+func (r *runner) windows() []WindowResult {
+	var out []WindowResult
+	for _, w := range r.sc.Windows {
+		wr := WindowResult{Window: w, AllServed: -1}
+		var waits []time.Duration
+		var open int64
+		last := time.Duration(-1)
+		for _, m := range r.members {
+			if len(w.Tenants) > 0 && !slices.Contains(w.Tenants, r.classes[m.class].Name) {
+				continue
+			}
+			for k, s := range m.sent {
+				if s < w.From.D() || s >= w.To.D() && w.To < r.sc.Duration {
+					continue // refused (-1) or sent outside it (a window to the end has the sends at the end)
+				}
+				wr.Sent++
+				if m.recv[k] < 0 {
+					open++
+					continue
+				}
+				waits = append(waits, m.recv[k]-s)
+				last = max(last, m.recv[k])
+			}
+		}
+		wr.FirstReceives, wr.Wait = int64(len(waits)), quantiles(waits)
+		if open == 0 && wr.Sent > 0 {
+			wr.AllServed = last
+		}
+		out = append(out, wr)
+	}
+	return out
+}
+
 // held counts the messages q holds, by class (none for a nil q).
 func (r *runner) held(q *partition.Owner) []int {
 	out := make([]int, len(r.classes))
@@ -920,4 +1071,23 @@ func quantiles(ds []time.Duration) Quantiles {
 		return ds[min(max(i, 0), len(ds)-1)]
 	}
 	return Quantiles{P50: rank(0.50), P99: rank(0.99), Max: ds[len(ds)-1]}
+}
+
+// openQuantiles are the quantiles of ds and of open more that have no
+// end (they rank above every wait of ds): a quantile that falls on one of
+// them is -1, unknown. It sorts ds.
+func openQuantiles(ds []time.Duration, open int64) Quantiles {
+	n := len(ds) + int(open)
+	if n == 0 {
+		return Quantiles{}
+	}
+	slices.Sort(ds)
+	rank := func(p float64) time.Duration {
+		i := min(max(int(math.Ceil(p*float64(n)))-1, 0), n-1)
+		if i >= len(ds) {
+			return -1
+		}
+		return ds[i]
+	}
+	return Quantiles{P50: rank(0.50), P99: rank(0.99), Max: rank(1)}
 }

@@ -39,6 +39,9 @@ type Scenario struct {
 	// Hurt, when set, counts the tenants whose p99 wait exceeded it (the
 	// blast radius of a noisy neighbour).
 	Hurt Duration `toml:"hurt"`
+	// Windows are ranges of send times the summary reports on: what was
+	// sent in each, how long it waited, when the last of it was served.
+	Windows []Window `toml:"window"`
 	// Variant names the configuration of this run when the file gives
 	// several ([[variant]]: see Expand); "" when it gives one.
 	Variant string `toml:"-"`
@@ -78,11 +81,24 @@ type Tenant struct {
 	Bursts   []Burst  `toml:"burst"`
 }
 
-// Burst is a period during which a tenant sends at Rate instead.
+// Burst is a period during which a tenant sends at Rate instead; with
+// Every, one such period every Every from At on (a tenant with a
+// repeating burst has no other).
 type Burst struct {
 	At       Duration `toml:"at"`
 	Duration Duration `toml:"duration"`
 	Rate     float64  `toml:"rate"`
+	Every    Duration `toml:"every"`
+}
+
+// Window is a range of send times [From, To) the summary reports on (To:
+// default the end of the run, and then the sends at the end count), for the messages of Tenants only if given
+// (names of [[tenant]] entries).
+type Window struct {
+	Name    string   `toml:"name"`
+	From    Duration `toml:"from"`
+	To      Duration `toml:"to"`
+	Tenants []string `toml:"tenants"`
 }
 
 // Consumers are the queue's consumers: Count of them, each receiving up
@@ -471,6 +487,9 @@ func (sc *Scenario) check(file string) error {
 		seen[t.Name] = true
 		members += t.Count
 	}
+	if err := sc.checkWindows(); err != nil {
+		return err
+	}
 	if members > MaxTenants {
 		return ferr("tenant", "at most %d tenants in all (counting each class's count), got %d", MaxTenants, members)
 	}
@@ -482,6 +501,32 @@ func (sc *Scenario) check(file string) error {
 		names[m] = true
 	}
 	return under("consumers", sc.Consumers.check(sc))
+}
+
+// checkWindows fills the windows' defaults and checks them.
+func (sc *Scenario) checkWindows() error {
+	for i := range sc.Windows {
+		w := &sc.Windows[i]
+		at := fmt.Sprintf("window[%d]", i)
+		if w.Name == "" {
+			return ferr(at+".name", "required: it names the window's row in the summary")
+		}
+		if slices.ContainsFunc(sc.Windows[:i], func(o Window) bool { return o.Name == w.Name }) {
+			return ferr(at+".name", "%q is used by another window", w.Name)
+		}
+		if w.To == 0 {
+			w.To = sc.Duration
+		}
+		if w.From < 0 || w.From >= w.To || w.To > sc.Duration {
+			return ferr(at+".to", "0 <= from < to <= duration (%s), got %s and %s", sc.Duration.D(), w.From.D(), w.To.D())
+		}
+		for _, n := range w.Tenants {
+			if !slices.ContainsFunc(sc.Tenants, func(t Tenant) bool { return t.Name == n }) {
+				return ferr(at+".tenants", "%q is not a [[tenant]]'s name", n)
+			}
+		}
+	}
+	return nil
 }
 
 // MaxTenants bounds the tenants of a run (a class counts its members).
@@ -595,6 +640,9 @@ func (t *Tenant) check(run Duration) error {
 		}
 		if err := checkRate(fmt.Sprintf("burst[%d].rate", j), b.Rate); err != nil {
 			return err
+		}
+		if b.Every != 0 && (b.Every <= b.Duration || len(t.Bursts) > 1) {
+			return ferr(fmt.Sprintf("burst[%d].every", j), "longer than the burst's duration (%s), and the tenant's only burst; got %s", b.Duration.D(), b.Every.D())
 		}
 	}
 	bs := append([]Burst(nil), t.Bursts...)

@@ -193,6 +193,11 @@ func TestBadScenarios(t *testing.T) {
 			[]string{"line 12", "variant[1].queue.TenantMaxInFlight", "Invalid value"}},
 		{"variant consumers", base + "[[variant]]\nname = \"x\"\n[variant.consumers]\nbatch = 20\n", []string{"line 10", "variant[0].consumers.batch"}},
 		{"variant unknown key", base + "[[variant]]\nname = \"x\"\n[variant.consumers]\nbatchsize = 2\n", []string{"line 10", "unknown key variant.consumers.batchsize"}},
+		{"window without a name", base + "[[window]]\nfrom = \"1m\"\n", []string{"line 7", "window[0].name: required"}},
+		{"window past the end", base + "[[window]]\nname = \"w\"\nfrom = \"2h\"\n", []string{"line 7", "window[0].to", "from < to <= duration"}},
+		{"same windows", base + "[[window]]\nname = \"w\"\n[[window]]\nname = \"w\"\n", []string{"line 10", "window[1].name", "used by another"}},
+		{"window tenant", base + "[[window]]\nname = \"w\"\ntenants = [\"zed\"]\n", []string{"line 9", "window[0].tenants", `"zed"`}},
+		{"burst every", strings.Replace(base, "rate = 1", "rate = 1\n[[tenant.burst]]\nat = \"1m\"\nduration = \"2s\"\nrate = 5\nevery = \"1s\"", 1), []string{"line 9", "tenant[0].burst[0].every", "longer than the burst's duration"}},
 		{"same variants", base + "[[variant]]\nname = \"x\"\n[[variant]]\nname = \"x\"\n", []string{"line 10", "variant[1].name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -380,5 +385,195 @@ failure = 0.3
 	}
 	if dropped != queueDropped {
 		t.Fatalf("tenants dropped %d, the queue %d", dropped, queueDropped)
+	}
+}
+
+// ordered is a scenario whose runs serve messages out of their tenant's
+// send order: an outage engages the backlog mode, each tenant's messages
+// spread over two partitions, and failures are given back at once.
+const ordered = `
+duration = "10m"
+sample = "1m"
+[queue]
+VisibilityTimeout = 10
+Partitions = 2
+PartitionsPerTenant = 2
+[[tenant]]
+name = "a"
+rate = 8
+[[tenant]]
+name = "b"
+arrivals = "constant"
+rate = 3
+[consumers]
+count = 4
+batch = 3
+failure = 0.1
+on_failure = "release"
+outages = [["1m", "3m"]]
+[consumers.service]
+distribution = "exponential"
+mean = "200ms"
+[[window]]
+name = "outage"
+from = "1m"
+to = "3m"
+[[window]]
+name = "b after"
+from = "3m"
+tenants = ["b"]
+[[window]]
+name = "all"
+`
+
+// TestAhead: each tenant's AHEAD is what a naive replay of the run's
+// calls counts: the first receives of a message sent after one of the
+// same tenant that the queue took and had not delivered yet (counting
+// the messages of one receive as received together). On a FIFO queue,
+// none.
+func TestAhead(t *testing.T) {
+	for _, fifo := range []bool{false, true} {
+		text := ordered
+		if fifo {
+			text = strings.Replace(text, "Partitions = 2\nPartitionsPerTenant = 2", "FifoQueue = true", 1)
+		}
+		took := map[string][]bool{} // by tenant, by body number - 1
+		got := map[string][]bool{}
+		ahead := map[string]int64{}
+		res := run(t, parse(t, text), Options{Trace: func(op Op) {
+			switch op.Kind {
+			case OpSend:
+				took[op.Tenant] = append(took[op.Tenant], op.Err == "")
+				got[op.Tenant] = append(got[op.Tenant], false)
+			case OpReceive:
+				type msg struct {
+					tenant string
+					k      int
+				}
+				var firsts []msg
+				for _, b := range op.Bodies {
+					tn, n, _ := strings.Cut(b, "#")
+					k, _ := strconv.Atoi(n)
+					if !got[tn][k-1] {
+						got[tn][k-1] = true
+						firsts = append(firsts, msg{tn, k})
+					}
+				}
+				for _, m := range firsts {
+					for j := range m.k - 1 {
+						if took[m.tenant][j] && !got[m.tenant][j] {
+							ahead[m.tenant]++
+							break
+						}
+					}
+				}
+			}
+		}})
+		for _, tr := range res.Tenants {
+			if tr.Ahead != ahead[tr.Name] {
+				t.Errorf("fifo %v: %s: AHEAD %d, the replay counts %d", fifo, tr.Name, tr.Ahead, ahead[tr.Name])
+			}
+			if fifo != (tr.Ahead == 0) {
+				t.Errorf("fifo %v: %s: %d ahead", fifo, tr.Name, tr.Ahead)
+			}
+			var sum int64
+			for _, s := range res.Samples {
+				if s.Tenant == tr.Name {
+					sum += s.Ahead
+				}
+			}
+			if sum != tr.Ahead {
+				t.Errorf("fifo %v: %s: the samples count %d ahead, the run %d", fifo, tr.Name, sum, tr.Ahead)
+			}
+		}
+	}
+}
+
+// TestWindows: a window's figures are those of the first receives of the
+// messages sent in it (the owner's timestamps), and every sample's waits
+// by send time those of the messages sent since the sample before.
+func TestWindows(t *testing.T) {
+	type first struct {
+		tenant       string
+		sent, waited time.Duration
+	}
+	var firsts []first
+	sc := parse(t, ordered)
+	res := run(t, sc, Options{FirstReceive: func(tn string, sent, waited time.Duration) { firsts = append(firsts, first{tn, sent, waited}) }})
+	if len(res.Windows) != 3 {
+		t.Fatalf("%d windows, want 3", len(res.Windows))
+	}
+	var held int64
+	for _, tr := range res.Tenants {
+		held += int64(tr.Backlog)
+	}
+	for _, w := range res.Windows {
+		var waits []time.Duration
+		last := time.Duration(-1)
+		for _, f := range firsts {
+			if f.sent >= w.From.D() && (f.sent < w.To.D() || w.To == sc.Duration) && (len(w.Tenants) == 0 || slices.Contains(w.Tenants, f.tenant)) {
+				waits = append(waits, f.waited)
+				last = max(last, f.sent+f.waited)
+			}
+		}
+		if w.FirstReceives != int64(len(waits)) || w.Wait != quantiles(waits) {
+			t.Errorf("%s: %d received, %+v; the first receives say %d, %+v", w.Name, w.FirstReceives, w.Wait, len(waits), quantiles(waits))
+		}
+		if open := w.Sent - w.FirstReceives; open < 0 || open > held || (open == 0) != (w.AllServed == last) || (open > 0) != (w.AllServed < 0) {
+			t.Errorf("%s: %d sent, %d received, all served at %s; the last first receive at %s, %d held at the end", w.Name, w.Sent, w.FirstReceives, w.AllServed, last, held)
+		}
+	}
+	if w := res.Windows[2]; w.To != sc.Duration || w.Sent != res.Tenants[0].Sent+res.Tenants[1].Sent {
+		t.Errorf("all: to %s, %d sent; want the whole run's %d", w.To.D(), w.Sent, res.Tenants[0].Sent+res.Tenants[1].Sent)
+	}
+	if w := res.Windows[1]; w.Sent < 7*60*3 || w.Sent > 7*60*3+1 {
+		t.Errorf("b after: %d sent, want 1260 (constant arrivals, and one at the end)", w.Sent)
+	}
+	if w := res.Windows[0]; w.AllServed < 3*time.Minute || w.AllServed > 10*time.Minute {
+		t.Errorf("outage: all served at %s, want after the outage", w.AllServed)
+	}
+	// Waits by send time: the samples of tenant a.
+	checked := 0
+	for i, s := range res.Samples {
+		if s.Tenant != "a" {
+			continue
+		}
+		var waits []time.Duration
+		for _, f := range firsts {
+			if f.tenant == "a" && f.sent >= s.At-sc.Sample.D() && f.sent < s.At {
+				waits = append(waits, f.waited)
+			}
+		}
+		want := openQuantiles(waits, s.SentOpen)
+		if s.SentWait != want || int64(len(waits))+s.SentOpen != s.Sent {
+			t.Errorf("sample %d at %s: by send time %+v of %d (%d open), want %+v of %d", i, s.At, s.SentWait, s.Sent, s.SentOpen, want, len(waits))
+		}
+		checked++
+	}
+	if checked != 10 {
+		t.Fatalf("%d samples of a, want 10", checked)
+	}
+}
+
+// TestOpenQuantiles: waits that never ended rank above every other; a
+// quantile that falls on one is unknown (-1).
+func TestOpenQuantiles(t *testing.T) {
+	s := time.Second
+	ds := func() []time.Duration { return []time.Duration{3 * s, 1 * s, 2 * s} }
+	for _, tc := range []struct {
+		open int64
+		want Quantiles
+	}{
+		{0, Quantiles{P50: 2 * s, P99: 3 * s, Max: 3 * s}},
+		{1, Quantiles{P50: 2 * s, P99: -1, Max: -1}},
+		{3, Quantiles{P50: 3 * s, P99: -1, Max: -1}},
+		{4, Quantiles{P50: -1, P99: -1, Max: -1}},
+	} {
+		if got := openQuantiles(ds(), tc.open); got != tc.want {
+			t.Errorf("open %d: %+v, want %+v", tc.open, got, tc.want)
+		}
+	}
+	if got := openQuantiles(nil, 0); got != (Quantiles{}) {
+		t.Errorf("nothing: %+v", got)
 	}
 }
