@@ -353,15 +353,52 @@ func comma(v float64) string {
 	return s
 }
 
-// commaTicks are gonum's default ticks, labelled 12,000 instead of 12000.
+// commaTicks are gonum's default ticks, labelled 12,000 instead of 12000
+// (and 0.5 as 0.5).
 type commaTicks struct{}
 
 func (commaTicks) Ticks(lo, hi float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
-		if ts[i].Label != "" {
-			ts[i].Label = comma(ts[i].Value)
+		if v := ts[i].Value; ts[i].Label != "" && v == math.Trunc(v) {
+			ts[i].Label = comma(v) // fractions keep gonum's label
 		}
+	}
+	return ts
+}
+
+// roundTicks label an axis at multiples of a round step (1, 2, 3, 5 or 6
+// times a power of ten: 30 minutes, 2 hours), at most seven labels, with
+// an unlabelled tick halfway; gonum's default ticks label a time axis
+// 20, 80, 140.
+type roundTicks struct{}
+
+func (roundTicks) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
+	if !(span > 0) || math.IsInf(span, 0) {
+		return plot.DefaultTicks{}.Ticks(lo, hi)
+	}
+	step := 0.0
+	for m := math.Pow(10, math.Floor(math.Log10(span))-1); step == 0; m *= 10 {
+		for _, f := range []float64{1, 2, 3, 5, 6} {
+			if span/(f*m) <= 7 {
+				step = f * m
+				break
+			}
+		}
+	}
+	digits := max(0, -int(math.Floor(math.Log10(step))))
+	var ts []plot.Tick
+	for i := math.Ceil(lo / step * 2); i/2*step <= hi; i++ {
+		v := i / 2 * step
+		t := plot.Tick{Value: v}
+		if math.Mod(i, 2) == 0 {
+			t.Label = strconv.FormatFloat(v, 'f', digits, 64)
+			if v == math.Trunc(v) && math.Abs(v) >= 1000 {
+				t.Label = comma(v)
+			}
+		}
+		ts = append(ts, t)
 	}
 	return ts
 }
@@ -471,6 +508,7 @@ func Panels(base, xLabel, yLabel string, logY bool, panels []Panel) ([]string, e
 // linesPlot draws one panel's series over its spans, Y from bottom to top.
 func linesPlot(pn Panel, xLabel, yLabel string, logY bool, bottom, top float64) (*plot.Plot, error) {
 	p := newPlot(pn.Title, pn.Sub, xLabel, yLabel)
+	p.X.Tick.Marker = roundTicks{}
 	if logY {
 		p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"gonum.org/v1/plot/vg"
@@ -155,5 +156,29 @@ func TestPanels(t *testing.T) {
 	}
 	if w, h := img.Bounds().Dx(), img.Bounds().Dy(); w != int(max(Width, 2*PanelWidth).Dots(DPI)) || h != int((2*Height).Dots(DPI)) {
 		t.Fatalf("%d x %d, want two rows of two panels", w, h)
+	}
+}
+
+// roundTicks label a time axis at round steps, at most seven labels.
+func TestRoundTicks(t *testing.T) {
+	for _, tc := range []struct {
+		lo, hi float64
+		want   []string
+	}{
+		{0, 150, []string{"0", "30", "60", "90", "120", "150"}},
+		{0, 12, []string{"0", "2", "4", "6", "8", "10", "12"}},
+		{0, 30, []string{"0", "5", "10", "15", "20", "25", "30"}},
+		{1, 199, []string{"30", "60", "90", "120", "150", "180"}},
+		{0, 0.45, []string{"0.0", "0.1", "0.2", "0.3", "0.4"}},
+	} {
+		var got []string
+		for _, tk := range (roundTicks{}).Ticks(tc.lo, tc.hi) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%g to %g: %v, want %v", tc.lo, tc.hi, got, tc.want)
+		}
 	}
 }
