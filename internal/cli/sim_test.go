@@ -115,7 +115,7 @@ func TestSimList(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	for _, want := range []string{"consumer-outage ", "fifo,fair,sideline", "shuffle-sharding ", "slow-handlers "} {
+	for _, want := range []string{"consumer-outage ", "default,fair,fifo,sideline", "consumer-outage-1.1x ", "healthy ", "shuffle-sharding ", "slow-handlers "} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("--list does not say %q:\n%s", want, out)
 		}

@@ -352,6 +352,18 @@ func fmtDur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// shortDur writes d as fmtDur does, without zero minutes or seconds at
+// its end ("1m", not "1m0s").
+func shortDur(d time.Duration) string {
+	s := fmtDur(d)
+	for _, z := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, z) {
+			s = s[:len(s)-2]
+		}
+	}
+	return s
+}
+
 // WriteCharts draws the run's time series, per tenant, with the
 // consumers' outages, the dependency periods and the bursts shaded:
 // base-wait-p50 and base-wait-p99, how long the messages first received
@@ -512,7 +524,7 @@ func spans(sc *Scenario, u timeUnit) []charts.Span {
 				out = append(out, charts.Span{From: u.of(b.At.D()), To: u.of((b.At + b.Duration).D()), Label: label})
 				continue
 			}
-			label += fmt.Sprintf(" for %s every %s", fmtDur(b.Duration.D()), fmtDur(b.Every.D()))
+			label += fmt.Sprintf(" for %s every %s", shortDur(b.Duration.D()), shortDur(b.Every.D()))
 			for at := b.At; at < t.Stop; at += b.Every {
 				out = append(out, charts.Span{From: u.of(at.D()), To: u.of(min(at+b.Duration, t.Stop).D()), Label: label})
 				label = ""

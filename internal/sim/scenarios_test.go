@@ -17,9 +17,16 @@ import (
 // law, the backlog's arithmetic, the combinatorics of shuffle sharding),
 // not a timing of this machine.
 
-// variant runs one variant of a shipped scenario.
+// variant runs one variant of a shipped scenario. Under the race
+// detector with -short it skips the variants served oldest first (fair)
+// or with a fixed threshold (sideline): a run is one goroutine, the race
+// detector finds nothing in a second configuration of it, and it makes
+// each run some ten times slower.
 func variant(t *testing.T, name, v string, opt Options) *Result {
 	t.Helper()
+	if raceEnabled && testing.Short() && (v == "fair" || v == "sideline") {
+		t.Skipf("%s/%s: without -short or the race detector", name, v)
+	}
 	sc, err := Load(scenarios.FS(), name)
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +66,9 @@ func within[T int | int64 | float64 | time.Duration](t *testing.T, what string, 
 // left of the backlog: (outage x arrivals - 10 min x spare capacity) /
 // capacity = (3600 x 20 - 600 x 20) / 40 s = 25 minutes; the backlog is
 // gone an hour after the outage (outage x arrivals / spare capacity).
-// Sidelined, a message sent after the outage is served at once.
+// By default (the backlog mode) and sidelined, a message sent after the
+// outage is served at once, and the backlog drains behind it in the same
+// hour.
 func TestScenarioConsumerOutage(t *testing.T) {
 	const outageEnd = 70 * time.Minute
 	for _, tc := range []struct {
@@ -68,6 +77,7 @@ func TestScenarioConsumerOutage(t *testing.T) {
 		// a minute ten minutes after it
 		first, after [2]time.Duration
 	}{
+		{"default", [2]time.Duration{54 * time.Minute, 66 * time.Minute}, [2]time.Duration{0, time.Second}},
 		{"fifo", [2]time.Duration{54 * time.Minute, 66 * time.Minute}, [2]time.Duration{22*time.Minute + 30*time.Second, 27*time.Minute + 30*time.Second}},
 		{"fair", [2]time.Duration{54 * time.Minute, 66 * time.Minute}, [2]time.Duration{0, time.Hour}},
 		{"sideline", [2]time.Duration{54 * time.Minute, 80 * time.Minute}, [2]time.Duration{0, 5 * time.Second}},
@@ -95,20 +105,84 @@ func TestScenarioConsumerOutage(t *testing.T) {
 				within(t, c.what+": the shortest wait", c.waits[0], c.lim[0], c.lim[1])
 				within(t, c.what+": the longest wait", q.Max, c.lim[0], c.lim[1])
 			}
-			if tc.variant == "fifo" {
-				// Drained: the backlog back to what is in service, within
-				// 10% of an hour after the outage.
-				drained := time.Duration(-1)
-				for _, s := range backlogOverTime(res) {
-					if s.at > outageEnd && s.backlog < 50 {
-						drained = s.at - outageEnd
-						break
-					}
-				}
-				within(t, "drained after the outage", drained, 54*time.Minute, 66*time.Minute)
+			// Caught up (no message waiting over Standing at a sample from
+			// then on) within 10% of an hour after the outage, whatever the
+			// order.
+			within(t, "caught up after the outage", res.CaughtUp-outageEnd, 54*time.Minute, 66*time.Minute)
+			if tc.variant == "default" {
+				// The issue's figures: sent 10 s or more after the return,
+				// a p99 wait under 1 s; the backlog all served within 10%
+				// of an hour after the outage.
+				within(t, "after return +10s: p99 wait", window(t, res, "after return +10s").Wait.P99, 0, time.Second)
+				within(t, "the backlog: all served after the outage", window(t, res, "the backlog").AllServed-outageEnd, 54*time.Minute, 66*time.Minute)
 			}
 		})
 	}
+}
+
+// window is a run's figures for one window.
+func window(t *testing.T, res *Result, name string) WindowResult {
+	t.Helper()
+	for _, w := range res.Windows {
+		if w.Name == name {
+			return w
+		}
+	}
+	t.Fatalf("%s: no window %q", res.Scenario.Title(), name)
+	return WindowResult{}
+}
+
+// TestScenarioOutageCapacities: the same outage with consumers at 3x and
+// at 1.1x the arrival rate. The backlog drains with the spare capacity,
+// in outage x arrivals / (capacity - arrivals): 30 minutes at 3x, 10
+// hours at 1.1x; the test wants every variant caught up within 10% of
+// that (the backlog mode starves neither side), and by default the
+// messages sent after the return served at once: a p99 wait under 1 s
+// at 3x. At 1.1x it logs that p99 (issue 37 asks for under 1 s: see
+// docs/simulator.md for what the run shows).
+func TestScenarioOutageCapacities(t *testing.T) {
+	const outageEnd = 70 * time.Minute
+	for _, tc := range []struct {
+		name  string
+		drain time.Duration
+	}{{"consumer-outage-3x", 30 * time.Minute}, {"consumer-outage-1.1x", 10 * time.Hour}} {
+		for _, v := range []string{"default", "fair", "fifo"} {
+			t.Run(tc.name+"/"+v, func(t *testing.T) {
+				switch {
+				case tc.drain > time.Hour && (testing.Short() || raceEnabled):
+					t.Skip("a 12-hour run (860,000 messages): without -short and the race detector")
+				case testing.Short() && v == "fair":
+					t.Skip("without -short")
+				}
+				res := variant(t, tc.name, v, Options{})
+				within(t, "caught up after the outage", res.CaughtUp-outageEnd, tc.drain*9/10, tc.drain*11/10)
+				fresh := window(t, res, "after return +10s").Wait
+				if v == "default" && tc.drain < time.Hour {
+					within(t, "after return +10s: p99 wait", fresh.P99, 0, time.Second)
+				}
+				t.Logf("%s: after return +10s: p50 %s, p99 %s; the backlog all served at %s; caught up at %s",
+					res.Scenario.Title(), fresh.P50, fresh.P99, window(t, res, "the backlog").AllServed, res.CaughtUp)
+			})
+		}
+	}
+}
+
+// TestScenarioHealthy: on a healthy queue the backlog mode never engages:
+// by default, fewer than 1% of first receives are served ahead of an
+// older message of their tenant (none: nothing is sidelined), and each
+// tenant's p99 wait is within 5% of its p99 served oldest first (fair).
+func TestScenarioHealthy(t *testing.T) {
+	def, fair := variant(t, "healthy", "default", Options{}), variant(t, "healthy", "fair", Options{})
+	if def.Queue.Sidelined != 0 {
+		t.Errorf("default: %d messages sidelined, want none", def.Queue.Sidelined)
+	}
+	for i, tr := range def.Tenants {
+		within(t, tr.Name+": share of first receives ahead", float64(tr.Ahead)/float64(tr.FirstReceives), 0, 0.01)
+		p99 := fair.Tenants[i].Wait.P99
+		within(t, tr.Name+": p99 wait", tr.Wait.P99, p99*95/100, p99*105/100)
+	}
+	// Each burst is served within a few seconds.
+	within(t, "a burst: all served", window(t, def, "bursty's bursts").AllServed, 30*time.Second, 40*time.Second)
 }
 
 type backlogAt struct {
@@ -157,6 +231,22 @@ func TestScenarioNoisyTenant(t *testing.T) {
 			within(t, n+": p99 wait", tenant(t, res, n).Wait.P99, 0, time.Second)
 		}
 	})
+	t.Run("default", func(t *testing.T) {
+		// The quiet tenants' p99 within 1.2x of theirs without the spike;
+		// bulk's messages sent after the spike served at once.
+		sc, err := Load(scenarios.FS(), "noisy-tenant")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.Tenants[0].Bursts = nil
+		sc.Variants = nil
+		calm := window(t, run(t, sc, Options{}), "quiet tenants").Wait.P99
+		res := variant(t, "noisy-tenant", "default", Options{})
+		quietP99 := window(t, res, "quiet tenants").Wait.P99
+		within(t, "quiet tenants: p99 wait", quietP99, 0, calm*12/10)
+		within(t, "bulk after the spike: p99 wait", window(t, res, "bulk after the spike").Wait.P99, 0, time.Second)
+		t.Logf("quiet tenants' p99 wait: %s, without the spike %s", quietP99, calm)
+	})
 	t.Run("send-rate", func(t *testing.T) {
 		res := variant(t, "noisy-tenant", "send-rate", Options{})
 		// Refused: what bulk sent beyond 5 a second during the spike.
@@ -174,6 +264,10 @@ func TestScenarioNoisyTenant(t *testing.T) {
 func TestScenarioSlowDependency(t *testing.T) {
 	res := variant(t, "slow-dependency", "no-limit", Options{})
 	within(t, "no limit: search's p99 wait", tenant(t, res, "search").Wait.P99, 2*time.Minute, time.Hour)
+	if !testing.Short() {
+		res = variant(t, "slow-dependency", "fair", Options{})
+		within(t, "fair: search's p99 wait", tenant(t, res, "search").Wait.P99, 2*time.Minute, time.Hour)
+	}
 	res = variant(t, "slow-dependency", "max-in-flight", Options{})
 	for _, n := range []string{"search", "email"} {
 		within(t, "TenantMaxInFlight: "+n+"'s p99 wait", tenant(t, res, n).Wait.P99, 0, time.Second)
@@ -189,6 +283,10 @@ func TestScenarioRetryStorm(t *testing.T) {
 	res := variant(t, "retry-storm", "no-ladder", Options{})
 	within(t, "no ladder: acme's p99 wait", tenant(t, res, "acme").Wait.P99, 2*time.Minute, time.Hour)
 	storm := res.Queue.Retried
+	if !testing.Short() {
+		res = variant(t, "retry-storm", "fair", Options{})
+		within(t, "fair: acme's p99 wait", tenant(t, res, "acme").Wait.P99, 2*time.Minute, time.Hour)
+	}
 	res = variant(t, "retry-storm", "ladder", Options{})
 	for _, tr := range res.Tenants {
 		within(t, "ladder: "+tr.Name+"'s p99 wait", tr.Wait.P99, 0, 10*time.Second)

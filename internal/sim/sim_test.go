@@ -240,7 +240,7 @@ func TestShipped(t *testing.T) {
 			t.Errorf("%s: %d variants, want two or more to compare", sc.Name, len(sc.Variants))
 		}
 	}
-	want := []string{"consumer-outage", "noisy-tenant", "retry-storm", "shuffle-sharding", "slow-dependency", "slow-handlers"}
+	want := []string{"consumer-outage", "consumer-outage-1.1x", "consumer-outage-3x", "healthy", "noisy-tenant", "retry-storm", "shuffle-sharding", "slow-dependency", "slow-handlers"}
 	if !slices.Equal(names, want) {
 		t.Fatalf("shipped: %v, want %v", names, want)
 	}
