@@ -231,8 +231,13 @@ type tenant struct {
 	idle     bool
 	// engaged is when its backlog mode engaged (unix ms; 0: it is not):
 	// its oldest ready message, never received, had then waited
-	// StandingTarget + StandingInterval.
-	engaged int64
+	// StandingTarget + StandingInterval. split is the mode's point: what
+	// the tenant sent at or before it is old (it waits in the backlog
+	// lane), what it sent after is fresh. It is set StandingTarget before
+	// the moment the mode engaged, and moves to StandingTarget before
+	// now whenever the fresh side's own oldest message has waited that
+	// long again (consumers that cannot keep up with fresh traffic either).
+	engaged, split int64
 }
 
 // New returns an empty scheduler.
@@ -712,6 +717,9 @@ func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 			if p.rings[l].len() == 0 || failed&(1<<l) != 0 {
 				continue
 			}
+			if l == L-1 && s.cfg.Adaptive && top == Live && !s.liveBehind(now, p) {
+				continue // the backlog mode's old side: idle capacity only while fresh traffic keeps up
+			}
 			p.credit[l] = min(p.credit[l]+s.cfg.LowerLaneShare, 2)
 			if p.credit[l] >= 1-1e-9 && lane == top {
 				lane = l
@@ -910,21 +918,27 @@ func (s *Sched) sideline(cut int64, pt *ptenant) {
 	}
 }
 
-// adapt is the backlog mode at a tenant's turn in the live lane: it
-// engages once the oldest ready message of the live lane, never received,
-// has waited StandingTarget + StandingInterval, and, engaged, sidelines
-// what has waited longer than StandingTarget.
+// adapt is the backlog mode at a tenant's turn in the live lane: a
+// backlog stands once the oldest ready message of the live lane, never
+// received, has waited StandingTarget + StandingInterval; then what was
+// sent before the mode's split (StandingTarget before now) goes to the
+// backlog lane, and what is sent after it is served first. The split
+// stays where it is while fresh traffic is served within
+// StandingTarget + StandingInterval (a fresh message that waited a little
+// longer than StandingTarget is still fresh), and moves up to
+// StandingTarget before now when the fresh side stands too.
 func (s *Sched) adapt(now int64, pt *ptenant) {
 	t := pt.t
-	if t.engaged == 0 {
-		sent, ok := s.oldestFresh(pt)
-		if !ok || now-sent <= StandingTarget+StandingInterval {
-			return
+	if sent, ok := s.oldestFresh(pt); ok && now-sent > StandingTarget+StandingInterval {
+		if t.engaged == 0 {
+			t.engaged = sent + StandingTarget + StandingInterval
+			s.Engaged++
 		}
-		t.engaged = sent + StandingTarget + StandingInterval
-		s.Engaged++
+		t.split = now - StandingTarget
 	}
-	s.sideline(now-StandingTarget, pt)
+	if t.engaged != 0 {
+		s.sideline(t.split, pt)
+	}
 }
 
 // oldestFresh is the sent time of the first message of a tenant's live
@@ -969,8 +983,33 @@ func (s *Sched) backlogged(t *tenant) int {
 // it is served oldest first again.
 func (s *Sched) settleMode(t *tenant) {
 	if t.engaged != 0 && s.backlogged(t) == 0 {
-		t.engaged = 0
+		t.engaged, t.split = 0, 0
 	}
+}
+
+// liveBehind reports whether the live lane of partition p is not kept up
+// with: the message at the head of its first tenant has waited longer than
+// StandingTarget. In the backlog mode the backlog lane earns its share of
+// the picks only then: while fresh traffic is served within the target,
+// the old side gets every pick fresh traffic leaves, and no more (a share
+// larger than the consumers' spare capacity would take it from fresh
+// traffic, which would fall behind for good); once the consumers cannot
+// keep up with fresh traffic either, the share keeps the old side from
+// starving.
+func (s *Sched) liveBehind(now int64, p *partition) bool {
+	r := &p.rings[Live]
+	if r.len() == 0 {
+		return false
+	}
+	pt := r.front()
+	q := &pt.dq[Live]
+	for i := q.h; i < len(q.s) && i < q.h+freshLook; i++ {
+		e, sent, _, ok := s.lookup(q.s[i].seq())
+		if ok && e.pt == pt && q.s[i].live(e) && e.state == stQueued {
+			return now-sent > StandingTarget
+		}
+	}
+	return false
 }
 
 // AllowSend asks whether a tenant may send n messages now. When not, it
