@@ -6,11 +6,14 @@ import "github.com/sluicemq/sluice/internal/sched"
 // group instead of by message, so that no group's message is ever
 // delivered before an older one of its group. Once a backlog stands (the
 // head of a group ready for delivery, never received, has waited
-// sched.StandingTarget + StandingInterval), a group whose head has waited
-// longer than StandingTarget is old: it is set aside, and groups whose
-// head is fresh are served first. The old groups get the lower lanes'
-// share of the picks (sched's LowerLaneShare) and every pick no fresh
-// group wants, in the order they were set aside, and the mode ends when
+// sched.StandingTarget + StandingInterval), the mode's split is set
+// StandingTarget before now: a group whose head was sent at or before it
+// is old, set aside, and groups whose head is fresh are served first. The
+// split moves up to StandingTarget before now when a fresh group's head
+// stands too. The old groups get every pick no fresh group wants, and,
+// while fresh groups are not kept up with (the head served waited longer
+// than StandingTarget), the lower lanes' share of the picks (sched's
+// LowerLaneShare), in the order they were set aside; the mode ends when
 // none is left. Within a group nothing changes: it is served from its
 // head, in order.
 
@@ -27,7 +30,7 @@ func (q *Queue) nextGroup(now int64) *group {
 			q.gold[0] = nil
 			q.gold = q.gold[1:]
 			if len(q.gold) == 0 {
-				q.engaged, q.goldCred = 0, 0 // the old side is served: oldest first again
+				q.engaged, q.split, q.goldCred = 0, 0, 0 // the old side is served: oldest first again
 			}
 			return g
 		}
@@ -44,12 +47,15 @@ func (q *Queue) nextGroup(now int64) *group {
 		if !ok {
 			return g
 		}
-		if q.engaged == 0 && fresh && now-sent > sched.StandingTarget+sched.StandingInterval {
-			q.engaged = sent + sched.StandingTarget + sched.StandingInterval
+		if fresh && now-sent > sched.StandingTarget+sched.StandingInterval && (q.engaged == 0 || sent > q.split) {
+			if q.engaged == 0 {
+				q.engaged = sent + sched.StandingTarget + sched.StandingInterval
+			}
+			q.split = now - sched.StandingTarget // a backlog stands, or the fresh side's does too
 		}
-		if q.engaged == 0 || now-sent <= sched.StandingTarget {
-			if len(q.gold) > 0 {
-				q.goldCred = min(q.goldCred+q.share(), 2)
+		if q.engaged == 0 || sent > q.split {
+			if len(q.gold) > 0 && now-sent > sched.StandingTarget {
+				q.goldCred = min(q.goldCred+q.share(), 2) // fresh groups are not kept up with
 			}
 			return g
 		}

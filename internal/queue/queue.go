@@ -117,6 +117,7 @@ type Queue struct {
 	// the credit that gives them their share.
 	gold     []*group
 	engaged  int64
+	split    int64 // what was sent at or before it is old
 	goldCred float64
 	dedup    dedup.Memory    // FIFO: ids in their window, sequence numbers
 	origins  map[uint64]mark // by origin partition: how far deliveries from it went
