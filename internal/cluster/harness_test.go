@@ -135,6 +135,35 @@ type fakeHost struct {
 	acquired map[store.PartitionID]int // successful Acquire calls
 	failed   map[store.PartitionID]int
 	released map[store.PartitionID]int
+
+	// gate, when set, holds every Acquire until it is closed (a replay
+	// that waits for its stream's leader); waiting counts those it holds,
+	// most the most it held at once.
+	gate          chan struct{}
+	waiting, most int
+}
+
+// hold makes the host's Acquire calls wait until the returned func is
+// called.
+func (h *fakeHost) hold() (release func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	gate := make(chan struct{})
+	h.gate = gate
+	return sync.OnceFunc(func() {
+		h.mu.Lock()
+		h.gate = nil
+		h.mu.Unlock()
+		close(gate)
+	})
+}
+
+// held is how many Acquire calls wait at the gate now, and the most at
+// once.
+func (h *fakeHost) held() (now, most int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.waiting, h.most
 }
 
 func newFakeHost(name string, l *ledger, parts []store.PartitionID) *fakeHost {
@@ -151,6 +180,14 @@ func (h *fakeHost) Partitions() []store.PartitionID {
 
 func (h *fakeHost) Acquire(p store.PartitionID, term uint64) error {
 	h.mu.Lock()
+	if gate := h.gate; gate != nil {
+		h.waiting++
+		h.most = max(h.most, h.waiting)
+		h.mu.Unlock()
+		<-gate
+		h.mu.Lock()
+		h.waiting--
+	}
 	defer h.mu.Unlock()
 	if _, ok := h.owned[p]; ok {
 		h.ledger.addViolation("%s: Acquire of partition %d, which it owns", h.name, p)

@@ -69,6 +69,10 @@ const (
 	handoversPerTick = 4
 	// releaseParallel bounds the lease deletions in flight at Close.
 	releaseParallel = 16
+	// acquireParallel bounds the takeovers (lease, then Host.Acquire) that
+	// run at once on a node: a lost node's partitions are taken side by
+	// side, each mostly waiting for its stream to elect a leader.
+	acquireParallel = 64
 	// bucketAttempt bounds one attempt to create the bucket.
 	bucketAttempt = 5 * time.Second
 )

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"fmt"
 	"errors"
 	"slices"
 	"testing"
@@ -25,6 +26,7 @@ func TestCluster(t *testing.T) {
 		{"Spread", testSpread},
 		{"CloseHandsOver", testCloseHandsOver},
 		{"CrashFailsOver", testCrashFailsOver},
+		{"TakeoversSideBySide", testTakeoversSideBySide},
 		{"AcquireFails", testAcquireFails},
 		{"Claim", testClaim},
 		{"DuplicateName", testDuplicateName},
@@ -157,6 +159,33 @@ func testCrashFailsOver(t *testing.T, nats []*natsnode.Node) {
 	waitFor(t, 30*time.Second, "the crashed node to leave the members", func() bool {
 		return len(ms[1].Status().Members) == 2 && len(ms[2].Status().Members) == 2
 	})
+}
+
+// A crashed node's partitions are taken over side by side, not one after
+// another: while each takeover's Host.Acquire waits (as a replay waits for
+// its stream to elect a leader), the others have started theirs, so the
+// time to serve them again does not grow with how many there are.
+func testTakeoversSideBySide(t *testing.T, nats []*natsnode.Node) {
+	e := newEnv(t, nats, 2*time.Second)
+	parts := partitions(24)
+	ms, hs := e.startN(2, parts)
+	waitFor(t, 30*time.Second, "partitions balanced", func() bool { return settled(ms, hs, parts) && balanced(hs, parts) })
+	moved := hs[0].ownedList()
+	if len(moved) < 2 {
+		t.Fatalf("%s owns %v: nothing to take over side by side", hs[0].name, moved)
+	}
+	release := hs[1].hold()
+	defer release()
+	e.ledger.kill(hs[0].name)
+	ms[0].Abandon()
+	took := waitFor(t, 30*time.Second, fmt.Sprintf("all %d takeovers waiting in Acquire at once", len(moved)), func() bool {
+		now, _ := hs[1].held()
+		return now == len(moved)
+	})
+	release()
+	waitFor(t, 30*time.Second, "the other to own every partition", func() bool { return settled(ms[1:], hs[1:], parts) })
+	_, most := hs[1].held()
+	t.Logf("%d takeovers were under way at once %s after the crash (at most %d)", len(moved), took.Round(time.Millisecond), most)
 }
 
 // A partition whose Acquire fails is retried, elsewhere or later, and its

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -13,25 +14,28 @@ import (
 	"github.com/sluicemq/sluice/internal/store"
 )
 
-// loopState is what the reconcile loop remembers between ticks; only its
-// goroutine uses it.
+// loopState is what the reconcile loop remembers between ticks. Its
+// goroutine and the takeovers it starts use it, under mu.
 type loopState struct {
-	unleased map[store.PartitionID]time.Time     // first seen without a lease
-	retryAt  map[store.PartitionID]time.Time     // not taken here before (its Acquire failed)
-	failures map[store.PartitionID]int           // Acquire failures in a row here
-	missing  map[store.PartitionID]time.Time     // held but not listed by the Host since
-	handedAt map[store.PartitionID]time.Time     // last handed over from here
-	holdFor  map[store.PartitionID]time.Duration // owned this long before it is handed over
+	mu        sync.Mutex
+	acquiring map[store.PartitionID]bool          // a takeover runs (acquire)
+	unleased  map[store.PartitionID]time.Time     // first seen without a lease
+	retryAt   map[store.PartitionID]time.Time     // not taken here before (its Acquire failed)
+	failures  map[store.PartitionID]int           // Acquire failures in a row here
+	missing   map[store.PartitionID]time.Time     // held but not listed by the Host since
+	handedAt  map[store.PartitionID]time.Time     // last handed over from here
+	holdFor   map[store.PartitionID]time.Duration // owned this long before it is handed over
 }
 
 func newLoopState() *loopState {
 	return &loopState{
-		unleased: map[store.PartitionID]time.Time{},
-		retryAt:  map[store.PartitionID]time.Time{},
-		failures: map[store.PartitionID]int{},
-		missing:  map[store.PartitionID]time.Time{},
-		handedAt: map[store.PartitionID]time.Time{},
-		holdFor:  map[store.PartitionID]time.Duration{},
+		acquiring: map[store.PartitionID]bool{},
+		unleased:  map[store.PartitionID]time.Time{},
+		retryAt:   map[store.PartitionID]time.Time{},
+		failures:  map[store.PartitionID]int{},
+		missing:   map[store.PartitionID]time.Time{},
+		handedAt:  map[store.PartitionID]time.Time{},
+		holdFor:   map[store.PartitionID]time.Duration{},
 	}
 }
 
@@ -100,11 +104,17 @@ func (m *Manager) snapshot() snapshot {
 }
 
 // reconcile gives up what was lost, what the Host no longer lists and
-// what another node should have, then takes what has no lease.
+// what another node should have, then takes what has no lease: each
+// takeover (acquire) on a goroutine of its own, up to acquireParallel at
+// once, so that the time a lost node's partitions take to be served again
+// does not grow with how many it owned (each waits mostly for its
+// stream's new leader, and the streams elect theirs side by side).
 func (m *Manager) reconcile(ls *loopState) {
 	m.releaseLost()
 	m.checkStale()
 	parts := m.host.Partitions()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	listed := make(map[store.PartitionID]bool, len(parts))
 	for _, p := range parts {
 		listed[p] = true
@@ -165,7 +175,7 @@ func (m *Manager) reconcile(ls *loopState) {
 		if m.ctx.Err() != nil {
 			return
 		}
-		if s.leased[p] {
+		if s.leased[p] || ls.acquiring[p] {
 			delete(ls.unleased, p)
 			continue
 		}
@@ -187,7 +197,21 @@ func (m *Manager) reconcile(ls *loopState) {
 		if now.Sub(first) < time.Duration(r)*m.cfg.RankStep {
 			continue
 		}
-		m.acquire(p, s.expired[p], ls)
+		if len(ls.acquiring) >= acquireParallel {
+			break // the next ones when these end (each wakes the loop)
+		}
+		ls.acquiring[p] = true
+		delete(ls.unleased, p)
+		expired := s.expired[p]
+		m.loops.Add(1) // this goroutine is counted: Close waits for the takeover
+		go func() {
+			defer m.loops.Done()
+			m.acquire(p, expired, ls)
+			ls.mu.Lock()
+			delete(ls.acquiring, p)
+			ls.mu.Unlock()
+			m.wake()
+		}()
 	}
 
 	ls.forget(listed)
@@ -281,7 +305,8 @@ func (m *Manager) giveUp(p store.PartitionID, to, why string) bool {
 }
 
 // acquire tries to take p's lease and, if it did, makes the Host its
-// owner; a failed Acquire gives the lease up and backs off.
+// owner; a failed Acquire gives the lease up and backs off. It runs on a
+// goroutine of its own, and takes ls.mu only to note its outcome.
 func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	key := partKey(p)
 	sent := time.Now()
@@ -304,7 +329,9 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	default:
 		if m.ctx.Err() == nil {
 			m.log.Warn("taking a partition's lease failed", "partition", p, "err", err)
+			ls.mu.Lock()
 			ls.retryAt[p] = time.Now().Add(min(m.cfg.RankStep, m.cfg.Tick))
+			ls.mu.Unlock()
 		}
 		return
 	}
@@ -335,11 +362,14 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	case forgotten:
 		m.log.Warn("the host gave a partition up while acquiring it", "partition", p, "term", rev, "err", err)
 	case err != nil:
+		ls.mu.Lock()
 		ls.failures[p]++
-		wait := min(m.cfg.RankStep<<min(ls.failures[p]-1, 16), maxBackoff)
+		failures := ls.failures[p]
+		wait := min(m.cfg.RankStep<<min(failures-1, 16), maxBackoff)
 		ls.retryAt[p] = time.Now().Add(wait)
+		ls.mu.Unlock()
 		m.log.Warn("the host could not acquire a partition; giving its lease up", "partition", p, "term", rev,
-			"failures", ls.failures[p], "retry_in", wait, "err", err)
+			"failures", failures, "retry_in", wait, "err", err)
 		m.mu.Lock()
 		l.state = releasing
 		m.mu.Unlock()
@@ -353,6 +383,8 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 		m.log.Warn("lost a partition's lease while acquiring it", "partition", p, "term", rev)
 		m.host.Release(p)
 	default:
+		ls.mu.Lock()
+		defer ls.mu.Unlock()
 		delete(ls.failures, p)
 		delete(ls.retryAt, p)
 		// Taken back soon after it was handed over: its preferred node did
