@@ -2,8 +2,8 @@ package cluster
 
 import (
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
