@@ -683,7 +683,7 @@ func compactWeighsBytes(t *testing.T, nc *nats.Conn) {
 		last++
 		o.hints[last] = mustAppend(t, s, 1, last-1, true, big)[0]
 	}
-	for i := range 300 { // more than compactMinMessages
+	for i := range 300 { // more than compactMin
 		mustAppend(t, s, 1, last, false, fmt.Sprint("mark-", i))
 		last++
 	}
@@ -720,7 +720,7 @@ func compactRehomes(t *testing.T, nc *nats.Conn, replicas int) {
 	o := &owner{hints: map[uint64]store.Hint{}}
 	o.hints[1] = mustAppend(t, s, 1, 0, true, "long-lived")[0]
 	last := uint64(1)
-	for i := range 300 { // more than compactMinMessages, all but one dead
+	for i := range 300 { // more than compactMin, all but one dead
 		h := mustAppend(t, s, 1, last, true, fmt.Sprint("short-", i))
 		last++
 		s.Release(1, last, h[0])

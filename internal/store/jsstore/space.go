@@ -315,9 +315,15 @@ func (s *Store) Wanted() []store.PartitionID {
 	return out
 }
 
-// compactMinMessages is how many messages must lie below a partition's
-// newest snapshot before compaction looks at it.
-const compactMinMessages = 256
+// compactMin is how many messages must lie below a partition's newest
+// snapshot before compaction looks at it (the look is under the lock the
+// writer needs): one for every 16 KiB of SnapshotBytes, 256 at the
+// default, at least 16. A store snapshotted more often has fewer messages
+// below each snapshot (a partition snapshotted every 128 KiB of large
+// bodies may never have 256), and a smaller range to look through.
+func (s *Store) compactMin() uint64 {
+	return uint64(min(max(s.cfg.SnapshotBytes/(16<<10), 16), 256))
+}
 
 // Compact copies kept records out of the oldest messages below each
 // partition's newest snapshot (they hold its purge floor down), at most
@@ -353,7 +359,7 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 		// under the lock the writer needs, every CompactInterval, and a
 		// backlog is millions of records.
 		below := pt.snapStart - max(pt.first, 1)
-		if below < compactMinMessages || !mostlyDead(pt, below) {
+		if below < s.compactMin() || !mostlyDead(pt, below) {
 			continue
 		}
 		var cs []cand
