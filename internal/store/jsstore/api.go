@@ -267,6 +267,23 @@ func (s *Store) directGet(ctx context.Context, stream string, seq uint64, n, max
 	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
 	defer cancel()
+	// Attempts of at most a second within AckTimeout, as request's: the
+	// replicas answer direct gets as a queue group, and the member NATS
+	// picks may be a server that went silent (its machine or network
+	// died, and its routes are not closed yet): asked again, another
+	// answers.
+	for {
+		attempt, stop := context.WithTimeout(ctx, time.Second)
+		out, err := s.directGetOnce(attempt, stream, body, n)
+		stop()
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
+			return out, err
+		}
+	}
+}
+
+// directGetOnce is one attempt of directGet.
+func (s *Store) directGetOnce(ctx context.Context, stream string, body []byte, n int) ([]msg, error) {
 	subj := apiPrefix + "DIRECT.GET." + stream
 	if n <= 1 {
 		r, err := s.nc.RequestWithContext(ctx, subj, body)
