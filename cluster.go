@@ -148,10 +148,12 @@ type clusterNode struct {
 	// lost counts forwarded requests whose node went away before it
 	// answered (ErrOwnerLost): sent again when idempotent.
 	lost atomic.Uint64
-	// watches are the subjects forwarded requests wait on that are
-	// pinged (watchSubject).
-	watchMu sync.Mutex
-	watches map[string]*subjectWatch
+	// silent counts forwarded requests whose node went silent before it
+	// answered, or that were answered ServiceUnavailable because their
+	// queue's owner was silent or gone and no other served it in time.
+	silent atomic.Uint64
+	// live pings the other nodes.
+	live *liveness
 
 	mu       sync.Mutex
 	handlers map[string]http.Handler // by service: "sqs", "admin"
@@ -233,6 +235,7 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 		return nil, nil, err
 	}
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID]*served{}}
+	c.live = newLiveness(c)
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
 			ClientAddr: cc.ClientListen, ClientToken: cc.ClientToken, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
@@ -322,11 +325,13 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
 	m, err := cluster.Start(ctx, cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
-		Replicas: c.cfg.Replicas, LeaseTTL: c.cfg.LeaseTTL, Logger: c.log}, clusterHost{c})
+		Replicas: c.cfg.Replicas, LeaseTTL: c.cfg.LeaseTTL, Logger: c.log,
+		Silent: func(node string) bool { return c.live.state(node) != peerAlive }}, clusterHost{c})
 	if err != nil {
 		return err
 	}
 	c.m.Store(m)
+	c.live.start()
 	return nil
 }
 
@@ -647,6 +652,15 @@ func (d deliverer) Deliver(ctx context.Context, in []sluicetype.SendInput, from 
 
 func (d deliverer) Marks(context.Context) (map[uint64]uint64, error) { return d.e.LocalMarks(d.p) }
 
+// serves reports whether this node answers requests forwarded to it for
+// service.
+func (c *clusterNode) serves(service string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.handlers[service]
+	return ok
+}
+
 // setHandler makes the node serve a front's forwarded requests (service
 // "sqs" or "admin") with h for every partition it owns, now and later.
 func (c *clusterNode) setHandler(service string, h http.Handler) {
@@ -671,6 +685,7 @@ func (c *clusterNode) setHandler(service string, h http.Handler) {
 // close hands this node's partitions over (their leases are deleted, so
 // others take them at once), stops its services, and closes NATS.
 func (c *clusterNode) close() {
+	c.live.close()
 	if m := c.m.Load(); m != nil {
 		m.Close()
 	}
@@ -796,6 +811,33 @@ func (b *Broker) RouteCatalog(service string) string {
 // answered. The request may or may not have taken effect.
 var ErrOwnerLost = errors.New("sluice: the node serving the request went away before it answered; the request may or may not have taken effect")
 
+// ErrOwnerSilent: the node that owns the request's queue does not answer
+// (its machine or its network is down, or it is cut off from this node)
+// and no other node serves the queue yet. When the request had been sent
+// to it, it may or may not have taken effect.
+var ErrOwnerSilent = errors.New("sluice: the node that owns the queue does not answer")
+
+// ErrCutOff: this node cannot reach any other node of its cluster, so it
+// serves no queue (it could not write, nor know who owns what) until it
+// can again.
+var ErrCutOff = errors.New("sluice: this node cannot reach the other nodes of its cluster")
+
+// ForwardHow is what Forward may do with a request.
+type ForwardHow struct {
+	// Idempotent: doing the request twice does what doing it once does
+	// (receives, deletes, reads), so it may be sent again to the next
+	// owner when the node it went to stops answering.
+	Idempotent bool
+	// OwnerWait is how long from the call the request may wait for a
+	// node that serves its partition when the owner the leases name is
+	// silent or gone, before it is answered with an error a client
+	// retries; at least 750 ms from when it found the owner silent or
+	// gone. A long poll may wait its wait time (its client waits that
+	// long anyway), and is served by the new owner if there is one by
+	// then.
+	OwnerWait time.Duration
+}
+
 // Forward sends a request (its body read already) on a route (Route's) to
 // the node that owns the route's partition, as this node's view of the
 // leases names it, and returns its answer. While the partition is between
@@ -804,13 +846,27 @@ var ErrOwnerLost = errors.New("sluice: the node serving the request went away be
 // bucket itself names (the view may lag it), until ctx ends: then the
 // error wraps forward.ErrNoOwner.
 //
-// While a request waits for its answer, Forward checks every second that
-// the node it went to still serves requests (forward.Ping). Once that node
-// has been gone for a second check, an idempotent request (doing it twice
-// does what doing it once does: receives, deletes, reads) is sent again
-// to the partition's next owner; any other one ends with ErrOwnerLost
-// rather than waiting out ctx for an answer that cannot come.
-func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, idempotent bool) (*forward.Response, error) {
+// A node that does not answer does not hold a request up for long (see
+// liveness): a request is not sent to a node known to be silent or gone,
+// and one that waits on a node that turns silent or gone stops waiting.
+// An idempotent request (doing it twice does what doing it once does:
+// receives, deletes, reads) is then sent to the partition's next owner;
+// any other one ends with ErrOwnerLost (gone) or ErrOwnerSilent (silent)
+// rather than waiting out ctx for an answer that may never come. While
+// the bucket still names a silent or gone owner, a request waits for
+// another (see ForwardHow.OwnerWait), then ends with an error wrapping
+// ErrOwnerSilent (it was not sent: nothing was done).
+func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, how ForwardHow) (*forward.Response, error) {
+	idempotent, start := how.Idempotent, time.Now()
+	// giveUpAt is when a request whose owner is silent or gone, found so
+	// now, stops waiting for another.
+	giveUpAt := func() time.Time {
+		now := time.Now()
+		if at := start.Add(how.OwnerWait); at.After(now.Add(ownerWait)) {
+			return at
+		}
+		return now.Add(ownerWait)
+	}
 	p, service, ok := parseRoute(rt)
 	if !ok {
 		return nil, fmt.Errorf("sluice: forwarding on a malformed route %q", rt)
@@ -820,35 +876,60 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 		return nil, fmt.Errorf("%w: the cluster's manager is not started", forward.ErrNoOwner)
 	}
 	var why error // what the last attempt found, once one failed
+	var giveUp time.Time
 	backoff := 10 * time.Millisecond
 	node, ok := m.Owner(p)
 	b.cl.forwarded.Add(1)
 	for sent := false; ; {
 		if ok {
-			if sent {
-				b.cl.resent.Add(1)
-			}
-			sent = true
-			resp, err := b.cl.forwardWatched(ctx, b.cl.partitionSubject(node, service, p), r, body)
-			switch {
-			case err == nil && resp.Header.Get(NotOwnerHeader) == "":
-				return resp, nil
-			case err == nil:
-				why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
-			case errors.Is(err, forward.ErrNoOwner):
-				why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
-			case errors.Is(err, ErrOwnerLost) && idempotent:
-				b.cl.lost.Add(1)
-				why = fmt.Errorf("%w: node %s: %w", forward.ErrNoOwner, node, err)
-			case errors.Is(err, ErrOwnerLost):
-				b.cl.lost.Add(1)
-				return nil, fmt.Errorf("%w (node %s, partition %d)", err, node, p)
-			default:
-				return nil, err
+			state, changed := b.cl.live.watch(node)
+			if state != peerAlive {
+				why = fmt.Errorf("%w (node %s is %s, partition %d): %w", ErrOwnerSilent, node, state, p, forward.ErrNoOwner)
+				if giveUp.IsZero() {
+					giveUp = giveUpAt()
+				}
+			} else {
+				if sent {
+					b.cl.resent.Add(1)
+				}
+				sent = true
+				resp, err := b.cl.forwardWatched(ctx, node, b.cl.partitionSubject(node, service, p), r, body, changed)
+				switch {
+				case err == nil && resp.Header.Get(NotOwnerHeader) == "":
+					return resp, nil
+				case err == nil:
+					why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
+				case errors.Is(err, forward.ErrNoOwner):
+					why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
+				case (errors.Is(err, ErrOwnerLost) || errors.Is(err, ErrOwnerSilent)) && idempotent:
+					if errors.Is(err, ErrOwnerLost) {
+						b.cl.lost.Add(1)
+					}
+					why = fmt.Errorf("%w (node %s, partition %d)", err, node, p)
+					giveUp = giveUpAt()
+				case errors.Is(err, ErrOwnerLost):
+					b.cl.lost.Add(1)
+					return nil, fmt.Errorf("%w (node %s, partition %d)", err, node, p)
+				case errors.Is(err, ErrOwnerSilent):
+					b.cl.silent.Add(1)
+					return nil, fmt.Errorf("%w (node %s, partition %d); the request may or may not have taken effect", err, node, p)
+				default:
+					return nil, err
+				}
 			}
 		}
+		if !giveUp.IsZero() && time.Now().After(giveUp) {
+			if errors.Is(why, ErrOwnerSilent) {
+				b.cl.silent.Add(1)
+			}
+			return nil, why
+		}
+		nap := backoff
+		if !giveUp.IsZero() {
+			nap = min(nap, max(time.Until(giveUp), 0))
+		}
 		select {
-		case <-time.After(backoff):
+		case <-time.After(nap):
 		case <-ctx.Done():
 			if why == nil {
 				why = fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
@@ -858,120 +939,62 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 		backoff = min(2*backoff, 250*time.Millisecond)
 		// The view named no node that serves p: ask the bucket, which the
 		// view may lag by seconds after a node died.
+		// Not past giveUp: a bucket whose leader went silent answers
+		// nothing until it has a new one.
+		hctx, hcancel := ctx, context.CancelFunc(func() {})
+		if !giveUp.IsZero() {
+			hctx, hcancel = context.WithDeadline(ctx, giveUp)
+		}
 		var err error
-		if node, ok, err = m.Holder(p); err != nil {
+		if node, ok, err = m.Holder(hctx, p); err != nil {
 			node, ok = m.Owner(p)
 		}
+		hcancel()
 	}
 }
 
-// watchEvery is how often forwardWatched checks that the node a request
-// waits on still serves requests; two checks in a row that find it gone
-// end the wait.
-const watchEvery = time.Second
-
-// forwardWatched is forward.Do on subject (a node's front), except that
-// once the request has waited watchEvery, it watches the node
-// (watchSubject): when the node is gone (its process died, or this node's
-// routes to it are down) the answer cannot come, and the error is
-// ErrOwnerLost.
-func (c *clusterNode) forwardWatched(ctx context.Context, subject string, r *http.Request, body []byte) (*forward.Response, error) {
+// forwardWatched is forward.Do on subject (node's front), except that it
+// stops waiting when node's liveness changes (changed closes) to silent
+// (ErrOwnerSilent) or gone (ErrOwnerLost): the answer may never come.
+func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, r *http.Request, body []byte, changed <-chan struct{}) (*forward.Response, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	t := time.AfterFunc(watchEvery, func() {
-		gone, release := c.watchSubject(subject)
-		defer release()
-		select {
-		case <-gone:
-			cancel(ErrOwnerLost)
-		case <-actx.Done():
+	go func() {
+		for {
+			select {
+			case <-actx.Done():
+				return
+			case <-changed:
+			}
+			var state peerState
+			state, changed = c.live.watch(node)
+			switch state {
+			case peerGone:
+				cancel(ErrOwnerLost)
+				return
+			case peerSilent:
+				cancel(ErrOwnerSilent)
+				return
+			}
 		}
-	})
-	defer t.Stop()
+	}()
 	resp, err := forward.Do(actx, c.nc, subject, r, body)
-	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), ErrOwnerLost) {
-		return nil, ErrOwnerLost
+	if err != nil && ctx.Err() == nil {
+		if cause := context.Cause(actx); errors.Is(cause, ErrOwnerLost) || errors.Is(cause, ErrOwnerSilent) {
+			return nil, cause
+		}
 	}
 	return resp, err
 }
 
-// subjectWatch pings one subject for the requests that wait on it.
-type subjectWatch struct {
-	gone  chan struct{} // closed when the subject is found gone
-	stop  chan struct{} // closed when no request waits any more
-	users int           // guarded by clusterNode.watchMu
-}
-
-// watchSubject returns a channel closed once subject is found gone: two
-// pings in a row (forward.Ping, every watchEvery) that nobody answered.
-// The second leaves a node that stops gracefully time to answer what it
-// holds (it unsubscribes before it answers the requests it has received
-// already). The requests waiting on one subject share its pings; release
-// ends the caller's interest.
-func (c *clusterNode) watchSubject(subject string) (gone <-chan struct{}, release func()) {
-	c.watchMu.Lock()
-	defer c.watchMu.Unlock()
-	w := c.watches[subject]
-	if w == nil {
-		w = &subjectWatch{gone: make(chan struct{}), stop: make(chan struct{})}
-		if c.watches == nil {
-			c.watches = map[string]*subjectWatch{}
-		}
-		c.watches[subject] = w
-		go c.pingSubject(subject, w)
+// CutOff returns ErrCutOff while this node cannot reach any other node of
+// its cluster (nil outside a cluster): it then answers no request about
+// a queue, which it could neither write nor know the owner of.
+func (b *Broker) CutOff() error {
+	if b.cl == nil || !b.cl.live.isolated() {
+		return nil
 	}
-	w.users++
-	return w.gone, func() {
-		c.watchMu.Lock()
-		defer c.watchMu.Unlock()
-		if w.users--; w.users == 0 && c.watches[subject] == w {
-			delete(c.watches, subject)
-			close(w.stop)
-		}
-	}
-}
-
-// pingSubject pings subject for w until nobody waits on it, or until it
-// finds it gone (then it closes w.gone, and the next request that waits
-// on subject starts a watch of its own).
-func (c *clusterNode) pingSubject(subject string, w *subjectWatch) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { // a ping under way ends when the last waiting request does
-		select {
-		case <-w.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	for missed := 0; ; {
-		pctx, pcancel := context.WithTimeout(ctx, watchEvery)
-		err := forward.Ping(pctx, c.nc, subject)
-		pcancel()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, forward.ErrNoOwner):
-			if missed++; missed == 2 {
-				c.log.Info("a node that forwarded requests wait on is gone; they stop waiting", "subject", subject)
-				c.watchMu.Lock()
-				if c.watches[subject] == w {
-					delete(c.watches, subject)
-				}
-				c.watchMu.Unlock()
-				close(w.gone)
-				return
-			}
-		case err == nil:
-			missed = 0
-		}
-		// A ping that timed out says nothing: the node may be busy.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(watchEvery):
-		}
-	}
+	return ErrCutOff
 }
 
 // ServeForwarded makes this node answer the requests other nodes forward
@@ -991,7 +1014,8 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	s := b.cl.m.Load().Status()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
 		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures,
-		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load()}
+		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load(), OwnerSilent: b.cl.silent.Load(),
+		CutOff: b.cl.live.isolated()}
 	for p, name := range b.e.PartitionNames() {
 		out.Owners[name] = s.Owners[p]
 	}

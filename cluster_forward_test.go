@@ -68,7 +68,7 @@ func TestClusterForwardOutlivesACrashedOwner(t *testing.T) {
 		r.Header.Set("Content-Type", "application/x-amz-json-1.0")
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		resp, err := via.b.Forward(fctx, route, r, []byte(body), false)
+		resp, err := via.b.Forward(fctx, route, r, []byte(body), sluice.ForwardHow{})
 		if err == nil {
 			err = fmt.Errorf("answered %d: %s", resp.Status, resp.Body)
 		}

@@ -16,6 +16,7 @@ import (
 func Crash(b *Broker) {
 	if b.cl != nil {
 		b.cl.closeNATS()
+		b.cl.live.close()
 		if m := b.cl.m.Load(); m != nil {
 			m.Abandon()
 		}

@@ -363,6 +363,12 @@ type ClusterStatus struct {
 	// because the node it went to did not serve the partition (it had
 	// just moved) or was gone; OwnerLost the forwarded requests whose
 	// node went away while they waited for its answer (sent again when
-	// idempotent, else answered ServiceUnavailable at once).
-	Forwarded, Resent, OwnerLost uint64
+	// idempotent, else answered ServiceUnavailable at once); OwnerSilent
+	// those answered ServiceUnavailable because their queue's owner did
+	// not answer (its machine or network down) and no other node served
+	// the queue yet.
+	Forwarded, Resent, OwnerLost, OwnerSilent uint64
+	// CutOff is whether this node reaches no other node of its cluster:
+	// it then answers no request about a queue.
+	CutOff bool
 }

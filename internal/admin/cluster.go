@@ -33,6 +33,8 @@ type clusterJSON struct {
 	Forwarded       uint64            `json:"forwarded_requests"`
 	ForwardResends  uint64            `json:"forward_resends"`
 	ForwardsLost    uint64            `json:"forwards_owner_lost"`
+	ForwardsSilent  uint64            `json:"forwards_owner_silent"`
+	CutOff          bool              `json:"cut_off"`
 }
 
 // cluster answers GET /api/cluster: 404 outside a cluster.
@@ -44,7 +46,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, clusterJSON{Node: cs.Node, Members: cs.Members, CatalogOwner: cs.CatalogOwner, Owners: cs.Owners,
 		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures,
-		Forwarded: cs.Forwarded, ForwardResends: cs.Resent, ForwardsLost: cs.OwnerLost})
+		Forwarded: cs.Forwarded, ForwardResends: cs.Resent, ForwardsLost: cs.OwnerLost, ForwardsSilent: cs.OwnerSilent, CutOff: cs.CutOff})
 }
 
 // streams answers GET /api/cluster/streams: the server that leads each
@@ -94,7 +96,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, r, body, r.Method == http.MethodGet || r.Method == http.MethodHead)
+	resp, err := s.b.Forward(ctx, route, r, body, sluice.ForwardHow{Idempotent: r.Method == http.MethodGet || r.Method == http.MethodHead})
 	if err != nil {
 		what := "did not answer"
 		if errors.Is(err, sluice.ErrOwnerLost) {

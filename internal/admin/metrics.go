@@ -26,7 +26,7 @@ type collector struct {
 	diskFree, diskReserve, diskAlarm, queueSeries                         *prometheus.Desc
 	unreadable, segsRemoved, badReleases, allUnreadable                   *prometheus.Desc
 	// Cluster mode.
-	members, owned, owner, failovers, handovers, acquireFailed, renewFailed, forwarded, fwdResent, fwdLost *prometheus.Desc
+	members, owned, owner, failovers, handovers, acquireFailed, renewFailed, forwarded, fwdResent, fwdLost, fwdSilent, cutOff *prometheus.Desc
 
 	published, deliveries, topicHeld, fanOutLag *prometheus.Desc
 	firstSubscriber, subscriptionFirst          *prometheus.Desc
@@ -189,6 +189,8 @@ func newCollector(b *sluice.Broker, maxQueues int) *collector {
 		forwarded:         d("cluster_forwarded_requests_total", "Requests this node forwarded to the node that owns their queue or topic."),
 		fwdResent:         d("cluster_forward_resends_total", "Forwarded requests sent again because the node they went to did not serve the queue (it had just moved) or was gone; nothing was done there."),
 		fwdLost:           d("cluster_forwards_owner_lost_total", "Forwarded requests whose node went away (died, or its routes were cut) while they waited for its answer: idempotent ones were sent again to the next owner, the others answered ServiceUnavailable."),
+		fwdSilent:         d("cluster_forwards_owner_silent_total", "Forwarded requests answered ServiceUnavailable because their queue's owner did not answer (its machine or network down: silent for a second) and no other node served the queue yet."),
+		cutOff:            d("cluster_cut_off", "1 while this node reaches no other node of its cluster (it then answers no request about a queue), else 0."),
 		published:         d("topic_published_total", "Messages published to the topic.", "topic"),
 		deliveries:        d("topic_deliveries_total", "What became of each publish for each subscription: delivered (its queue took it), filtered (its filter policy kept it out), refused (its queue refused it for good, or does not exist: dropped), dead_lettered (sent to the subscription's dead-letter queue).", "topic", "outcome"),
 		topicHeld:         d("topic_held_messages", "Publishes the topic holds for subscriptions that have not taken them yet (the fan-out backlog).", "topic"),
@@ -312,6 +314,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.forwarded, float64(cs.Forwarded))
 		ctr(c.fwdResent, float64(cs.Resent))
 		ctr(c.fwdLost, float64(cs.OwnerLost))
+		ctr(c.fwdSilent, float64(cs.OwnerSilent))
+		cut := 0.0
+		if cs.CutOff {
+			cut = 1
+		}
+		g(c.cutOff, cut)
 	}
 	for _, name := range c.b.Topics() {
 		f, err := c.b.TopicFigures(name)

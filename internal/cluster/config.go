@@ -50,6 +50,12 @@ type Config struct {
 	// preferred one; also how long a held partition may be missing from
 	// Host.Partitions before it is given up. Default 10 s.
 	Settle time.Duration
+	// Silent, if set, reports whether another node is known not to answer
+	// (its machine or its network is down: it is still a member until its
+	// membership expires). Placement skips it: a partition without a
+	// lease does not wait a RankStep for it (the next node takes it at
+	// once), and none is handed over to it.
+	Silent func(node string) bool
 	// Logger receives the manager's events. Default: discarded.
 	Logger *slog.Logger
 }

@@ -480,10 +480,11 @@ func (m *Manager) Owner(p store.PartitionID) (node string, ok bool) {
 // watcher's consumer lived on a node that died (see checkStale), and a
 // node forwarding a request on the view's word would meanwhile send it
 // to the dead node. Concurrent reads of one partition share one request.
-// ok is false when no node holds it.
-func (m *Manager) Holder(p store.PartitionID) (node string, ok bool, err error) {
+// ok is false when no node holds it. The read ends with ctx (a read of
+// a bucket whose leader went silent waits for a new one).
+func (m *Manager) Holder(ctx context.Context, p store.PartitionID) (node string, ok bool, err error) {
 	key := partKey(p)
-	v, err, _ := m.reads.Do(key, func() (any, error) {
+	ch := m.reads.DoChan(key, func() (any, error) {
 		ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
 		defer cancel()
 		e, err := m.kv.Get(ctx, key)
@@ -496,10 +497,16 @@ func (m *Manager) Holder(p store.PartitionID) (node string, ok bool, err error) 
 		h, _ := decodeHolder(e.Value())
 		return h, nil
 	})
-	if err != nil {
-		return "", false, fmt.Errorf("cluster: reading the lease of partition %d: %w", p, err)
+	var res singleflight.Result
+	select {
+	case res = <-ch:
+	case <-ctx.Done():
+		return "", false, fmt.Errorf("cluster: reading the lease of partition %d: %w", p, ctx.Err())
 	}
-	h := v.(holder)
+	if res.Err != nil {
+		return "", false, fmt.Errorf("cluster: reading the lease of partition %d: %w", p, res.Err)
+	}
+	h := res.Val.(holder)
 	return h.Node, h.Node != "", nil
 }
 
@@ -540,6 +547,14 @@ func (m *Manager) Status() Status {
 	}
 	slices.Sort(s.Owned)
 	return s
+}
+
+// Members lists the live nodes as this node's view of the bucket shows
+// them, this one included, sorted.
+func (m *Manager) Members() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.membersLocked()
 }
 
 // membersLocked lists the live nodes, this one included, sorted.

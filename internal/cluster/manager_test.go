@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ func TestCluster(t *testing.T) {
 		{"CloseHandsOver", testCloseHandsOver},
 		{"CrashFailsOver", testCrashFailsOver},
 		{"TakeoversSideBySide", testTakeoversSideBySide},
+		{"SilentSkipped", testSilentSkipped},
 		{"AcquireFails", testAcquireFails},
 		{"Claim", testClaim},
 		{"DuplicateName", testDuplicateName},
@@ -188,6 +190,45 @@ func testTakeoversSideBySide(t *testing.T, nats []*natsnode.Node) {
 	t.Logf("%d takeovers were under way at once %s after the crash (at most %d)", len(moved), took.Round(time.Millisecond), most)
 }
 
+// A member that does not answer (Config.Silent) is skipped by placement:
+// when a node crashes, a partition whose preferred order puts the silent
+// member first is taken by the next node at once, not a RankStep later,
+// and none is handed over to the silent member. The silent member is a
+// manager whose host lists no partition (it renews its membership, and
+// would take nothing); RankStep is long enough that a wait for it could
+// not pass unseen.
+func testSilentSkipped(t *testing.T, nats []*natsnode.Node) {
+	const ttl = 2 * time.Second
+	e := newEnv(t, nats, ttl)
+	e.cfg.RankStep = 15 * time.Second
+	e.cfg.Silent = func(node string) bool { return node == "ghost" }
+	parts := partitions(12)
+	ms, hs := e.startN(2, parts)
+	waitFor(t, time.Minute, "partitions owned", func() bool { return settled(ms, hs, parts) })
+	ghost := e.start(2, e.host("ghost", nil))
+	waitFor(t, 30*time.Second, "the ghost a member", func() bool { return slices.Contains(ms[0].Members(), "ghost") })
+	// The partitions of n1 that the ghost outranks n2 for.
+	var behind []store.PartitionID
+	for _, p := range hs[0].ownedList() {
+		if rank([]string{"ghost", "n2"}, p, "n2") > 0 {
+			behind = append(behind, p)
+		}
+	}
+	if len(behind) == 0 {
+		t.Fatalf("n1 owns %v: none of them ranks the ghost first", hs[0].ownedList())
+	}
+	e.ledger.kill(hs[0].name)
+	ms[0].Abandon()
+	// A RankStep's wait would take it past TTL + RankStep.
+	took := waitFor(t, ttl+e.cfg.RankStep/2, fmt.Sprintf("n2 to own %v (the ghost ranks first for them) without waiting for the ghost", behind), func() bool {
+		return settled(ms[1:2], hs[1:2], parts)
+	})
+	t.Logf("n2 owned every partition %s after n1 crashed (lease TTL %s, RankStep %s)", took.Round(time.Millisecond), ttl, e.cfg.RankStep)
+	if st := ghost.Status(); len(st.Owned) != 0 {
+		t.Errorf("the ghost owns %v", st.Owned)
+	}
+}
+
 // A partition whose Acquire fails is retried, elsewhere or later, and its
 // lease is not held by the node that failed.
 func testAcquireFails(t *testing.T, nats []*natsnode.Node) {
@@ -276,10 +317,10 @@ func testClaim(t *testing.T, nats []*natsnode.Node) {
 	if node, ok := ms[1].Owner(store.PartitionID(999)); ok {
 		t.Errorf("Owner of a partition nobody holds = %q, want none", node)
 	}
-	if node, ok, err := ms[2].Holder(p); err != nil || !ok || node != "n1" {
+	if node, ok, err := ms[2].Holder(context.Background(), p); err != nil || !ok || node != "n1" {
 		t.Errorf("n3: Holder(%d) = %q, %v, %v; want n1", p, node, ok, err)
 	}
-	if node, ok, err := ms[2].Holder(store.PartitionID(999)); err != nil || ok {
+	if node, ok, err := ms[2].Holder(context.Background(), store.PartitionID(999)); err != nil || ok {
 		t.Errorf("Holder of a partition nobody holds = %q, %v, %v; want none", node, ok, err)
 	}
 	if _, err := ms[1].Claim(p); !errors.Is(err, ErrHeld) {

@@ -123,6 +123,12 @@ func (m *Manager) reconcile(ls *loopState) {
 	parts = slices.Compact(parts)
 	s := m.snapshot()
 	now := time.Now()
+	// Placement ranks the members that answer: a partition is neither
+	// handed over to a silent node nor left waiting for one.
+	ranked := s.members
+	if m.cfg.Silent != nil {
+		ranked = slices.DeleteFunc(slices.Clone(ranked), func(n string) bool { return n != m.cfg.Node && m.cfg.Silent(n) })
+	}
 
 	// Partitions held here that the Host no longer lists (a deleted queue):
 	// given up once missing for Settle, in case the Host's list lags a
@@ -155,7 +161,7 @@ func (m *Manager) reconcile(ls *loopState) {
 		if !listed[o.p] {
 			continue
 		}
-		to := preferred(s.members, o.p)
+		to := preferred(ranked, o.p)
 		since, member := s.since[to]
 		hold, ok := ls.holdFor[o.p]
 		if !ok {
@@ -170,7 +176,7 @@ func (m *Manager) reconcile(ls *loopState) {
 		}
 	}
 
-	// Take what has no lease, by rank.
+	// Take what has no lease, by rank among the members that answer.
 	for _, p := range parts {
 		if m.ctx.Err() != nil {
 			return
@@ -193,7 +199,7 @@ func (m *Manager) reconcile(ls *loopState) {
 		if first.Before(m.acquireAt) {
 			first = m.acquireAt
 		}
-		r := rank(s.members, p, m.cfg.Node)
+		r := rank(ranked, p, m.cfg.Node)
 		if now.Sub(first) < time.Duration(r)*m.cfg.RankStep {
 			continue
 		}

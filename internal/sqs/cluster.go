@@ -51,6 +51,11 @@ func (s *Server) forwardTo(req *request) (string, error) {
 	if !s.b.Clustered() || forward.Forwarded(req.r) || localActions[req.action] {
 		return "", nil
 	}
+	if err := s.b.CutOff(); err != nil {
+		// It can neither write a queue nor know which node owns one.
+		return "", &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second, Cause: err,
+			Message: "This node cannot reach the other nodes of its cluster, so it serves no queue until it can; retry, through another node if you can."}
+	}
 	if req.snsForm != nil {
 		return s.snsForwardTo(req)
 	}
@@ -100,10 +105,23 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	// A long poll waits up to 20 s on the owner.
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, req.r, body, idempotent(req))
+	how := sluice.ForwardHow{Idempotent: idempotent(req)}
+	if req.action == "ReceiveMessage" {
+		// A long poll may wait for a new owner as long as it would have
+		// waited for a message: its client waits that long anyway.
+		if w, err := req.p.Intp("WaitTimeSeconds"); err == nil && w != nil && *w > 0 {
+			how.OwnerWait = time.Duration(min(*w, 20)) * time.Second
+		}
+	}
+	resp, err := s.b.Forward(ctx, route, req.r, body, how)
 	what := "did not answer"
-	if errors.Is(err, sluice.ErrOwnerLost) {
+	switch {
+	case errors.Is(err, sluice.ErrOwnerLost):
 		what = "went away before it answered; the request may or may not have taken effect"
+	case errors.Is(err, sluice.ErrOwnerSilent) && errors.Is(err, forward.ErrNoOwner):
+		what = "does not answer (the request was not sent to it: nothing was done)"
+	case errors.Is(err, sluice.ErrOwnerSilent):
+		what = "stopped answering before it answered; the request may or may not have taken effect"
 	}
 	if err != nil && req.snsForm != nil {
 		s.log.Warn("forwarding a request failed", "request_id", req.id, "action", req.action, "to", route, "err", err)

@@ -226,9 +226,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body := s.getBuf()
 	err := s.decode(w, req, body)
 	if err == nil && req.snsForm != nil {
-		if to, rerr := s.forwardTo(req); rerr == nil && to != "" {
+		to, rerr := s.forwardTo(req)
+		if rerr == nil && to != "" {
 			s.forward(w, req, to, *body) // another node of the cluster owns the topic
 			s.putBuf(body)
+			return
+		}
+		if errors.Is(rerr, sluice.ErrCutOff) {
+			s.putBuf(body)
+			snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "This node cannot reach the other nodes of its cluster; retry, through another node if you can."), req.id)
 			return
 		}
 		s.putBuf(body)

@@ -187,15 +187,19 @@ func TestClusterNodeCutOff(t *testing.T) {
 		own.name, during.Members, queueName, during.Owners[queueName], during.Owned, during.RenewFailures, before.RenewFailures, renewed,
 		first.end.Sub(cut).Round(time.Millisecond), first.outcome())
 
-	// The heal, while a send through the cut node is under way: if the
-	// node still owns the queue, its write is being retried.
-	err = poll(time.Minute, 20*time.Millisecond, func() (bool, error) {
-		at := pr.inFlight()
-		return !at.IsZero() && time.Since(at) > 200*time.Millisecond, errors.New("no send through the cut node is under way")
-	})
-	if err != nil {
-		t.Fatal(err)
+	// Once it finds every other node silent or gone, the cut node refuses
+	// requests at once (ServiceUnavailable, nothing written): the heal
+	// comes after such a refusal.
+	refused := func(k call) bool {
+		return k.send && k.err != nil && strings.HasPrefix(traffic.ErrKind(k.err), "ServiceUnavailable") && k.end.Sub(k.start) < 2*time.Second
 	}
+	calls, err = pr.await(time.Minute, func(calls []call) bool { return slices.ContainsFunc(calls, refused) })
+	if err != nil {
+		t.Fatalf("(b) the cut node does not refuse a send quickly: %v", err)
+	}
+	fast := calls[slices.IndexFunc(calls, refused)]
+	t.Logf("(b) the cut node refused a send %v after the cut, in %v: %s", fast.end.Sub(cut).Round(time.Millisecond),
+		fast.end.Sub(fast.start).Round(time.Millisecond), fast.err)
 	tr.Slowest()
 	failedBefore, _ := tr.Failed().Count()
 	healOffs := map[*node]int64{}
