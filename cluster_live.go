@@ -20,8 +20,8 @@ import (
 // ping for silentAfter is silent, one that nobody serves (NATS answers no
 // responders, twice in a row) is gone. A request forwarded to a node that
 // is silent or gone stops waiting for it (Forward), and a node that finds
-// every other member silent or gone is cut off (CutOff) and stops
-// answering for queues.
+// every other member silent or gone for cutOffAfter is cut off (CutOff)
+// and stops answering for queues.
 const (
 	// pingEvery is how often each node is pinged; a ping not answered
 	// within it counts as unanswered.
@@ -34,6 +34,11 @@ const (
 	// gone waits for the lease bucket to name another (that serves it)
 	// before it is answered ServiceUnavailable.
 	ownerWait = 750 * time.Millisecond
+	// cutOffAfter is how long every other member must have answered no
+	// ping before this node counts itself cut off: longer than
+	// silentAfter, so that a stall of this node's own (a loaded machine)
+	// does not make it refuse everything.
+	cutOffAfter = 3 * time.Second
 	// forgetAfter is how long a node that is no member, and that no
 	// request waited on, is still pinged.
 	forgetAfter = 30 * time.Second
@@ -165,8 +170,8 @@ func (l *liveness) state(node string) peerState {
 }
 
 // isolated reports whether this node is cut off from the others: there
-// are other members, and none of them has answered for silentAfter (each
-// is silent or gone).
+// are other members, and none of them has answered a ping for
+// cutOffAfter (each is silent or gone).
 func (l *liveness) isolated() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -175,7 +180,7 @@ func (l *liveness) isolated() bool {
 		if !p.member {
 			continue
 		}
-		if p.state == peerAlive {
+		if p.state == peerAlive || time.Since(p.answered) < cutOffAfter {
 			return false
 		}
 		n++
