@@ -115,27 +115,14 @@ func (s *Store) request(ctx context.Context, subj string, req any, out interface
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
 	defer cancel()
-	// Attempts of at most a second within AckTimeout: a request that went
-	// to a leader stepping down (a graceful stop hands leadership over in
-	// milliseconds) is asked again of the new one, not waited on for the
-	// whole timeout. Every API request the store makes is safe to repeat
-	// (reads, purges to a sequence, creating or deleting a stream).
-	var msg *nats.Msg
-	var err error
-	for {
-		attempt, stop := context.WithTimeout(ctx, time.Second)
-		msg, err = s.nc.RequestWithContext(attempt, apiPrefix+subj, body)
-		stop()
-		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders)) {
-			break
-		}
-		if errors.Is(err, nats.ErrNoResponders) {
-			select { // no responders comes back at once: pace the retries
-			case <-time.After(50 * time.Millisecond):
-			case <-ctx.Done():
-			}
-		}
+	// A read is asked again after hedgeEvery; a request that does work
+	// (a purge, creating or deleting a stream: each a Raft proposal) after
+	// a second, as a stalled one was before.
+	every := time.Second
+	if strings.HasPrefix(subj, "STREAM.INFO.") || strings.HasPrefix(subj, "STREAM.MSG.GET.") {
+		every = hedgeEvery
 	}
+	msg, err := s.hedged(ctx, apiPrefix+subj, body, every)
 	if err != nil {
 		return err
 	}
@@ -146,6 +133,76 @@ func (s *Store) request(ctx context.Context, subj string, req any, out interface
 		return e
 	}
 	return nil
+}
+
+// hedgeEvery is how long a read waits for an answer before it is sent
+// again (the copies still out may answer too: the first answer wins).
+const hedgeEvery = 250 * time.Millisecond
+
+// hedged sends a request and returns the first answer, sending it again
+// each time every passes without one, until ctx ends. A request that went
+// to a leader stepping down (a graceful stop hands leadership over in
+// milliseconds), or to a stream without a leader (its leader's server
+// died or went silent: the others elect one 4-9 s later), is answered by
+// the new leader within every of its election, and one that is slow
+// to answer is not given up (its answer is still taken). NATS answers a
+// request nobody listens to at once (no responders): it is sent again
+// after 50 ms. Every API request the store makes is safe to repeat
+// (reads, purges to a sequence, creating or deleting a stream).
+func (s *Store) hedged(ctx context.Context, subj string, body []byte, every time.Duration) (*nats.Msg, error) {
+	inbox := s.nc.NewInbox()
+	sub, err := s.nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	out := &nats.Msg{Subject: subj, Reply: inbox, Data: body}
+	if err := s.nc.PublishMsg(out); err != nil {
+		return nil, err
+	}
+	next := time.Now().Add(every)
+	nobody := false // the last answer was no responders
+	for {
+		wait, stop := context.WithDeadline(ctx, next)
+		msg, err := sub.NextMsgWithContext(wait)
+		stop()
+		switch {
+		case err == nil && msg.Header.Get("Status") == "503" && len(msg.Data) == 0:
+			// No responders: nobody listens now (a stream electing its
+			// leader); asked again shortly.
+			nobody = true
+			next = time.Now().Add(50 * time.Millisecond)
+			if !sleepCtx(ctx, 50*time.Millisecond) {
+				return nil, nats.ErrNoResponders
+			}
+		case err == nil:
+			return msg, nil
+		case ctx.Err() != nil && nobody:
+			return nil, nats.ErrNoResponders
+		case ctx.Err() != nil:
+			return nil, context.Cause(ctx)
+		case !errors.Is(err, context.DeadlineExceeded):
+			return nil, err
+		}
+		if !time.Now().Before(next) {
+			if err := s.nc.PublishMsg(out); err != nil {
+				return nil, err
+			}
+			next = time.Now().Add(every)
+		}
+	}
+}
+
+// sleepCtx waits d unless ctx ends first (then it reports false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 type apiResponse struct {
