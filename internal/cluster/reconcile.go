@@ -223,44 +223,72 @@ func (m *Manager) reconcile(ls *loopState) {
 	ls.forget(listed)
 }
 
+// staleParallel bounds the bucket reads of one checkStale.
+const staleParallel = 32
+
 // checkStale asks the bucket about the keys of other nodes that the
-// watcher has not seen renewed for longer than a lease lasts: a watcher
-// whose consumer lived on a node that died delivers nothing until nats.go
-// rebuilds it (seconds later), and meanwhile a dead node's leases would
-// look held and the dead node a member. A key the bucket no longer has is
-// taken out of the view, as its expiry marker would have.
+// watcher has not seen renewed for longer than a lease lasts, and, at
+// every tick, about the keys held by nodes known to be silent
+// (Config.Silent): a watcher whose consumer lived on a node that died or
+// went silent delivers nothing until nats.go rebuilds it (10-20 s later),
+// and meanwhile a dead node's leases would look held and the dead node a
+// member. A key the bucket no longer has is taken out of the view, as its
+// expiry marker would have. The keys are read side by side, so that the
+// time a lost node's partitions take to be seen free does not grow with
+// how many it held.
 func (m *Manager) checkStale() {
 	limit := m.cfg.LeaseTTL + time.Second
 	now := time.Now()
 	mine := nodeKey(m.cfg.Node)
+	silent := func(node string) bool { return m.cfg.Silent != nil && node != m.cfg.Node && m.cfg.Silent(node) }
 	m.mu.Lock()
 	var keys []string
 	for k, t := range m.view.seen {
-		if k == mine || now.Sub(t) <= limit {
+		if k == mine {
 			continue
 		}
+		var holder string
 		if p, ok := parsePartKey(k); ok {
 			if _, held := m.leases[p]; held {
 				continue // this node's own lease
 			}
+			holder = m.view.owners[p].Node
+		} else if mb, ok := m.view.members[k]; ok {
+			holder = mb.Node
 		}
-		keys = append(keys, k)
+		if now.Sub(t) > limit || silent(holder) {
+			keys = append(keys, k)
+		}
 	}
 	m.mu.Unlock()
-	for _, k := range keys {
-		ctx, cancel := context.WithTimeout(m.ctx, time.Second)
-		_, err := m.kv.Get(ctx, k)
-		cancel()
-		m.mu.Lock()
-		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
-			m.view.expire(k)
-			m.log.Info("a key expired while the bucket's watcher lagged", "node", m.cfg.Node, "key", k)
-		case err == nil:
-			m.view.seen[k] = now // held after all; asked again after another lease
-		}
-		m.mu.Unlock()
+	if len(keys) == 0 {
+		return
 	}
+	sem := make(chan struct{}, staleParallel)
+	var wg sync.WaitGroup
+	for _, k := range keys {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+			e, err := m.kv.Get(ctx, k)
+			cancel()
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+				if _, ok := m.view.seen[k]; ok {
+					m.view.expire(k)
+					m.log.Info("a key expired while the bucket's watcher lagged", "node", m.cfg.Node, "key", k)
+				}
+			case err == nil:
+				if h, ok := decodeHolder(e.Value()); !ok || !silent(h.Node) {
+					m.view.seen[k] = now // held after all; asked again after another lease
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // forget drops what is remembered of partitions the Host no longer lists
