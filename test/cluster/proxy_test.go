@@ -3,7 +3,6 @@ package cluster
 import (
 	"bufio"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"slices"
@@ -151,6 +150,29 @@ func (rn *routeNet) rejoin(name string) {
 	}
 }
 
+// silence cuts node name off the way a dead machine or network does: the
+// proxies from and to it stop passing bytes, both ways, without closing
+// anything, and hold the connections dialled meanwhile without carrying
+// them (a dial succeeds, and nothing answers). Nothing sees a reset; a
+// peer finds out only from silence. It returns how many connections it
+// holds.
+func (rn *routeNet) silence(name string) int {
+	n := 0
+	for _, p := range rn.touching(name) {
+		n += p.stall()
+	}
+	return n
+}
+
+// unsilence lets the proxies from and to node name pass bytes again:
+// what was held is delivered, as a network that comes back delivers what
+// TCP retransmits (a connection that an end closed meanwhile ends).
+func (rn *routeNet) unsilence(name string) {
+	for _, p := range rn.touching(name) {
+		p.resume()
+	}
+}
+
 // carried is how many connections the proxies from and to node name carry
 // now; refusedFrom and refusedTo how many dials by it, and by the others
 // to it, they refused so far.
@@ -246,10 +268,16 @@ type router struct {
 	// once while blocked.
 	accepted, refused atomic.Int64
 
-	mu      sync.Mutex // guards blocked, closed and pipes
+	mu      sync.Mutex // guards blocked, closed, open and pipes
 	blocked bool
 	closed  bool
-	pipes   map[*pipe]struct{}
+	// open is closed while bytes pass; while the proxy is stalled it is a
+	// channel that resume closes.
+	open chan struct{}
+	// stopCh is closed when the proxy is blocked or closed (nil: not made
+	// yet); unblock drops it.
+	stopCh chan struct{}
+	pipes  map[*pipe]struct{}
 }
 
 // pipe is one carried connection: the dialer's, and the proxy's to the
@@ -257,10 +285,12 @@ type router struct {
 type pipe struct {
 	in, out net.Conn
 	once    sync.Once
+	done    chan struct{} // closed by close
 }
 
 func (p *pipe) close() {
 	p.once.Do(func() {
+		close(p.done)
 		p.in.Close()
 		p.out.Close()
 	})
@@ -271,7 +301,9 @@ func newRouter(from, to, target string) (*router, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &router{from: from, to: to, target: target, ln: ln, pipes: map[*pipe]struct{}{}}
+	open := make(chan struct{})
+	close(open)
+	r := &router{from: from, to: to, target: target, ln: ln, open: open, pipes: map[*pipe]struct{}{}}
 	r.wg.Go(r.accept)
 	return r, nil
 }
@@ -297,14 +329,19 @@ func (r *router) accept() {
 }
 
 // carry dials the target for connection c and copies both ways until
-// either side closes, or the proxy is blocked.
+// either side closes, or the proxy is blocked. While the proxy is stalled
+// it neither dials nor copies.
 func (r *router) carry(c net.Conn) {
+	if !r.await(nil) {
+		c.Close()
+		return
+	}
 	d, err := net.DialTimeout("tcp", r.target, 5*time.Second)
 	if err != nil {
 		c.Close()
 		return
 	}
-	p := &pipe{in: c, out: d}
+	p := &pipe{in: c, out: d, done: make(chan struct{})}
 	r.mu.Lock()
 	if r.blocked || r.closed {
 		r.mu.Unlock()
@@ -321,9 +358,105 @@ func (r *router) carry(c net.Conn) {
 		delete(r.pipes, p)
 		r.mu.Unlock()
 	}
-	r.wg.Go(func() { io.Copy(d, c); done() })
-	io.Copy(c, d)
+	r.wg.Go(func() { r.pump(d, c, p); done() })
+	r.pump(c, d, p)
 	done()
+}
+
+// pump copies src to dst until either ends, passing no byte while the
+// proxy is stalled: what src sends meanwhile waits in the sockets'
+// buffers, and src's writes block once they are full.
+func (r *router) pump(dst, src net.Conn, p *pipe) {
+	buf := make([]byte, 32<<10)
+	for r.await(p) {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !r.await(p) {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// await waits while the proxy is stalled; false once it, or pipe p (nil:
+// none yet), is closed or blocked.
+func (r *router) await(p *pipe) bool {
+	for {
+		r.mu.Lock()
+		open, stop := r.open, r.blocked || r.closed
+		r.mu.Unlock()
+		if stop {
+			return false
+		}
+		var done chan struct{}
+		if p != nil {
+			done = p.done
+		}
+		select {
+		case <-open:
+			return true
+		case <-done:
+			return false
+		case <-r.stop():
+			return false
+		}
+	}
+}
+
+// stop is a channel closed once the proxy is closed or blocked: a held
+// connection is let go then.
+func (r *router) stop() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopCh == nil {
+		r.stopCh = make(chan struct{})
+		if r.blocked || r.closed {
+			close(r.stopCh)
+		}
+	}
+	return r.stopCh
+}
+
+// stopLocked closes the stop channel, if one was made and is open.
+func (r *router) stopLocked() {
+	if r.stopCh == nil {
+		r.stopCh = make(chan struct{})
+	}
+	select {
+	case <-r.stopCh:
+	default:
+		close(r.stopCh)
+	}
+}
+
+// stall stops passing bytes without closing anything (see
+// routeNet.silence); it returns how many connections it holds.
+func (r *router) stall() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.open:
+		r.open = make(chan struct{})
+	default: // stalled already
+	}
+	return len(r.pipes)
+}
+
+// resume passes bytes again.
+func (r *router) resume() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	select {
+	case <-r.open:
+	default:
+		close(r.open)
+	}
 }
 
 // block closes every connection and refuses new ones until unblock; it
@@ -331,6 +464,7 @@ func (r *router) carry(c net.Conn) {
 func (r *router) block() int {
 	r.mu.Lock()
 	r.blocked = true
+	r.stopLocked()
 	pipes := make([]*pipe, 0, len(r.pipes))
 	for p := range r.pipes {
 		pipes = append(pipes, p)
@@ -345,6 +479,7 @@ func (r *router) block() int {
 func (r *router) unblock() {
 	r.mu.Lock()
 	r.blocked = false
+	r.stopCh = nil // a held connection waits again
 	r.mu.Unlock()
 }
 
@@ -373,6 +508,7 @@ func (r *router) upstreamPorts() []int {
 func (r *router) close() {
 	r.mu.Lock()
 	r.closed = true
+	r.stopLocked()
 	pipes := make([]*pipe, 0, len(r.pipes))
 	for p := range r.pipes {
 		pipes = append(pipes, p)
