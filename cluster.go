@@ -21,6 +21,7 @@ import (
 	"github.com/sluicemq/sluice/internal/cluster"
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/forward"
+	"github.com/sluicemq/sluice/internal/liveness"
 	"github.com/sluicemq/sluice/internal/natsnode"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/queue"
@@ -152,8 +153,8 @@ type clusterNode struct {
 	// answered, or that were answered ServiceUnavailable because their
 	// queue's owner was silent or gone and no other served it in time.
 	silent atomic.Uint64
-	// live pings the other nodes.
-	live *liveness
+	// live pings the other nodes (see Forward).
+	live *liveness.Tracker
 
 	mu       sync.Mutex
 	handlers map[string]http.Handler // by service: "sqs", "admin"
@@ -235,7 +236,24 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 		return nil, nil, err
 	}
 	c := &clusterNode{cfg: cc, log: cfg.Logger, handlers: map[string]http.Handler{}, served: map[store.PartitionID]*served{}}
-	c.live = newLiveness(c)
+	c.live = liveness.New(liveness.Config{Self: cc.Node, Logger: cfg.Logger,
+		Members: func() []string {
+			if m := c.m.Load(); m != nil {
+				return m.Members()
+			}
+			return nil
+		},
+		Active: func() bool { return c.serves(livenessService) }, // a node that does not serve it would be thought gone
+		Ping: func(ctx context.Context, node string) error {
+			err := forward.Ping(ctx, c.nc, c.nodeSubject(node, livenessService, "0"))
+			switch {
+			case errors.Is(err, forward.ErrBadReply):
+				return nil // a node from before pings answers them as malformed requests: it is there
+			case errors.Is(err, forward.ErrNoOwner):
+				return fmt.Errorf("%w: %w", liveness.ErrNobody, err)
+			}
+			return err
+		}})
 	if cc.NATSURL == "" {
 		n, err := natsnode.Start(natsnode.Config{Cluster: cc.Name, Node: cc.Node, Dir: filepath.Join(cfg.Dir, "nats"),
 			ClientAddr: cc.ClientListen, ClientToken: cc.ClientToken, ClusterAddr: cc.Listen, ClusterAdvertise: cc.Advertise, Peers: cc.Peers, ClusterSecret: cc.Secret,
@@ -326,12 +344,12 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	defer cancel()
 	m, err := cluster.Start(ctx, cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
 		Replicas: c.cfg.Replicas, LeaseTTL: c.cfg.LeaseTTL, Logger: c.log,
-		Silent: func(node string) bool { return c.live.state(node) != peerAlive }}, clusterHost{c})
+		Silent: func(node string) bool { return c.live.State(node) != liveness.Alive }}, clusterHost{c})
 	if err != nil {
 		return err
 	}
 	c.m.Store(m)
-	c.live.start()
+	c.live.Start()
 	return nil
 }
 
@@ -685,7 +703,7 @@ func (c *clusterNode) setHandler(service string, h http.Handler) {
 // close hands this node's partitions over (their leases are deleted, so
 // others take them at once), stops its services, and closes NATS.
 func (c *clusterNode) close() {
-	c.live.close()
+	c.live.Close()
 	if m := c.m.Load(); m != nil {
 		m.Close()
 	}
@@ -811,6 +829,17 @@ func (b *Broker) RouteCatalog(service string) string {
 // answered. The request may or may not have taken effect.
 var ErrOwnerLost = errors.New("sluice: the node serving the request went away before it answered; the request may or may not have taken effect")
 
+const (
+	// ownerWait is how long a request whose partition's owner is silent or
+	// gone waits for the lease bucket to name another (that serves it)
+	// before it is answered ServiceUnavailable.
+	ownerWait = 750 * time.Millisecond
+	// livenessService is the service whose front is pinged (every node of
+	// a cluster serves it): its subscription answers pings from its
+	// delivery loop, which no request holds up.
+	livenessService = "sqs"
+)
+
 // ErrOwnerSilent: the node that owns the request's queue does not answer
 // (its machine or its network is down, or it is cut off from this node)
 // and no other node serves the queue yet. When the request had been sent
@@ -846,8 +875,8 @@ type ForwardHow struct {
 // bucket itself names (the view may lag it), until ctx ends: then the
 // error wraps forward.ErrNoOwner.
 //
-// A node that does not answer does not hold a request up for long (see
-// liveness): a request is not sent to a node known to be silent or gone,
+// A node that does not answer does not hold a request up for long (every
+// node pings the others: internal/liveness): a request is not sent to a node known to be silent or gone,
 // and one that waits on a node that turns silent or gone stops waiting.
 // An idempotent request (doing it twice does what doing it once does:
 // receives, deletes, reads) is then sent to the partition's next owner;
@@ -882,8 +911,8 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	b.cl.forwarded.Add(1)
 	for sent := false; ; {
 		if ok {
-			state, changed := b.cl.live.watch(node)
-			if state != peerAlive {
+			state, changed := b.cl.live.Watch(node)
+			if state != liveness.Alive {
 				why = fmt.Errorf("%w (node %s is %s, partition %d): %w", ErrOwnerSilent, node, state, p, forward.ErrNoOwner)
 				if giveUp.IsZero() {
 					giveUp = giveUpAt()
@@ -966,13 +995,13 @@ func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, 
 				return
 			case <-changed:
 			}
-			var state peerState
-			state, changed = c.live.watch(node)
+			var state liveness.State
+			state, changed = c.live.Watch(node)
 			switch state {
-			case peerGone:
+			case liveness.Gone:
 				cancel(ErrOwnerLost)
 				return
-			case peerSilent:
+			case liveness.Silent:
 				cancel(ErrOwnerSilent)
 				return
 			}
@@ -991,7 +1020,7 @@ func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, 
 // its cluster (nil outside a cluster): it then answers no request about
 // a queue, which it could neither write nor know the owner of.
 func (b *Broker) CutOff() error {
-	if b.cl == nil || !b.cl.live.isolated() {
+	if b.cl == nil || !b.cl.live.Isolated() {
 		return nil
 	}
 	return ErrCutOff
@@ -1015,7 +1044,7 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
 		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures,
 		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load(), OwnerSilent: b.cl.silent.Load(),
-		CutOff: b.cl.live.isolated()}
+		CutOff: b.cl.live.Isolated()}
 	for p, name := range b.e.PartitionNames() {
 		out.Owners[name] = s.Owners[p]
 	}

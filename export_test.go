@@ -16,7 +16,7 @@ import (
 func Crash(b *Broker) {
 	if b.cl != nil {
 		b.cl.closeNATS()
-		b.cl.live.close()
+		b.cl.live.Close()
 		if m := b.cl.m.Load(); m != nil {
 			m.Abandon()
 		}

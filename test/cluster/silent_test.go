@@ -66,6 +66,9 @@ func TestClusterSilentLoss(t *testing.T) {
 	}
 	c, rn := startProxiedCluster(t)
 	clients := []*sqs.Client{c.client(0, false), c.client(1, false), c.client(2, false)}
+	if kill {
+		c.createQueue(0, queueName, queueAttributes) // what c.restart asks the node about
+	}
 
 	victim, queues, urls := placeQueues(t, c, clients[0], *silentOwned)
 	vi := slices.Index(c.nodes, victim)
