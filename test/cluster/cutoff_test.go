@@ -47,7 +47,9 @@ import (
 //     it had: every send the probe finished during the cut failed and
 //     every receive got nothing (an owner delivers or acknowledges only
 //     what a JetStream quorum stored, which it cannot reach; a node that
-//     is not the owner forwards, and nobody answers). Its log says that it
+//     is not the owner forwards, and nobody answers); once no other node
+//     has answered its pings for 3 s it refuses every request at once
+//     (ServiceUnavailable): the heal waits for such a refusal. Its log says that it
 //     stopped serving the queue's partition, and from the moment its
 //     lease manager let the lease go (it forgot it when fenced, the bucket
 //     refused a renewal, or it began to hand it over) until it takes the
