@@ -1042,7 +1042,7 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	}
 	s := b.cl.m.Load().Status()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
-		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures,
+		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures, LeasesRetaken: s.Retaken,
 		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load(), OwnerSilent: b.cl.silent.Load(),
 		CutOff: b.cl.live.Isolated()}
 	for p, name := range b.e.PartitionNames() {

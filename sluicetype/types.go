@@ -358,6 +358,10 @@ type ClusterStatus struct {
 	// are acquisitions that failed and lease renewals that went
 	// unanswered (the lease was kept).
 	Failovers, Handovers, AcquireFailures, RenewFailures uint64
+	// LeasesRetaken counts this node's leases that expired while the lease
+	// bucket could not take their renewals (its leader was lost) and that
+	// it took again, serving on.
+	LeasesRetaken uint64
 	// Forwarded counts the requests this node forwarded to the node that
 	// owns their queue or topic; Resent the times one was sent again
 	// because the node it went to did not serve the partition (it had

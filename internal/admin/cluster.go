@@ -30,6 +30,7 @@ type clusterJSON struct {
 	Handovers       uint64            `json:"handovers"`
 	AcquireFailures uint64            `json:"acquire_failures"`
 	RenewFailures   uint64            `json:"lease_renew_failures"`
+	LeasesRetaken   uint64            `json:"leases_retaken"`
 	Forwarded       uint64            `json:"forwarded_requests"`
 	ForwardResends  uint64            `json:"forward_resends"`
 	ForwardsLost    uint64            `json:"forwards_owner_lost"`
@@ -45,7 +46,7 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, clusterJSON{Node: cs.Node, Members: cs.Members, CatalogOwner: cs.CatalogOwner, Owners: cs.Owners,
-		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures,
+		Owned: cs.Owned, Failovers: cs.Failovers, Handovers: cs.Handovers, AcquireFailures: cs.AcquireFailures, RenewFailures: cs.RenewFailures, LeasesRetaken: cs.LeasesRetaken,
 		Forwarded: cs.Forwarded, ForwardResends: cs.Resent, ForwardsLost: cs.OwnerLost, ForwardsSilent: cs.OwnerSilent, CutOff: cs.CutOff})
 }
 

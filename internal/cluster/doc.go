@@ -26,8 +26,13 @@
 // names the partition's expected last sequence, and a new owner writes an
 // epoch record first) is what keeps the partition's log safe. The manager
 // therefore keeps serving a partition whose renewals merely fail, and
-// gives it up only when the bucket refuses a renewal (another node holds
-// the key) or the engine reports that it was fenced off (Lost).
+// gives it up only when the bucket refuses a renewal because another node
+// holds the key, or the engine reports that it was fenced off (Lost). A
+// lease that expired while the bucket could take no renewal (its leader
+// was lost, and the election outlasted the TTL) and that no other node
+// took is created again by its holder, which serves on: had another node
+// owned the partition in between, its epoch record fences the holder's
+// next write.
 //
 // Placement: a partition's preferred order of nodes is the rendezvous
 // (highest random weight) order of the live members. When a partition has

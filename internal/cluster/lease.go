@@ -194,10 +194,23 @@ func (m *Manager) renew(l *lease) {
 	ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
 	var next uint64
 	var err error
+	retaken := false
 	if rev == 0 {
 		next, err = m.create(ctx, l.key)
 	} else {
 		next, err = m.publishRenewal(ctx, l.key, rev)
+		if conflict(err) && l != m.node && ctx.Err() == nil {
+			// Refused: another node holds the key, or it expired while
+			// the bucket could not take renewals (its leader's server
+			// died: an election takes 4-9 s, longer than a lease lasts
+			// unrenewed). Expired and not taken, it is taken again here,
+			// and the partition stays served: had another node owned it
+			// in between, its epoch record fences this node's next write,
+			// as for any renewal that stalled (Lost).
+			if n, cerr := m.create(ctx, l.key); cerr == nil {
+				next, err, retaken = n, nil, true
+			}
+		}
 	}
 	cancel()
 
@@ -218,6 +231,9 @@ func (m *Manager) renew(l *lease) {
 		case rev == 0:
 			l.term = next
 			msg, level = "joined the cluster again", slog.LevelInfo
+		case retaken:
+			m.counts.retaken++
+			msg, level = "a lease expired while the bucket could not renew it; took it again and serve on", slog.LevelWarn
 		case failures > 0:
 			msg, level = "renewed a lease again", slog.LevelInfo
 		}

@@ -117,7 +117,7 @@ type Manager struct {
 }
 
 type counts struct {
-	failovers, handovers, acquireFailures, renewFailures uint64
+	failovers, handovers, acquireFailures, renewFailures, retaken uint64
 }
 
 // Status is the cluster as this node sees it.
@@ -144,6 +144,9 @@ type Status struct {
 	// RenewFailures counts renewals that failed without being refused
 	// (timeouts, no leader); the lease was kept.
 	RenewFailures uint64 `json:"renew_failures"`
+	// Retaken counts leases of this node that expired while the bucket
+	// could not take their renewals, and that it took again (serving on).
+	Retaken uint64 `json:"leases_retaken"`
 }
 
 // Start creates the lease bucket if needed, joins the cluster as
@@ -532,6 +535,7 @@ func (m *Manager) Status() Status {
 		Handovers:       m.counts.handovers,
 		AcquireFailures: m.counts.acquireFailures,
 		RenewFailures:   m.counts.renewFailures,
+		Retaken:         m.counts.retaken,
 	}
 	for p, h := range m.view.owners {
 		if h.Instance == m.instance {

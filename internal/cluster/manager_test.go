@@ -34,6 +34,7 @@ func TestCluster(t *testing.T) {
 		{"DuplicateName", testDuplicateName},
 		{"Lost", testLost},
 		{"RenewalRefused", testRenewalRefused},
+		{"LeaseRetaken", testLeaseRetaken},
 		{"Unlisted", testUnlisted},
 		{"CutOff", testCutOff},
 		{"Restart", testRestart},
@@ -479,6 +480,39 @@ func testRenewalRefused(t *testing.T, nats []*natsnode.Node) {
 		return settled(ms, hs, parts)
 	})
 	t.Logf("partition %d owned again %s after the intrusion: %s", p, time.Since(start).Round(time.Millisecond), layout(hs))
+}
+
+// A lease that expired while its holder could not renew it (the bucket's
+// leader was lost: it elects another in 4-9 s), and that no other node
+// took, is taken again by its holder at its next renewal, without the
+// partition being released: its Host never hears of it. The expiry is a
+// purge of the key (what a TTL's expiry leaves); one manager, so that no
+// other takes the key first.
+func testLeaseRetaken(t *testing.T, nats []*natsnode.Node) {
+	e := newEnv(t, nats, 3*time.Second)
+	parts := partitions(3)
+	ms, hs := e.startN(1, parts)
+	waitFor(t, 30*time.Second, "partitions owned", func() bool { return settled(ms, hs, parts) })
+	p := parts[1]
+	released, acquired := hs[0].count(hs[0].released, p), hs[0].count(hs[0].acquired, p)
+	kv := e.kv()
+	if err := kv.Purge(t.Context(), partKey(p)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "n1 to take the expired lease again", func() bool { return ms[0].Status().Retaken > 0 })
+	if r, a := hs[0].count(hs[0].released, p), hs[0].count(hs[0].acquired, p); r != released || a != acquired {
+		t.Errorf("partition %d released %d and acquired %d more times, want the lease taken again without either", p, r-released, a-acquired)
+	}
+	if !ms[0].Owned(p) {
+		t.Errorf("n1 no longer owns partition %d", p)
+	}
+	en, err := kv.Get(t.Context(), partKey(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := decodeHolder(en.Value()); h.Node != "n1" {
+		t.Errorf("the key holds %+v, want n1", h)
+	}
 }
 
 // intrude writes p's lease key as a holder no manager knows ("intruder"),
