@@ -630,9 +630,8 @@ type probe struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	log     []call
-	sending time.Time // when the send under way began; zero between sends
+	mu  sync.Mutex
+	log []call
 }
 
 func startProbe(cl *sqs.Client, url string, l *ledger.Ledger) *probe {
@@ -646,9 +645,6 @@ func startProbe(cl *sqs.Client, url string, l *ledger.Ledger) *probe {
 			rctx, rcancel := context.WithTimeout(ctx, 40*time.Second)
 			k := call{send: send, start: time.Now()}
 			if send {
-				p.mu.Lock()
-				p.sending = k.start
-				p.mu.Unlock()
 				k.err = traffic.SendOne(rctx, cl, url, l)
 			} else {
 				k.got, k.err = traffic.Consume(rctx, cl, url, l, loadVis, leave, failed)
@@ -660,9 +656,6 @@ func startProbe(cl *sqs.Client, url string, l *ledger.Ledger) *probe {
 			}
 			p.mu.Lock()
 			p.log = append(p.log, k)
-			if send {
-				p.sending = time.Time{}
-			}
 			p.mu.Unlock()
 			traffic.Backoff(ctx)
 		}
@@ -670,13 +663,6 @@ func startProbe(cl *sqs.Client, url string, l *ledger.Ledger) *probe {
 	p.wg.Go(func() { run(true) })
 	p.wg.Go(func() { run(false) })
 	return p
-}
-
-// inFlight is since when the send under way has been (zero: none).
-func (p *probe) inFlight() time.Time {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.sending
 }
 
 func (p *probe) calls() []call {
