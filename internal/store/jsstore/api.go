@@ -324,13 +324,14 @@ func (s *Store) directGet(ctx context.Context, stream string, seq uint64, n, max
 	body, _ := json.Marshal(req)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
 	defer cancel()
-	// Attempts of at most a second within AckTimeout, as request's: the
-	// replicas answer direct gets as a queue group, and the member NATS
-	// picks may be a server that went silent (its machine or network
-	// died, and its routes are not closed yet): asked again, another
-	// answers.
-	for {
-		attempt, stop := context.WithTimeout(ctx, time.Second)
+	// Attempts within AckTimeout, a quarter second the first, doubling up
+	// to a second: the replicas answer direct gets as a queue group, and
+	// the member NATS picks may be a server that went silent (its machine
+	// or network died, and its routes are not closed yet); asked again,
+	// NATS picks again. (Not hedged as request's: a batch's answers from
+	// two replicas would mix.)
+	for wait := hedgeEvery; ; wait = min(2*wait, time.Second) {
+		attempt, stop := context.WithTimeout(ctx, wait)
 		out, err := s.directGetOnce(attempt, stream, body, n)
 		stop()
 		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
