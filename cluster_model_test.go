@@ -113,6 +113,21 @@ type simNode struct {
 // startClusterSim starts the cluster's three nodes together (a new
 // cluster elects its first JetStream leader once every peer is up).
 func startClusterSim(s *sim, seed uint64) *clusterSim {
+	// A port found free may be taken by another test's process before a
+	// node binds it: start again on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := tryClusterSim(s, seed)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			s.t.Fatal(err)
+		}
+		s.t.Logf("starting the cluster again on other ports: %v", err)
+	}
+}
+
+func tryClusterSim(s *sim, seed uint64) (*clusterSim, error) {
 	t := s.t
 	ports, err := natstest.FreePorts(3)
 	if err != nil {
@@ -143,9 +158,9 @@ func startClusterSim(s *sim, seed uint64) *clusterSim {
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		c.close()
-		t.Fatal(err)
+		return nil, err
 	}
-	return c
+	return c, nil
 }
 
 // close stops every node at once (one by one, each would hand its queues
