@@ -69,9 +69,8 @@ func TestClusterKillOwner(t *testing.T) {
 	if n := len(times); n > 0 {
 		all := rounded(times) // in the order of the kills
 		slices.Sort(times)
-		median := (times[(n-1)/2] + times[n/2]) / 2
 		t.Logf("failover after %d kills: min %v, median %v, max %v (the issue's target: under %v); all: %v", n,
-			times[0].Round(time.Millisecond), median.Round(time.Millisecond), times[n-1].Round(time.Millisecond), failoverTarget, all)
+			times[0].Round(time.Millisecond), median(times).Round(time.Millisecond), times[n-1].Round(time.Millisecond), failoverTarget, all)
 	}
 	if v.Failed() {
 		t.Errorf("after %d kills under load: %v", *kills, v)

@@ -484,16 +484,7 @@ func (s *Store) retry(what string, f func(ctx context.Context) error) error {
 }
 
 // sleep waits d unless the store closes first (then it reports false).
-func (s *Store) sleep(d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-s.ctx.Done():
-		return false
-	}
-}
+func (s *Store) sleep(d time.Duration) bool { return sleepCtx(s.ctx, d) }
 
 // Lead asks that partition p's stream be led by the server this store is
 // connected to, if another server leads it: an owner whose stream's
