@@ -257,9 +257,7 @@ func (e *Engine) recover() error {
 	if r.salvage != nil {
 		for _, p := range slices.Sorted(maps.Keys(r.salvage.restored)) {
 			if o := r.parts[p]; o != nil {
-				for _, seq := range o.FromSends(now, r.salvage.restored[p]) {
-					r.salvage.lose(p, seq, "") // its Send record does not read back
-				}
+				o.FromSends(now, r.salvage.restored[p]) // those whose Send record does not read back are lost: counted by the index's entries
 			}
 		}
 	}

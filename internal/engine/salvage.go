@@ -20,10 +20,14 @@ import (
 // newer snapshot).
 type salvage struct {
 	stretches []store.Damage
-	// lost are the messages of a partition lost to damage: their Send
-	// record, or their entry in a snapshot's index, was in a damaged
-	// stretch. By sequence; the id when the Send record read.
+	// lost are the messages of a partition lost to damage whose Send
+	// record was in a damaged stretch. By sequence; the id when the
+	// record read.
 	lost map[store.PartitionID]map[uint64]string
+	// index is, per partition, what its damaged newest snapshot's index
+	// held: messages are counted by its entries, not by the sequences
+	// they name (a damaged entry can name another message).
+	index map[store.PartitionID]*indexLoss
 	// ids are the ids of every message whose Send record was damaged and
 	// read, by partition and sequence, for a report.
 	ids map[store.PartitionID]map[uint64]string
@@ -36,6 +40,7 @@ type salvage struct {
 	// record says (Owner.FromSends).
 	restored  map[store.PartitionID][]uint64
 	fromIndex map[store.PartitionID]int
+	taken     map[store.PartitionID]map[uint64]bool // restored, as a set
 	// unknown counts the stretches of which nothing could be read: what
 	// they held, and whose it was, is not known.
 	unknown int
@@ -48,7 +53,44 @@ type salvage struct {
 func newSalvage() *salvage {
 	return &salvage{lost: map[store.PartitionID]map[uint64]string{}, ids: map[store.PartitionID]map[uint64]string{}, other: map[store.PartitionID]map[record.Type]int{},
 		snapshots: map[store.PartitionID]int{}, restored: map[store.PartitionID][]uint64{},
-		fromIndex: map[store.PartitionID]int{}}
+		fromIndex: map[store.PartitionID]int{}, taken: map[store.PartitionID]map[uint64]bool{}, index: map[store.PartitionID]*indexLoss{}}
+}
+
+// indexLoss is what a damaged snapshot of a queue listed, and what became
+// of it: of its entries, those whose message is in the queue after the
+// salvage came back (read from the index, checked against their Send
+// record), those deleted or purged by a record after the snapshot were
+// gone anyway, and the others are lost.
+type indexLoss struct {
+	pos     uint64          // the snapshot's first record: its messages are below
+	entries int             // entries its Index records held
+	seqs    map[uint64]bool // the sequences the entries read name
+	deleted map[uint64]bool // messages below pos a later record deleted
+	purged  bool            // a later purge took them all
+}
+
+func (il *indexLoss) lost(has func(uint64) bool) int {
+	if il.purged {
+		return 0
+	}
+	back := 0
+	for seq := range il.seqs {
+		if seq < il.pos && !il.deleted[seq] && has(seq) {
+			back++
+		}
+	}
+	return max(0, il.entries-back-len(il.deleted))
+}
+
+// indexOf is the index loss of partition p's snapshot at pos, new when
+// the snapshot starts there (its first record) or none is known.
+func (s *salvage) indexOf(p store.PartitionID, pos uint64, first bool) *indexLoss {
+	il := s.index[p]
+	if il == nil || first {
+		il = &indexLoss{pos: pos, seqs: map[uint64]bool{}, deleted: map[uint64]bool{}}
+		s.index[p] = il
+	}
+	return il
 }
 
 // damaged notes a damaged stretch the replay read past, in log order.
@@ -63,6 +105,21 @@ func (s *salvage) damaged(d store.Damage) {
 		if lr.P == store.Catalog {
 			s.catalog = true
 		}
+		if lr.Snapshot && lr.P != store.Catalog && lr.First {
+			// A snapshot supersedes what came before it: what it lists
+			// is what was there.
+			delete(s.lost, lr.P)
+			s.indexOf(lr.P, lr.Pos, true)
+		}
+		if msgs, n, ok := record.DecodeIndex(lr.Data); ok && lr.Snapshot {
+			il := s.indexOf(lr.P, lr.Pos, false)
+			il.entries += n
+			for _, m := range msgs {
+				il.seqs[m.Seq] = true
+			}
+			s.snapshots[lr.P]++
+			continue
+		}
 		r, err := record.Decode(lr.Data, false)
 		if err != nil {
 			s.count(lr.P, 0) // type 0: not known
@@ -75,11 +132,6 @@ func (s *salvage) damaged(d store.Damage) {
 				id = r.Payload.ID
 			}
 			s.lose(lr.P, lr.Pos, id)
-		case r.Type == record.Index:
-			for _, m := range r.Msgs {
-				s.lose(lr.P, m.Seq, "")
-			}
-			s.snapshots[lr.P]++
 		case lr.Snapshot:
 			s.snapshots[lr.P]++
 		default:
@@ -113,12 +165,13 @@ func (s *salvage) count(p store.PartitionID, t record.Type) {
 // message it lists is there, its body perhaps lost: recovery counts
 // that), and a delete or purge says a lost message was gone anyway.
 func (s *salvage) saw(en store.Entry) {
-	lost := s.lost[en.P]
+	lost, il := s.lost[en.P], s.index[en.P]
 	if en.Reset {
 		delete(s.lost, en.P)
+		delete(s.index, en.P)
 		return
 	}
-	if len(lost) == 0 || en.Moved {
+	if (len(lost) == 0 && il == nil) || en.Moved || en.Snapshot {
 		return
 	}
 	r, err := record.Decode(en.Data, false)
@@ -128,11 +181,17 @@ func (s *salvage) saw(en store.Entry) {
 	switch r.Type {
 	case record.Delete:
 		delete(lost, r.Seq)
+		if il != nil && r.Seq < il.pos {
+			il.deleted[r.Seq] = true
+		}
 	case record.Purge:
 		for seq := range lost {
 			if seq < en.Pos {
 				delete(lost, seq)
 			}
+		}
+		if il != nil {
+			il.purged = true
 		}
 	}
 }
@@ -154,23 +213,52 @@ func (sv *salvage) snapshotFromDamage(now time.Time, d store.Damage, owner func(
 		if o == nil {
 			continue // a topic's
 		}
-		if lr.First {
-			delete(sv.lost, lr.P) // a snapshot supersedes what came before
+		if lr.First { // a newer snapshot: what an older one listed is not there
+			delete(sv.restored, lr.P)
+			delete(sv.taken, lr.P)
+			delete(sv.fromIndex, lr.P)
 		}
-		r, err := record.Decode(lr.Data, false)
-		if err != nil {
+		data := lr.Data
+		msgs, _, index := record.DecodeIndex(data)
+		if index {
+			// The entries that read, each checked later against its
+			// message's Send record (FromSends). One that names a
+			// message after the snapshot, or one an earlier entry names,
+			// is damaged: it must not displace that message.
+			msgs = sv.plausible(lr.P, lr.Pos, msgs)
+			data = record.Encode(&record.Record{Type: record.Index, Msgs: msgs})
+		} else if _, err := record.Decode(data, false); err != nil {
 			continue
 		}
-		if err := o.Replayed(now, store.Entry{P: lr.P, Pos: lr.Pos, Data: lr.Data, Snapshot: true, Reset: lr.First}); err != nil {
+		if err := o.Replayed(now, store.Entry{P: lr.P, Pos: lr.Pos, Data: data, Snapshot: true, Reset: lr.First}); err != nil {
 			continue
 		}
-		if r.Type == record.Index {
-			for _, m := range r.Msgs {
-				sv.restored[lr.P] = append(sv.restored[lr.P], m.Seq)
-			}
-			sv.fromIndex[lr.P] += len(r.Msgs)
+		for _, m := range msgs {
+			sv.restored[lr.P] = append(sv.restored[lr.P], m.Seq)
 		}
+		sv.fromIndex[lr.P] += len(msgs)
 	}
+}
+
+// plausible keeps the entries of a damaged snapshot's index, of
+// partition p, read at pos, that may be what they say: below the
+// snapshot, and not named by an earlier entry of it.
+func (sv *salvage) plausible(p store.PartitionID, pos uint64, msgs []record.Msg) []record.Msg {
+	if il := sv.index[p]; il != nil {
+		pos = il.pos
+	}
+	seen := sv.taken[p]
+	if seen == nil {
+		seen = map[uint64]bool{}
+		sv.taken[p] = seen
+	}
+	return slices.DeleteFunc(msgs, func(m record.Msg) bool {
+		if m.Seq >= pos || seen[m.Seq] {
+			return true
+		}
+		seen[m.Seq] = true
+		return false
+	})
 }
 
 // restoreName is the name a queue or topic whose catalog record was lost
@@ -257,6 +345,9 @@ func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partRe
 	for p := range sv.lost {
 		parts[p] = true
 	}
+	for p := range sv.index {
+		parts[p] = true
+	}
 	for p := range sv.other {
 		parts[p] = true
 	}
@@ -272,6 +363,9 @@ func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partRe
 		}
 		loss := st.QueueLoss{Name: name, Snapshots: sv.snapshots[p], FromSnapshot: sv.fromIndex[p]}
 		o := r.parts[p]
+		if il := sv.index[p]; il != nil {
+			loss.Messages += il.lost(func(seq uint64) bool { return o != nil && o.Has(seq) })
+		}
 		for _, seq := range slices.Sorted(maps.Keys(sv.lost[p])) {
 			if o != nil && o.Has(seq) {
 				continue // there after all

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strings"
 
@@ -495,6 +496,45 @@ func Decode(b []byte, body bool) (*Record, error) {
 		return nil, fmt.Errorf("record: %s: trailing bytes", r.Type)
 	}
 	return r, nil
+}
+
+// DecodeIndex reads an Index record of a damaged snapshot as far as it
+// reads (a salvage): the entries before the first that does not decode,
+// and how many the record held: its count, or the entries read when the
+// count is what was damaged. ok is false
+// when the record is not an Index record or neither can be told. An entry
+// read may be damaged itself (it names another message): the caller
+// checks each against the message's own Send record.
+func DecodeIndex(b []byte) (msgs []Msg, n int, ok bool) {
+	if len(b) < 2 || b[0] != Version || Type(b[1]) != Index {
+		return nil, 0, false
+	}
+	d := &dec{b: b[2:]}
+	count := d.u()
+	if d.err != nil {
+		return nil, 0, false
+	}
+	for len(d.b) > 0 && len(msgs) <= IndexChunk {
+		var m Msg
+		decodeMsgInto(d, &m)
+		if d.err != nil {
+			break
+		}
+		msgs = append(msgs, m)
+	}
+	// The count was what was damaged when the entries read cleanly to the
+	// end in a number it misses by one bit (or out of range): entries
+	// that lost their step (a damaged length) can also read to the end,
+	// in a number that is anything.
+	clean := d.err == nil && len(d.b) == 0 && len(msgs) <= IndexChunk
+	k := uint64(len(msgs))
+	switch {
+	case clean && k != count && (count > IndexChunk || bits.OnesCount64(count^k) == 1):
+		return msgs, len(msgs), true
+	case count <= IndexChunk:
+		return msgs[:min(len(msgs), int(count))], int(count), true
+	}
+	return nil, 0, false
 }
 
 func decodeMsg(d *dec) *Msg {

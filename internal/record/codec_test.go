@@ -3,6 +3,7 @@ package record
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +160,35 @@ func TestReadPayload(t *testing.T) {
 	}
 	if _, err := ReadPayload(s, 1, 2, h[1]); err == nil || !strings.Contains(err.Error(), "receive") {
 		t.Fatalf("ReadPayload of a receive: %v", err)
+	}
+}
+
+// TestDecodeIndexAsFarAsItReads: a damaged Index record gives the entries
+// before the damage and the count it held, or, when the count is what was
+// damaged, the entries that read to its end.
+func TestDecodeIndexAsFarAsItReads(t *testing.T) {
+	var msgs []Msg
+	for i := range 300 {
+		msgs = append(msgs, Msg{Seq: uint64(10 + i), Sent: 1000, Group: "tenant-a", Hint: store.Hint{A: uint32(i)}})
+	}
+	b := Encode(&Record{Type: Index, Msgs: msgs})
+
+	got, n, ok := DecodeIndex(b)
+	if !ok || n != 300 || len(got) != 300 || got[299].Seq != 309 {
+		t.Fatalf("undamaged: %d entries of %d, %v", len(got), n, ok)
+	}
+	count := slices.Clone(b)
+	count[2] ^= 0x04 // the count's low byte: 300 read as 296
+	if got, n, ok := DecodeIndex(count); !ok || n != 300 || len(got) != 300 {
+		t.Fatalf("damaged count: %d entries of %d, %v", len(got), n, ok)
+	}
+	entry := slices.Clone(b)
+	cut := 2 + 2 + len(b)/2 // an entry in the middle
+	entry = entry[:cut]     // the rest unreadable
+	if got, n, ok := DecodeIndex(entry); !ok || n != 300 || len(got) >= 300 || len(got) < 100 {
+		t.Fatalf("cut in the middle: %d entries of %d, %v", len(got), n, ok)
+	}
+	if _, _, ok := DecodeIndex(Encode(&Record{Type: Delete, Seq: 4})); ok {
+		t.Fatal("a Delete record read as an index")
 	}
 }
