@@ -25,8 +25,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/consumer"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/clock"
 	srv "github.com/sluicemq/sluice/internal/sqs"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -37,7 +37,7 @@ var ctx = context.Background()
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type env struct {
-	b       *sluice.Broker
+	b       *broker.Broker
 	changed chan struct{} // an answer reached one of the env's clients
 	client  *sqs.Client
 	url     string // server
@@ -49,12 +49,12 @@ type env struct {
 func start(t *testing.T, fake bool) *env {
 	t.Helper()
 	e := &env{changed: make(chan struct{}, 1)}
-	cfg := sluice.Config{Dir: t.TempDir()}
+	cfg := broker.Config{Dir: t.TempDir()}
 	if fake {
 		e.clk = clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		cfg.Clock = e.clk
 	}
-	b, err := sluice.Open(cfg)
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -326,7 +326,7 @@ func TestOutcomes(t *testing.T) {
 	if got != "[deleted retried] [rejected] [deferred deleted]" {
 		t.Errorf("outcomes %s", got)
 	}
-	peek, _, err := e.b.Peek("dlq", sluice.PeekFilter{})
+	peek, _, err := e.b.Peek("dlq", broker.PeekFilter{})
 	if err != nil || len(peek) != 1 || peek[0].Body != "poison" || peek[0].Reason != "Reject" || peek[0].LastError != "cannot parse" {
 		t.Fatalf("dead-letter queue: %+v %v", peek, err)
 	}
@@ -414,7 +414,7 @@ func TestGracefulShutdown(t *testing.T) {
 // synctest bubble.
 func startInBubble(t *testing.T) *env {
 	t.Helper()
-	p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+	p := sqstest.ServePipe(t, broker.Config{InMemory: true})
 	e := &env{b: p.Broker, url: p.URL}
 	e.client = sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(e.url),
 		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1, HTTPClient: p.HTTP})
@@ -481,11 +481,11 @@ func TestPoisonClimbsLadder(t *testing.T) {
 			t.Errorf("attempt %d at level %v, want %d", i+1, l, want)
 		}
 	}
-	peek, _, _ := e.b.Peek("dlq", sluice.PeekFilter{})
+	peek, _, _ := e.b.Peek("dlq", broker.PeekFilter{})
 	if len(peek) != 1 || peek[0].Reason != "Retry" || peek[0].LastError != "upstream said no" {
 		t.Fatalf("dead-lettered: %+v", peek)
 	}
-	if n, err := e.b.RedriveFiltered(ctx, "dlq", sluice.PeekFilter{}, ""); n != 1 || err != nil {
+	if n, err := e.b.RedriveFiltered(ctx, "dlq", broker.PeekFilter{}, ""); n != 1 || err != nil {
 		t.Fatalf("redrive: %d %v", n, err)
 	}
 	e.waitFor(t, "the attempt after redrive", func() bool { return attempts.Load() == 4 })

@@ -25,8 +25,11 @@ trap cleanup EXIT
 
 echo "building $base and this checkout ($(git rev-parse --short HEAD))"
 git worktree add -q --detach "$work/old" "$base"
-(cd "$work/old" && go test -c -o "$work/old.test" . && go build -o "$work/sluice-old" ./cmd/sluice)
-go test -c -o "$work/new.test" . && go build -o "$work/sluice-new" ./cmd/sluice
+# The in-process benchmarks' package: the module root before the server
+# moved to internal/broker, internal/broker since.
+benchpkg() { if [ -f "$1/internal/broker/broker_benchmark_test.go" ]; then echo ./internal/broker; else echo .; fi; }
+(cd "$work/old" && go test -c -o "$work/old.test" "$(benchpkg .)" && go build -o "$work/sluice-old" ./cmd/sluice)
+go test -c -o "$work/new.test" "$(benchpkg .)" && go build -o "$work/sluice-new" ./cmd/sluice
 
 inproc() {
   (cd "$work" && "./$1.test" -test.run '^$' -test.bench 'SendReceiveDelete$' -test.benchtime 300000x) |

@@ -6,7 +6,7 @@ import (
 )
 
 // The broker's public figures and inputs: shared by the engine, the
-// dead-letter tools, the root package (which re-exports them) and its
+// dead-letter tools, internal/broker and the root package (which re-export them) and its
 // clients.
 
 // QueueInfo is what the broker knows of a queue's identity.

@@ -16,8 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -26,21 +26,21 @@ var update = flag.Bool("update", false, "rewrite testdata/metrics.golden")
 
 var ctx = context.Background()
 
-func setup(t *testing.T) (*sluice.Broker, *httptest.Server) {
+func setup(t *testing.T) (*broker.Broker, *httptest.Server) {
 	b, srv, _ := setupAdmin(t)
 	return b, srv
 }
 
-func setupAdmin(t *testing.T) (*sluice.Broker, *httptest.Server, *admin.Server) {
+func setupAdmin(t *testing.T) (*broker.Broker, *httptest.Server, *admin.Server) {
 	t.Helper()
 	return setupClock(t, nil)
 }
 
 // setupClock is setupAdmin with the broker on clk (nil: the real clock):
 // a fake clock lets a test age the messages it sent.
-func setupClock(t *testing.T, clk sluice.Clock) (*sluice.Broker, *httptest.Server, *admin.Server) {
+func setupClock(t *testing.T, clk broker.Clock) (*broker.Broker, *httptest.Server, *admin.Server) {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{Dir: t.TempDir(), Clock: clk})
+	b, err := broker.Open(broker.Config{Dir: t.TempDir(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func decode(t *testing.T, method, path string, raw []byte, out any) {
 	}
 }
 
-func send(t *testing.T, b *sluice.Broker, q, tenant string, n int) {
+func send(t *testing.T, b *broker.Broker, q, tenant string, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		if _, err := b.Send(ctx, q, st.SendInput{Body: fmt.Sprintf("%s body %d", tenant, i), GroupID: tenant}); err != nil {
@@ -108,11 +108,11 @@ func TestMetricsGolden(t *testing.T) {
 	b.Delete(ctx, "orders", ms[0].ReceiptHandle)
 	// A topic with one subscription, one publish delivered.
 	b.CreateQueue(ctx, "fan", nil, nil)
-	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "events", Subs: map[string]sluice.Subscription{
+	if _, _, err := b.CreateTopic(broker.TopicInfo{Name: "events", Subs: map[string]broker.Subscription{
 		"s": {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:fan"}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Publish(ctx, "events", []sluice.PublishInput{{ID: "p1", Message: "m"}}); err != nil {
+	if _, err := b.Publish(ctx, "events", []broker.PublishInput{{ID: "p1", Message: "m"}}); err != nil {
 		t.Fatal(err)
 	}
 	wait := 5
@@ -181,11 +181,11 @@ func TestTenantAPI(t *testing.T) {
 	b.CreateQueue(ctx, "q", map[string]string{"Partitions": "4", "PartitionsPerTenant": "2"}, nil)
 	send(t, b, "q", "acme", 3)
 	send(t, b, "q", "zeta", 1)
-	var ts []sluice.TenantInfo
+	var ts []broker.TenantInfo
 	if code := call(t, srv, "GET", "/api/queues/q/tenants", "", &ts); code != 200 || len(ts) != 2 || ts[0].Name != "acme" || ts[0].Ready != 3 {
 		t.Fatalf("tenants %d %+v", code, ts)
 	}
-	var ti sluice.TenantInfo
+	var ti broker.TenantInfo
 	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"weight": 4, "max_in_flight": 2}`, &ti); code != 200 || ti.Limits == nil || ti.Limits.Weight != 4 || len(ti.Partitions) != 2 {
 		t.Fatalf("set tenant %d %+v", code, ti)
 	}
@@ -225,7 +225,7 @@ func TestDeadLetterAPI(t *testing.T) {
 		b.Receive(ctx, "src", st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: new(int)})
 	}
 	var page struct {
-		Messages []sluice.PeekedMessage
+		Messages []broker.PeekedMessage
 		Next     string
 	}
 	if code := call(t, srv, "GET", "/api/queues/dlq/messages?max=2", "", &page); code != 200 || len(page.Messages) != 2 || page.Next == "" {
@@ -266,7 +266,7 @@ func TestDeadLetterAPI(t *testing.T) {
 // so "the task has finished" is a fact, not a guess.
 func TestRedriveTaskAPI(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, err := sluice.Open(sluice.Config{InMemory: true})
+		b, err := broker.Open(broker.Config{InMemory: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -283,7 +283,7 @@ func TestRedriveTaskAPI(t *testing.T) {
 			t.Fatalf("redrive all: %d %v", code, task)
 		}
 		synctest.Wait() // the task has finished, or waits for its pace
-		var tasks []sluice.MoveTask
+		var tasks []broker.MoveTask
 		callHandler(t, h, "GET", "/api/movetasks?source=dlq", "", &tasks)
 		if len(tasks) != 1 || tasks[0].Status != "COMPLETED" || tasks[0].ApproximateNumberOfMessagesMoved != 2 {
 			t.Fatalf("move task: %+v", tasks)
@@ -378,11 +378,11 @@ func TestTopicsAPI(t *testing.T) {
 		arn[name] = q.ARN
 	}
 	arn["gone"] = strings.TrimSuffix(arn["billing"], "billing") + "gone" // no such queue
-	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "orders"}); err != nil {
+	if _, _, err := b.CreateTopic(broker.TopicInfo{Name: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	err := b.UpdateTopic("orders", func(ti *sluice.TopicInfo) error {
-		ti.Subs = map[string]sluice.Subscription{
+	err := b.UpdateTopic("orders", func(ti *broker.TopicInfo) error {
+		ti.Subs = map[string]broker.Subscription{
 			"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"kind":["order"]}`}},
 			"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"], Attrs: map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q}`, arn["audit-dlq"])}},
 			"s-gone":    {Protocol: "sqs", Endpoint: arn["gone"]},
@@ -395,7 +395,7 @@ func TestTopicsAPI(t *testing.T) {
 	kind := func(k string) map[string]st.AttributeValue {
 		return map[string]st.AttributeValue{"kind": {DataType: "String", StringValue: &k}}
 	}
-	if _, err := b.Publish(ctx, "orders", []sluice.PublishInput{{ID: "p1", Message: "order 1", Attrs: kind("order")},
+	if _, err := b.Publish(ctx, "orders", []broker.PublishInput{{ID: "p1", Message: "order 1", Attrs: kind("order")},
 		{ID: "p2", Message: "refund 1", Attrs: kind("refund")}, {ID: "p3", Message: "order 2", Attrs: kind("order")}}); err != nil {
 		t.Fatal(err)
 	}

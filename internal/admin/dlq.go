@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 )
 
 // Dead-letter tooling:
@@ -34,15 +34,15 @@ type filterJSON struct {
 	Contains string    `json:"contains,omitempty"`
 }
 
-func (f filterJSON) filter() sluice.PeekFilter {
-	return sluice.PeekFilter{Tenant: f.Tenant, Source: f.Source, Reason: f.Reason, Since: f.Since, Until: f.Until, Contains: f.Contains}
+func (f filterJSON) filter() broker.PeekFilter {
+	return broker.PeekFilter{Tenant: f.Tenant, Source: f.Source, Reason: f.Reason, Since: f.Since, Until: f.Until, Contains: f.Contains}
 }
 
 func (f filterJSON) empty() bool { return f == filterJSON{} }
 
 func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := sluice.PeekFilter{Tenant: q.Get("tenant"), Source: q.Get("source"), Reason: q.Get("reason"), Contains: q.Get("contains"), After: q.Get("after")}
+	f := broker.PeekFilter{Tenant: q.Get("tenant"), Source: q.Get("source"), Reason: q.Get("reason"), Contains: q.Get("contains"), After: q.Get("after")}
 	for name, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
 		if v := q.Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
@@ -67,7 +67,7 @@ func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ms == nil {
-		ms = []sluice.PeekedMessage{}
+		ms = []broker.PeekedMessage{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": ms, "next": next})
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/broker"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -18,9 +18,9 @@ import (
 // token, another site's page in an operator's browser (a text/plain or
 // cross-origin POST, a DNS-rebound Host), and what /metrics bounds.
 
-func guarded(t *testing.T, o admin.GuardOptions) (*sluice.Broker, *httptest.Server) {
+func guarded(t *testing.T, o admin.GuardOptions) (*broker.Broker, *httptest.Server) {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	b, err := broker.Open(broker.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func do(t *testing.T, srv *httptest.Server, method, path string, hdr map[string]
 	return answer{status: resp.StatusCode, header: resp.Header, code: e.Code, body: string(raw)}
 }
 
-func visible(t *testing.T, b *sluice.Broker) string {
+func visible(t *testing.T, b *broker.Broker) string {
 	t.Helper()
 	a, err := b.GetQueueAttributes("q", []string{"ApproximateNumberOfMessages"})
 	if err != nil {
@@ -167,7 +167,7 @@ func TestForeignHostRefused(t *testing.T) {
 // queue="_others" (the largest backlogs keep their own series), and the
 // sums are kept.
 func TestMetricsBounded(t *testing.T) {
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	b, err := broker.Open(broker.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/clock"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -263,13 +263,13 @@ func TestDashboardTopicsInChromium(t *testing.T) {
 		}
 		arn[name] = q.ARN
 	}
-	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: "orders", Subs: map[string]sluice.Subscription{
+	if _, _, err := b.CreateTopic(broker.TopicInfo{Name: "orders", Subs: map[string]broker.Subscription{
 		"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true"}},
 		"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"]},
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Publish(ctx, "orders", []sluice.PublishInput{{ID: "p1", Message: "order 1"}, {ID: "p2", Message: "order 2"},
+	if _, err := b.Publish(ctx, "orders", []broker.PublishInput{{ID: "p1", Message: "order 1"}, {ID: "p2", Message: "order 2"},
 		{ID: "p3", Message: "order 3"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestDashboardTopicsInChromium(t *testing.T) {
 
 	// A client names a topic, and a subscription's queue, with markup.
 	const hostile = `x"><img src=x onerror="document.title='owned'">`
-	if _, _, err := b.CreateTopic(sluice.TopicInfo{Name: hostile, Subs: map[string]sluice.Subscription{
+	if _, _, err := b.CreateTopic(broker.TopicInfo{Name: hostile, Subs: map[string]broker.Subscription{
 		"s-x": {Protocol: "sqs", Endpoint: strings.TrimSuffix(arn["audit"], "audit") + hostile}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,22 +13,22 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/broker"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // setupDamaged serves a broker that lost bodies: queue "small" (3
 // messages) and "big" (300 of 1 KiB) were written in segments of 64 KiB
 // and snapshotted, the broker closed, the second segment (big's bodies
-// only) removed, and the broker opened again, as in the root package's
+// only) removed, and the broker opened again, as in internal/broker's
 // TestUnreadableBodiesAreCounted. It returns how many of big's messages
-// sluice.Verify found unreadable before the start.
-func setupDamaged(t *testing.T) (*sluice.Broker, *httptest.Server, int) {
+// broker.Verify found unreadable before the start.
+func setupDamaged(t *testing.T) (*broker.Broker, *httptest.Server, int) {
 	t.Helper()
-	cfg := sluice.Config{Dir: t.TempDir(), SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, NoPreallocate: true,
+	cfg := broker.Config{Dir: t.TempDir(), SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, NoPreallocate: true,
 		Logger: slog.New(slog.DiscardHandler)}
-	b, err := sluice.Open(cfg)
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func setupDamaged(t *testing.T) (*sluice.Broker, *httptest.Server, int) {
 	if err := os.Remove(segs[1]); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := sluice.Verify(cfg)
+	rep, err := broker.Verify(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func setupDamaged(t *testing.T) (*sluice.Broker, *httptest.Server, int) {
 	if lost == 0 || lost == 300 {
 		t.Fatalf("setup: %d of 300 unreadable", lost)
 	}
-	if b, err = sluice.Open(cfg); err != nil {
+	if b, err = broker.Open(cfg); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(admin.Guard(admin.New(b, admin.Options{}), admin.GuardOptions{}))

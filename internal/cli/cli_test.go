@@ -19,19 +19,19 @@ import (
 
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/peers"
 )
 
 func startServer(t *testing.T) string {
-	url, _ := serveBroker(t, sluice.Config{InMemory: true})
+	url, _ := serveBroker(t, broker.Config{InMemory: true})
 	return url
 }
 
 // serveBroker runs the SQS server on a loopback port over a broker opened
 // with cfg, and returns its URL and the broker.
-func serveBroker(t *testing.T, cfg sluice.Config) (string, *sluice.Broker) {
+func serveBroker(t *testing.T, cfg broker.Config) (string, *broker.Broker) {
 	return sqstest.Serve(t, cfg)
 }
 
@@ -260,9 +260,9 @@ func TestBench(t *testing.T) {
 }
 
 // startWithAdmin runs the SQS server and the admin API over one broker.
-func startWithAdmin(t *testing.T) (sqsURL, adminURL string, b *sluice.Broker) {
+func startWithAdmin(t *testing.T) (sqsURL, adminURL string, b *broker.Broker) {
 	t.Helper()
-	sqsURL, b = serveBroker(t, sluice.Config{Dir: t.TempDir()})
+	sqsURL, b = serveBroker(t, broker.Config{Dir: t.TempDir()})
 	adm := httptest.NewServer(admin.New(b, admin.Options{}))
 	t.Cleanup(adm.Close)
 	return sqsURL, adm.URL, b

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/qcopy"
 )
 
@@ -159,7 +159,7 @@ func runCopy(t *testing.T, args ...string) (qcopy.Report, string, int) {
 // source empty).
 func TestCopyMove(t *testing.T) {
 	from := startServer(t)
-	to, _ := serveBroker(t, sluice.Config{InMemory: true, AccountID: "111111111111"})
+	to, _ := serveBroker(t, broker.Config{InMemory: true, AccountID: "111111111111"})
 	src, dst := testClient(from), testClient(to)
 	ctx := context.Background()
 

@@ -17,8 +17,8 @@ import (
 	"github.com/sluicemq/sluice/internal/cmdkit"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sluicemq/sluice"
 	"github.com/sluicemq/sluice/internal/admin"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/natsnode"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
@@ -58,7 +58,7 @@ type ServeConfig struct {
 	LeaseTTL         string // --lease-ttl, SLUICE_LEASE_TTL: how long a dead node keeps its queues, default 6s
 
 	// Salvage starts on a damaged data directory, keeping every record
-	// that reads back (sluice.Config.Salvage). A flag only, no variable:
+	// that reads back (broker.Config.Salvage). A flag only, no variable:
 	// left set, it would salvage without a word the next damage a start
 	// should refuse.
 	Salvage bool // --salvage
@@ -125,7 +125,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 
 // clusterConfig maps the cluster flags onto the broker's ClusterConfig
 // (nil without --cluster).
-func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
+func (c *ServeConfig) clusterConfig() (*broker.ClusterConfig, error) {
 	if c.Cluster == "" {
 		if c.Node != "" || c.Peers != "" || c.ClusterAdvertise != "" || c.NATSURL != "" || c.ClusterSecretFile != "" || c.ClusterSecret != "" || c.clusterTLS() ||
 			c.NATSAddr != "" || c.NATSToken != "" {
@@ -140,7 +140,7 @@ func (c *ServeConfig) clusterConfig() (*sluice.ClusterConfig, error) {
 	if err != nil || ttl < 2*time.Second || ttl%time.Second != 0 {
 		return nil, fmt.Errorf("--lease-ttl: %q is not a whole number of seconds of at least 2s", c.LeaseTTL)
 	}
-	cc := &sluice.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, Advertise: c.ClusterAdvertise, ClientListen: c.NATSAddr,
+	cc := &broker.ClusterConfig{Name: c.Cluster, Node: c.Node, Listen: c.ClusterListen, Advertise: c.ClusterAdvertise, ClientListen: c.NATSAddr,
 		NATSURL: c.NATSURL, Replicas: c.Replicas, LeaseTTL: ttl}
 	if cc.ClientToken, err = c.natsToken(); err != nil {
 		return nil, err
@@ -270,32 +270,32 @@ func parseSize(v string) (int64, error) {
 }
 
 // brokerConfig maps the flags onto the broker's Config.
-func (c *ServeConfig) brokerConfig(log *slog.Logger) (sluice.Config, error) {
+func (c *ServeConfig) brokerConfig(log *slog.Logger) (broker.Config, error) {
 	reserve, err := parseSize(c.DiskReserve)
 	if err != nil {
-		return sluice.Config{}, fmt.Errorf("--disk-reserve: %w", err)
+		return broker.Config{}, fmt.Errorf("--disk-reserve: %w", err)
 	}
 	if reserve == 0 {
 		reserve = -1 // only the minimum the state needs (Config's 0 is the default)
 	}
 	segment, err := positiveSize("--segment-bytes", c.SegmentBytes)
 	if err != nil {
-		return sluice.Config{}, err
+		return broker.Config{}, err
 	}
 	checkpoint, err := positiveSize("--checkpoint-bytes", c.CheckpointBytes)
 	if err != nil {
-		return sluice.Config{}, err
+		return broker.Config{}, err
 	}
 	switch c.Sync {
 	case "always", "batch", "none":
 	default:
-		return sluice.Config{}, fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
+		return broker.Config{}, fmt.Errorf("--sync must be always, batch or none, not %q", c.Sync)
 	}
 	cc, err := c.clusterConfig()
 	if err != nil {
-		return sluice.Config{}, err
+		return broker.Config{}, err
 	}
-	return sluice.Config{Dir: c.DataDir, Sync: sluice.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, BaseURL: c.BaseURL, Logger: log,
+	return broker.Config{Dir: c.DataDir, Sync: broker.SyncMode(c.Sync), Region: c.Region, AccountID: c.AccountID, BaseURL: c.BaseURL, Logger: log,
 		NoPreallocate: !c.Preallocate, DiskReserve: reserve, SegmentBytes: segment, CheckpointBytes: checkpoint, Cluster: cc, Salvage: c.Salvage}, nil
 }
 
@@ -368,8 +368,8 @@ func serve(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
-	b, err := sluice.OpenContext(ctx, cfg) // a signal stops a wait for a quorum
-	if errors.Is(err, sluice.ErrDamaged) {
+	b, err := broker.OpenContext(ctx, cfg) // a signal stops a wait for a quorum
+	if errors.Is(err, broker.ErrDamaged) {
 		return fmt.Errorf("%w\n\nThe server will not start on damaged data rather than drop the acknowledged messages it may hold back. "+
 			"See all the damage and what it holds with `sluice verify --data-dir %s`. Then take a copy of the directory, and keep every record that reads back "+
 			"with `sluice verify --salvage --data-dir %s` (which reports what is lost) or by starting once with --salvage; or restore a backup", err, c.DataDir, c.DataDir)

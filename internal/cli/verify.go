@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/cmdkit"
 	"github.com/sluicemq/sluice/internal/store/disk/format"
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -81,7 +81,7 @@ func verify(_ context.Context, args []string, env Env) error {
 	if *salvage {
 		log = slog.New(slog.DiscardHandler) // the report below says it all
 	}
-	rep, err := sluice.Verify(sluice.Config{Dir: dir, Logger: log, NoPreallocate: true, Salvage: *salvage})
+	rep, err := broker.Verify(broker.Config{Dir: dir, Logger: log, NoPreallocate: true, Salvage: *salvage})
 	if errors.Is(err, vfs.ErrLocked) || errors.Is(err, vfs.ErrLockUnsupported) {
 		return err // it names the directory
 	}
@@ -119,7 +119,7 @@ func isDataDir(dir string) error {
 // printVerify prints a check's report: a line per queue, the total, the
 // orphans, what a salvage lost and any damage; an error when anything is
 // damaged or unreadable, a partition gone, or messages a start would drop.
-func printVerify(env Env, dir string, rep sluice.VerifyReport) error {
+func printVerify(env Env, dir string, rep broker.VerifyReport) error {
 	if rep.Salvaged != nil {
 		printSalvage(env, "salvaged", rep.Salvaged)
 		fmt.Fprintf(env.Stdout, "salvaged %s: %d stretches written over, %d messages lost; what the next start reads:\n", dir, len(rep.Salvaged.Damage), rep.Salvaged.Lost())
@@ -168,7 +168,7 @@ func printVerify(env Env, dir string, rep sluice.VerifyReport) error {
 
 // printSalvage prints what damage held: each damaged stretch, and what
 // each queue lost (what = "damaged" before a salvage, "salvaged" after).
-func printSalvage(env Env, what string, r *sluice.SalvageReport) {
+func printSalvage(env Env, what string, r *broker.SalvageReport) {
 	for _, d := range r.Damage {
 		where := ""
 		if d.BelowFloor {
@@ -206,7 +206,7 @@ func printSalvage(env Env, what string, r *sluice.SalvageReport) {
 	}
 }
 
-func unknownNote(r *sluice.SalvageReport) string {
+func unknownNote(r *broker.SalvageReport) string {
 	if r.Unknown > 0 {
 		return " and what the unreadable stretches held"
 	}

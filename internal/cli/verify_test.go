@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -26,7 +26,7 @@ var noLog = slog.New(slog.DiscardHandler)
 func verifyDir(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	b, err := sluice.Open(sluice.Config{Dir: dir, SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, NoPreallocate: true, Logger: noLog})
+	b, err := broker.Open(broker.Config{Dir: dir, SegmentBytes: 64 << 10, CheckpointBytes: 128 << 10, NoPreallocate: true, Logger: noLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestVerifyHealthy(t *testing.T) {
 		})
 	}
 	// The check changed nothing a start would see.
-	b, err := sluice.Open(sluice.Config{Dir: dir, NoPreallocate: true, Logger: noLog})
+	b, err := broker.Open(broker.Config{Dir: dir, NoPreallocate: true, Logger: noLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestVerifyUnreadable(t *testing.T) {
 	if err := os.Remove(segs[1]); err != nil { // the second: big's bodies only
 		t.Fatal(err)
 	}
-	rep, err := sluice.Verify(sluice.Config{Dir: dir, NoPreallocate: true, Logger: noLog})
+	rep, err := broker.Verify(broker.Config{Dir: dir, NoPreallocate: true, Logger: noLog})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +225,7 @@ func TestVerifyDamage(t *testing.T) {
 		!strings.Contains(errs, "1 damaged stretches") {
 		t.Fatalf("verify of a damaged directory: exit %d\n%s%s", code, out, errs)
 	}
-	if _, err := sluice.Open(sluice.Config{Dir: dir, NoPreallocate: true, Logger: noLog}); !errors.Is(err, sluice.ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(newest)) {
+	if _, err := broker.Open(broker.Config{Dir: dir, NoPreallocate: true, Logger: noLog}); !errors.Is(err, broker.ErrDamaged) || !strings.Contains(err.Error(), filepath.Base(newest)) {
 		t.Fatalf("a start on the damaged directory: %v", err)
 	}
 	out, errs, code = runVerify("", "--data-dir", dir, "--salvage")

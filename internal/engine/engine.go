@@ -27,7 +27,7 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// Config configures an Engine. Open fills no defaults: the root package's
+// Config configures an Engine. Open fills no defaults: internal/broker's
 // Config does (WithDefaults).
 type Config struct {
 	Store     store.Store

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/cmdkit"
 	"github.com/sluicemq/sluice/internal/peers"
 	"github.com/sluicemq/sluice/internal/sqs"
@@ -48,7 +48,7 @@ func (n *node) reset() {
 // server resolves the queue from the URL's path), as on a cluster's nodes.
 func serveNodes(t *testing.T, n int) []*node {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	b, err := broker.Open(broker.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}

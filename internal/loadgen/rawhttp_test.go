@@ -10,13 +10,13 @@ import (
 
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 )
 
 // startServer runs the SQS server on a loopback port over a broker in
 // memory and returns its URL.
 func startServer(t *testing.T) string {
-	url, _ := sqstest.Serve(t, sluice.Config{InMemory: true})
+	url, _ := sqstest.Serve(t, broker.Config{InMemory: true})
 	return url
 }
 

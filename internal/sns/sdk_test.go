@@ -17,7 +17,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 )
 
@@ -25,7 +25,7 @@ var ctx = context.Background()
 
 func clients(t *testing.T) (*awssns.Client, *awssqs.Client) {
 	t.Helper()
-	url, _ := sqstest.Serve(t, sluice.Config{Dir: t.TempDir()})
+	url, _ := sqstest.Serve(t, broker.Config{Dir: t.TempDir()})
 	creds := credentials.NewStaticCredentialsProvider("AKID", "secret", "")
 	return awssns.New(awssns.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), Credentials: creds}),
 		awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(url), Credentials: creds})

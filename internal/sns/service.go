@@ -23,7 +23,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/filterpolicy"
 	"github.com/sluicemq/sluice/internal/sns/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -31,13 +31,13 @@ import (
 
 // Service answers SNS requests for one broker.
 type Service struct {
-	b     *sluice.Broker
+	b     *broker.Broker
 	scope wire.Scope
 	log   *slog.Logger
 }
 
 // New returns the SNS front of b, answering for region and account.
-func New(b *sluice.Broker, region, account string, log *slog.Logger) *Service {
+func New(b *broker.Broker, region, account string, log *slog.Logger) *Service {
 	return &Service{b: b, scope: wire.Scope{Region: region, Account: account}, log: log}
 }
 
@@ -70,7 +70,7 @@ func (s *Service) wireError(err error) error {
 	switch {
 	case errors.As(err, &we):
 		return err
-	case errors.Is(err, sluice.ErrNoTopic):
+	case errors.Is(err, broker.ErrNoTopic):
 		return wire.TopicNotFound()
 	}
 	var se *st.Error
@@ -146,17 +146,17 @@ func (s *Service) topicName(ctx context.Context, param, arn string) (string, err
 }
 
 // topic returns a topic the caller may use.
-func (s *Service) topic(ctx context.Context, param, arn string) (string, sluice.TopicInfo, error) {
+func (s *Service) topic(ctx context.Context, param, arn string) (string, broker.TopicInfo, error) {
 	name, err := s.topicName(ctx, param, arn)
 	if err != nil {
-		return "", sluice.TopicInfo{}, err
+		return "", broker.TopicInfo{}, err
 	}
 	info, err := s.b.Topic(name)
 	if err != nil {
-		if param == "ResourceArn" && errors.Is(err, sluice.ErrNoTopic) {
-			return "", sluice.TopicInfo{}, wire.ResourceNotFound()
+		if param == "ResourceArn" && errors.Is(err, broker.ErrNoTopic) {
+			return "", broker.TopicInfo{}, wire.ResourceNotFound()
 		}
-		return "", sluice.TopicInfo{}, err
+		return "", broker.TopicInfo{}, err
 	}
 	return name, info, nil
 }
@@ -182,7 +182,7 @@ func (s *Service) createTopic(ctx context.Context, in *wire.CreateTopicInput) (w
 	for _, t := range in.Tags {
 		tags[t.Key] = t.Value
 	}
-	info, created, err := s.b.CreateTopic(sluice.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
+	info, created, err := s.b.CreateTopic(broker.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func (s *Service) setTopicAttributes(ctx context.Context, in *wire.SetTopicAttri
 	if err := in.Validate(info.FIFO); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		if t.Attrs == nil {
 			t.Attrs = map[string]string{}
 		}
@@ -379,7 +379,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 	}
 	topicARN := s.scope.TopicARN(name)
 	var subARN string
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		for _, id := range slices.Sorted(maps.Keys(t.Subs)) {
 			sub := t.Subs[id]
 			if sub.Protocol == in.Protocol && sub.Endpoint == in.Endpoint {
@@ -392,7 +392,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 		}
 		id := uuid.NewString()
 		if t.Subs == nil {
-			t.Subs = map[string]sluice.Subscription{}
+			t.Subs = map[string]broker.Subscription{}
 		}
 		attrs := map[string]string{}
 		for k, v := range in.Attributes {
@@ -400,7 +400,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 				attrs[k] = v
 			}
 		}
-		t.Subs[id] = sluice.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
+		t.Subs[id] = broker.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
 		subARN = topicARN + ":" + id
 		return nil
 	})
@@ -424,21 +424,21 @@ func (s *Service) confirmSubscription(ctx context.Context, in *wire.ConfirmSubsc
 
 // subscription finds a subscription by ARN: its topic's name, its id and
 // itself.
-func (s *Service) subscription(ctx context.Context, arn string) (string, string, sluice.TopicInfo, error) {
+func (s *Service) subscription(ctx context.Context, arn string) (string, string, broker.TopicInfo, error) {
 	topicARN, err := s.scope.ParseSubscriptionARN(arn)
 	if err != nil {
-		return "", "", sluice.TopicInfo{}, err
+		return "", "", broker.TopicInfo{}, err
 	}
 	name, info, err := s.topic(ctx, "TopicArn", topicARN)
-	if errors.Is(err, sluice.ErrNoTopic) || wire.CodeOf(err) == wire.CodeNotFound {
-		return "", "", sluice.TopicInfo{}, wire.SubscriptionNotFound()
+	if errors.Is(err, broker.ErrNoTopic) || wire.CodeOf(err) == wire.CodeNotFound {
+		return "", "", broker.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	if err != nil {
-		return "", "", sluice.TopicInfo{}, err
+		return "", "", broker.TopicInfo{}, err
 	}
 	id := strings.TrimPrefix(arn, topicARN+":")
 	if _, ok := info.Subs[id]; !ok {
-		return "", "", sluice.TopicInfo{}, wire.SubscriptionNotFound()
+		return "", "", broker.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	return name, id, info, nil
 }
@@ -451,11 +451,11 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		delete(t.Subs, id)
 		return nil
 	})
-	if err != nil && !errors.Is(err, sluice.ErrNoTopic) {
+	if err != nil && !errors.Is(err, broker.ErrNoTopic) {
 		return nil, err
 	}
 	return wire.UnsubscribeOutput{}, nil
@@ -464,7 +464,7 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 // listSubscriptions lists the subscriptions of topic name, or of every
 // topic the caller may use ("").
 func (s *Service) listSubscriptions(ctx context.Context, name, token string) (wire.ListSubscriptionsOutput, error) {
-	var infos []sluice.TopicInfo
+	var infos []broker.TopicInfo
 	if name == "" {
 		infos = s.b.AllTopics(ctx) // in a cluster, each from its owner
 	} else {
@@ -552,7 +552,7 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 	if err := checkFilter(next, filterpolicy.SetSubscriptionAttributes); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		cur, ok := t.Subs[id]
 		if !ok {
 			return wire.SubscriptionNotFound()
@@ -570,8 +570,8 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 // ---- publishing ----
 
 // spec is a checked message as the topic stores it.
-func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) sluice.PublishInput {
-	p := sluice.PublishInput{ID: uuid.NewString(), Message: m.Message, Group: m.MessageGroupID, Dedup: m.MessageDeduplicationID,
+func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) broker.PublishInput {
+	p := broker.PublishInput{ID: uuid.NewString(), Message: m.Message, Group: m.MessageGroupID, Dedup: m.MessageDeduplicationID,
 		Sender: sender, JSON: m.MessageStructure == "json"}
 	if m.Subject != nil {
 		p.Subject = *m.Subject
@@ -588,7 +588,7 @@ func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) sluice.Pu
 	return p
 }
 
-func settings(info sluice.TopicInfo) wire.TopicSettings {
+func settings(info broker.TopicInfo) wire.TopicSettings {
 	t := wire.ParseTopicSettings(info.Attrs)
 	t.FIFO = info.FIFO
 	return t
@@ -611,7 +611,7 @@ func (s *Service) publish(ctx context.Context, in *wire.PublishInput) (wire.Outp
 	if err := in.Validate(t); err != nil {
 		return nil, err
 	}
-	res, err := s.b.Publish(ctx, name, []sluice.PublishInput{spec(&in.PublishMessage, t, sender(ctx))})
+	res, err := s.b.Publish(ctx, name, []broker.PublishInput{spec(&in.PublishMessage, t, sender(ctx))})
 	if err != nil {
 		return nil, err
 	}
@@ -630,7 +630,7 @@ func (s *Service) publishBatch(ctx context.Context, in *wire.PublishBatchInput) 
 	if err := in.Validate(t); err != nil {
 		return nil, err
 	}
-	specs := make([]sluice.PublishInput, len(in.Entries))
+	specs := make([]broker.PublishInput, len(in.Entries))
 	for i := range in.Entries {
 		specs[i] = spec(&in.Entries[i].PublishMessage, t, sender(ctx))
 	}
@@ -671,7 +671,7 @@ func (s *Service) tagResource(ctx context.Context, in *wire.TagResourceInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		if t.Tags == nil {
 			t.Tags = map[string]string{}
 		}
@@ -691,7 +691,7 @@ func (s *Service) untagResource(ctx context.Context, in *wire.UntagResourceInput
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *sluice.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
 		for _, k := range in.TagKeys {
 			delete(t.Tags, k)
 		}

@@ -20,7 +20,7 @@ import (
 	awssns "github.com/aws/aws-sdk-go-v2/service/sns"
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 )
 
@@ -30,7 +30,7 @@ import (
 // SigningCertURL's path, and fails once the message is changed. A topic
 // without SignatureVersion writes no signature.
 func TestSignedEnvelopes(t *testing.T) {
-	base, _ := sqstest.Serve(t, sluice.Config{Dir: t.TempDir()})
+	base, _ := sqstest.Serve(t, broker.Config{Dir: t.TempDir()})
 	creds := credentials.NewStaticCredentialsProvider("AKID", "secret", "")
 	sn := awssns.New(awssns.Options{Region: "us-east-1", BaseEndpoint: aws.String(base), Credentials: creds})
 	sq := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(base), Credentials: creds})

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -728,7 +728,7 @@ func (s *Server) changeMessageVisibilityBatch(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	in := make([]sluice.VisibilityChange, len(es))
+	in := make([]broker.VisibilityChange, len(es))
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i], _ = e.Str("Id")

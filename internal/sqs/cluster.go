@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/sns"
 	snswire "github.com/sluicemq/sluice/internal/sns/wire"
@@ -89,7 +89,7 @@ func (s *Server) snsForwardTo(req *request) (string, error) {
 		return s.b.RouteCatalog("sqs"), nil
 	case sns.TopicOwner, sns.TopicOrCatalog:
 		to, err := s.b.RouteTopic(name, "sqs")
-		if errors.Is(err, sluice.ErrNoTopic) {
+		if errors.Is(err, broker.ErrNoTopic) {
 			if where == sns.TopicOrCatalog {
 				return s.b.RouteCatalog("sqs"), nil
 			}
@@ -105,7 +105,7 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	// A long poll waits up to 20 s on the owner.
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
-	how := sluice.ForwardHow{Idempotent: idempotent(req)}
+	how := broker.ForwardHow{Idempotent: idempotent(req)}
 	if req.action == "ReceiveMessage" {
 		// A long poll may wait for a new owner as long as it would have
 		// waited for a message: its client waits that long anyway.
@@ -116,11 +116,11 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	resp, err := s.b.Forward(ctx, route, req.r, body, how)
 	what := "did not answer"
 	switch {
-	case errors.Is(err, sluice.ErrOwnerLost):
+	case errors.Is(err, broker.ErrOwnerLost):
 		what = "went away before it answered; the request may or may not have taken effect"
-	case errors.Is(err, sluice.ErrOwnerSilent) && errors.Is(err, forward.ErrNoOwner):
+	case errors.Is(err, broker.ErrOwnerSilent) && errors.Is(err, forward.ErrNoOwner):
 		what = "does not answer (the request was not sent to it: nothing was done)"
-	case errors.Is(err, sluice.ErrOwnerSilent):
+	case errors.Is(err, broker.ErrOwnerSilent):
 		what = "stopped answering before it answered; the request may or may not have taken effect"
 	}
 	if err != nil && req.snsForm != nil {

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/sqs"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -68,11 +68,11 @@ func FuzzServeHTTP(f *testing.F) {
 	f.Fuzz(func(t *testing.T, ai uint8, query bool, in string, disk bool) {
 		action := fuzzActions[int(ai)%len(fuzzActions)]
 		// A broker of its own for each input, so that a failure replays.
-		cfg := sluice.Config{InMemory: true, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
+		cfg := broker.Config{InMemory: true, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 		if disk {
-			cfg = sluice.Config{Dir: t.TempDir(), Sync: sluice.SyncNone, NoPreallocate: true, Clock: cfg.Clock}
+			cfg = broker.Config{Dir: t.TempDir(), Sync: broker.SyncNone, NoPreallocate: true, Clock: cfg.Clock}
 		}
-		b, err := sluice.Open(cfg)
+		b, err := broker.Open(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,7 +124,7 @@ func FuzzServeHTTP(f *testing.F) {
 		}
 		before := holdings(t, b)
 		b.Close()
-		if b, err = sluice.Open(cfg); err != nil {
+		if b, err = broker.Open(cfg); err != nil {
 			t.Fatalf("the store does not reopen after %s %q: %v", action, in, err)
 		}
 		if after := holdings(t, b); after != before {
@@ -146,7 +146,7 @@ func fuzzRequest(body, contentType, target string) (*http.Request, context.Cance
 }
 
 // holdings renders every queue with its message counts and attributes.
-func holdings(t *testing.T, b *sluice.Broker) string {
+func holdings(t *testing.T, b *broker.Broker) string {
 	names, _, err := b.ListQueues("", 1000, "", nil)
 	if err != nil {
 		t.Fatal(err)

@@ -7,14 +7,14 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 )
 
 // brokerServer returns a server over a broker on disk in a temporary
 // directory.
 func brokerServer(t *testing.T) *Server {
 	t.Helper()
-	b, err := sluice.Open(sluice.Config{Dir: t.TempDir()})
+	b, err := broker.Open(broker.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
@@ -31,7 +31,7 @@ var ctx = context.Background()
 type env struct {
 	url    string
 	client *awssqs.Client
-	broker *sluice.Broker
+	broker *broker.Broker
 }
 
 func start(t *testing.T, creds *sigv4.Credentials, dir string) *env {
@@ -41,8 +41,8 @@ func start(t *testing.T, creds *sigv4.Credentials, dir string) *env {
 
 func startServer(t *testing.T, scfg sqs.ServerConfig, dir string) *env {
 	t.Helper()
-	cfg := sluice.Config{InMemory: dir == "", Dir: dir}
-	b, err := sluice.Open(cfg)
+	cfg := broker.Config{InMemory: dir == "", Dir: dir}
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -322,7 +322,7 @@ func TestSDKErrors(t *testing.T) {
 // pipes): nothing in it waits on the machine's clock.
 func TestSDKFIFOAndDeadLetters(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+		p := sqstest.ServePipe(t, broker.Config{InMemory: true})
 		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(p.URL), HTTPClient: p.HTTP,
 			Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), RetryMaxAttempts: 1})
 		dlq := must(c.CreateQueue(ctx, &awssqs.CreateQueueInput{QueueName: aws.String("dlq.fifo"), Attributes: map[string]string{"FifoQueue": "true"}}))
@@ -450,7 +450,7 @@ func TestSigV4Presigned(t *testing.T) {
 // in-memory pipes), so "the poll is waiting" is known, not guessed.
 func TestShutdownEndsLongPolls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		p := sqstest.ServePipe(t, sluice.Config{InMemory: true})
+		p := sqstest.ServePipe(t, broker.Config{InMemory: true})
 		srv := p.Server
 		c := awssqs.New(awssqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(p.URL), HTTPClient: p.HTTP,
 			Credentials: credentials.NewStaticCredentialsProvider("AK", "s", ""), RetryMaxAttempts: 1})

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sigv4"
@@ -69,7 +69,7 @@ type ServerConfig struct {
 // Server is the SQS HTTP front.
 type Server struct {
 	cfg    ServerConfig
-	b      *sluice.Broker
+	b      *broker.Broker
 	log    *slog.Logger
 	base   context.Context // cancelled at shutdown: long polls return empty
 	cancel context.CancelFunc
@@ -104,7 +104,7 @@ func (s *Server) putBuf(b *[]byte) {
 }
 
 // NewServer returns a server for the broker.
-func NewServer(cfg ServerConfig, b *sluice.Broker) *Server {
+func NewServer(cfg ServerConfig, b *broker.Broker) *Server {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
@@ -232,7 +232,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.putBuf(body)
 			return
 		}
-		if errors.Is(rerr, sluice.ErrCutOff) {
+		if errors.Is(rerr, broker.ErrCutOff) {
 			s.putBuf(body)
 			snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "This node cannot reach the other nodes of its cluster; retry, through another node if you can."), req.id)
 			return
@@ -372,7 +372,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 	if errors.Is(err, partition.ErrNotOwner) {
 		// Nothing was done: a node that forwarded the request may send
 		// it to the queue's new owner.
-		w.Header().Set(sluice.NotOwnerHeader, "1")
+		w.Header().Set(broker.NotOwnerHeader, "1")
 		s.log.Debug("request for a queue that moved", "request_id", req.id, "action", req.action)
 	} else if we.Status >= 500 || e.Cause != nil {
 		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)

@@ -15,7 +15,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
@@ -131,7 +131,7 @@ func TestTraceParentTravels(t *testing.T) {
 // TestRequestIDInLogs: the id a response carries is on the request's log
 // lines.
 func TestRequestIDInLogs(t *testing.T) {
-	b, err := sluice.Open(sluice.Config{InMemory: true})
+	b, err := broker.Open(broker.Config{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,15 +12,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicemq/sluice"
+	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/pipenet"
 	"github.com/sluicemq/sluice/internal/sqs"
 )
 
 // Serve returns the server's URL and the broker behind it.
-func Serve(t testing.TB, cfg sluice.Config) (string, *sluice.Broker) {
+func Serve(t testing.TB, cfg broker.Config) (string, *broker.Broker) {
 	t.Helper()
-	b, err := sluice.Open(cfg)
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func Serve(t testing.TB, cfg sluice.Config) (string, *sluice.Broker) {
 
 // Piped is a server reached over in-memory pipes (internal/pipenet).
 type Piped struct {
-	Broker *sluice.Broker
+	Broker *broker.Broker
 	Server *sqs.Server
 	// HTTP dials the server; pass it as the SDK's HTTPClient, with any
 	// BaseEndpoint (URL is one).
@@ -52,9 +52,9 @@ type Piped struct {
 // ServePipe is Serve over in-memory pipes, for a test inside a
 // testing/synctest bubble (loopback sockets are not durably blocking):
 // call it inside the bubble, whose cleanups close everything.
-func ServePipe(t testing.TB, cfg sluice.Config) *Piped {
+func ServePipe(t testing.TB, cfg broker.Config) *Piped {
 	t.Helper()
-	b, err := sluice.Open(cfg)
+	b, err := broker.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
