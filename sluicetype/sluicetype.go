@@ -12,6 +12,9 @@ import (
 	"time"
 )
 
+// ErrNoTopic: no topic has the name.
+var ErrNoTopic = errors.New("sluice: no such topic")
+
 // AttributeValue is one message attribute, as SQS models it. DataType is
 // "String", "Number" or "Binary", optionally with a custom suffix such as
 // "Number.float". Exactly one of the value fields is set.

@@ -18,7 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/sluicemq/sluice/internal/broker"
+	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/partition"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -26,7 +27,7 @@ import (
 // Options configure the admin server.
 type Options struct {
 	// Clock drives the history sampler. Default: the real clock.
-	Clock broker.Clock
+	Clock clock.Clock
 	// Logger receives errors. Default: slog.Default().
 	Logger *slog.Logger
 	// SampleEvery is the history resolution. Default 10s; an hour is kept.
@@ -42,19 +43,19 @@ type Options struct {
 
 // Server is the admin HTTP handler and its history sampler.
 type Server struct {
-	b    *broker.Broker
+	b    Broker
 	opts Options
 	mux  *http.ServeMux
 	hist *history
 
 	mu    sync.Mutex
-	timer broker.Timer
+	timer clock.Timer
 	stop  bool
 }
 
 // New returns the admin server for b. Call Start to begin sampling the
 // history the dashboard charts, and Stop to end it.
-func New(b *broker.Broker, opts Options) *Server {
+func New(b Broker, opts Options) *Server {
 	if opts.Clock == nil {
 		opts.Clock = realClock{}
 	}
@@ -178,7 +179,7 @@ func apiError(w http.ResponseWriter, err error) {
 	if errors.Is(err, partition.ErrNotOwner) {
 		// Nothing was done: a node that forwarded the request sends it to
 		// the queue's new owner.
-		w.Header().Set(broker.NotOwnerHeader, "1")
+		w.Header().Set(forward.NotOwnerHeader, "1")
 	}
 	writeJSON(w, status, map[string]string{"code": code, "message": msg})
 }
@@ -216,15 +217,15 @@ type queueJSON struct {
 	Lanes         map[string]int    `json:"lanes"`
 	// How a standing backlog is served, and whether one stands: tenants in
 	// the backlog mode (fresh traffic first) since when, and the old side.
-	Order           string              `json:"order"`
-	FreshFirst      int                 `json:"fresh_first_tenants"`
-	FreshFirstSince *time.Time          `json:"fresh_first_since,omitempty"`
-	OldMessages     int                 `json:"old_messages"`
-	OldOldestAge    float64             `json:"old_oldest_age_seconds"`
-	Tenants         []broker.TenantInfo `json:"tenants,omitempty"`
+	Order           string          `json:"order"`
+	FreshFirst      int             `json:"fresh_first_tenants"`
+	FreshFirstSince *time.Time      `json:"fresh_first_since,omitempty"`
+	OldMessages     int             `json:"old_messages"`
+	OldOldestAge    float64         `json:"old_oldest_age_seconds"`
+	Tenants         []st.TenantInfo `json:"tenants,omitempty"`
 }
 
-func toJSON(q broker.QueueStats) queueJSON {
+func toJSON(q st.QueueStats) queueJSON {
 	j := queueJSON{Name: q.Name, FIFO: q.FIFO, DLQ: q.DLQ, Visible: q.Visible, InFlight: q.InFlight, Delayed: q.Delayed,
 		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyOldest: q.NoisyOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
 		Retried: q.Retried, Redriven: q.Redriven,
@@ -310,7 +311,7 @@ func (s *Server) tenant(w http.ResponseWriter, r *http.Request) {
 // setTenant replaces a tenant's overrides with the body (TenantLimits as
 // JSON; {} clears them).
 func (s *Server) setTenant(w http.ResponseWriter, r *http.Request) {
-	var l broker.TenantLimits
+	var l st.TenantLimits
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&l); err != nil {
@@ -375,6 +376,6 @@ func (a slogAdapter) Println(v ...any) {
 type realClock struct{}
 
 func (realClock) Now() time.Time { return time.Now() }
-func (realClock) AfterFunc(d time.Duration, f func()) broker.Timer {
+func (realClock) AfterFunc(d time.Duration, f func()) clock.Timer {
 	return time.AfterFunc(d, f)
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/forward"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -97,10 +96,10 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, r, body, broker.ForwardHow{Idempotent: r.Method == http.MethodGet || r.Method == http.MethodHead})
+	resp, err := s.b.Forward(ctx, route, r, body, forward.How{Idempotent: r.Method == http.MethodGet || r.Method == http.MethodHead})
 	if err != nil {
 		what := "did not answer"
-		if errors.Is(err, broker.ErrOwnerLost) {
+		if errors.Is(err, forward.ErrOwnerLost) {
 			what = "went away before it answered; the request may or may not have taken effect"
 		}
 		apiError(w, &st.Error{Code: st.CodeServiceUnavailable, Message: "The node that owns the queue or topic " + what + "; retry the request.", Cause: err})

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/broker"
+	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // Dead-letter tooling:
@@ -34,15 +34,15 @@ type filterJSON struct {
 	Contains string    `json:"contains,omitempty"`
 }
 
-func (f filterJSON) filter() broker.PeekFilter {
-	return broker.PeekFilter{Tenant: f.Tenant, Source: f.Source, Reason: f.Reason, Since: f.Since, Until: f.Until, Contains: f.Contains}
+func (f filterJSON) filter() st.PeekFilter {
+	return st.PeekFilter{Tenant: f.Tenant, Source: f.Source, Reason: f.Reason, Since: f.Since, Until: f.Until, Contains: f.Contains}
 }
 
 func (f filterJSON) empty() bool { return f == filterJSON{} }
 
 func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := broker.PeekFilter{Tenant: q.Get("tenant"), Source: q.Get("source"), Reason: q.Get("reason"), Contains: q.Get("contains"), After: q.Get("after")}
+	f := st.PeekFilter{Tenant: q.Get("tenant"), Source: q.Get("source"), Reason: q.Get("reason"), Contains: q.Get("contains"), After: q.Get("after")}
 	for name, dst := range map[string]*time.Time{"since": &f.Since, "until": &f.Until} {
 		if v := q.Get(name); v != "" {
 			t, err := time.Parse(time.RFC3339, v)
@@ -67,7 +67,7 @@ func (s *Server) peek(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ms == nil {
-		ms = []broker.PeekedMessage{}
+		ms = []st.PeekedMessage{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"messages": ms, "next": next})
 }

@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sluicemq/sluice/internal/broker"
+	"github.com/sluicemq/sluice/sluicetype"
 )
 
 // collector reads the broker's figures at scrape time. Tenants are
 // labelled by name for the StatsTenants largest backlogs of each queue and
 // summed under tenant="_others", so cardinality stays bounded.
 type collector struct {
-	b *broker.Broker
+	b Broker
 
 	messages, oldest, quietOldest, noisyOldest, noisy, lane               *prometheus.Desc
 	redriven, retried, deferred, rejected, dead, relocated                *prometheus.Desc
@@ -43,11 +43,11 @@ const MaxQueueSeries = 500
 
 // boundQueues keeps the max queues with the largest backlogs (ties: the
 // oldest message, then the name) and sums the rest into one "_others".
-func boundQueues(stats []broker.QueueStats, max int) ([]broker.QueueStats, *broker.QueueStats) {
+func boundQueues(stats []sluicetype.QueueStats, max int) ([]sluicetype.QueueStats, *sluicetype.QueueStats) {
 	if len(stats) <= max {
 		return stats, nil
 	}
-	sorted := append([]broker.QueueStats(nil), stats...)
+	sorted := append([]sluicetype.QueueStats(nil), stats...)
 	sort.Slice(sorted, func(i, j int) bool {
 		a, b := sorted[i], sorted[j]
 		na, nb := a.Visible+a.InFlight+a.Delayed, b.Visible+b.InFlight+b.Delayed
@@ -59,7 +59,7 @@ func boundQueues(stats []broker.QueueStats, max int) ([]broker.QueueStats, *brok
 		}
 		return a.Name < b.Name
 	})
-	o := &broker.QueueStats{Name: "_others", Dropped: map[string]uint64{}, Lanes: map[string]int{}}
+	o := &sluicetype.QueueStats{Name: "_others", Dropped: map[string]uint64{}, Lanes: map[string]int{}}
 	for _, q := range sorted[max:] {
 		o.Visible += q.Visible
 		o.InFlight += q.InFlight
@@ -120,7 +120,7 @@ func maxDur(a, b time.Duration) time.Duration {
 	return b
 }
 
-func newCollector(b *broker.Broker, maxQueues int) *collector {
+func newCollector(b Broker, maxQueues int) *collector {
 	q := []string{"queue"}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("sluice_"+name, help, labels, nil)
@@ -251,9 +251,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range []string{"retention", "max_age", "watermark", "exhausted", "rejected"} {
 			ctr(c.dropped, float64(s.Dropped[r]), q, r)
 		}
-		count, buckets := cumulative(broker.FirstAttemptBounds, s.FirstAttempt)
+		count, buckets := cumulative(sluicetype.FirstAttemptBounds, s.FirstAttempt)
 		ch <- prometheus.MustNewConstHistogram(c.firstAttempt, count, s.FirstAttemptSum.Seconds(), buckets, q)
-		count, buckets = cumulative(broker.FirstAttemptBounds, s.FirstAttemptOld)
+		count, buckets = cumulative(sluicetype.FirstAttemptBounds, s.FirstAttemptOld)
 		ch <- prometheus.MustNewConstHistogram(c.firstAttemptOld, count, s.FirstAttemptOldSum.Seconds(), buckets, q)
 		g(c.freshFirst, float64(s.FreshFirstTenants), q)
 		if !s.FreshFirstSince.IsZero() {
@@ -332,13 +332,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.deliveries, float64(f.Refused), name, "refused")
 		ctr(c.deliveries, float64(f.Dead), name, "dead_lettered")
 		g(c.topicHeld, float64(f.Held), name)
-		count, buckets := cumulative(broker.FirstAttemptBounds, f.Lag)
+		count, buckets := cumulative(sluicetype.FirstAttemptBounds, f.Lag)
 		ch <- prometheus.MustNewConstHistogram(c.fanOutLag, count, f.LagSum.Seconds(), buckets, name)
-		count, buckets = cumulative(broker.FirstAttemptBounds, f.FirstAttempt.Counts)
+		count, buckets = cumulative(sluicetype.FirstAttemptBounds, f.FirstAttempt.Counts)
 		ch <- prometheus.MustNewConstHistogram(c.firstSubscriber, count, f.FirstAttempt.Sum.Seconds(), buckets, name)
 	}
 	for _, a := range c.b.SubscriptionFirstAttempts() {
-		count, buckets := cumulative(broker.FirstAttemptBounds, a.Age.Counts)
+		count, buckets := cumulative(sluicetype.FirstAttemptBounds, a.Age.Counts)
 		ch <- prometheus.MustNewConstHistogram(c.subscriptionFirst, count, a.Age.Sum.Seconds(), buckets, a.Topic, a.Queue)
 	}
 	g(c.diskFree, float64(st.DiskFree))

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sluicemq/sluice/internal/broker"
+	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -83,7 +83,7 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
 func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 	info, err := s.b.Topic(r.PathValue("topic"))
 	if err != nil {
-		if errors.Is(err, broker.ErrNoTopic) {
+		if errors.Is(err, st.ErrNoTopic) {
 			err = &st.Error{Code: st.CodeResourceNotFound, Message: "Topic does not exist."}
 		}
 		apiError(w, err)
@@ -93,16 +93,16 @@ func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 }
 
 // queueIndex is every queue's figures by name (in a cluster, every node's).
-func (s *Server) queueIndex(r *http.Request) map[string]broker.QueueStats {
+func (s *Server) queueIndex(r *http.Request) map[string]st.QueueStats {
 	stats := s.b.ClusterStats(r.Context())
-	out := make(map[string]broker.QueueStats, len(stats))
+	out := make(map[string]st.QueueStats, len(stats))
 	for _, q := range stats {
 		out[q.Name] = q
 	}
 	return out
 }
 
-func (s *Server) topicToJSON(info broker.TopicInfo, queues map[string]broker.QueueStats) topicJSON {
+func (s *Server) topicToJSON(info record.TopicInfo, queues map[string]st.QueueStats) topicJSON {
 	t := topicJSON{Name: info.Name, FIFO: info.FIFO, Subscriptions: make([]subscriptionJSON, 0, len(info.Subs))}
 	for id, sub := range info.Subs {
 		j := subscriptionJSON{ID: id, Protocol: sub.Protocol, Endpoint: sub.Endpoint,
@@ -143,7 +143,7 @@ func (s *Server) queueName(arn string) (string, bool) {
 
 // deadLetterTarget is the dead-letter queue's ARN of a subscription's
 // RedrivePolicy ("" when none), as package topic reads it.
-func deadLetterTarget(sub broker.Subscription) string {
+func deadLetterTarget(sub record.Subscription) string {
 	var rp struct {
 		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
 	}

@@ -29,6 +29,7 @@ import (
 	"github.com/sluicemq/sluice/internal/datadir"
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/redrive"
+	"github.com/sluicemq/sluice/internal/sns/signkey"
 	"github.com/sluicemq/sluice/internal/store"
 	"github.com/sluicemq/sluice/internal/store/disk"
 	"github.com/sluicemq/sluice/internal/vfs"
@@ -226,7 +227,7 @@ type Broker struct {
 	e     *engine.Engine
 	tools *redrive.Tools
 	cl    *clusterNode // nil: a single node
-	sign  *signer      // the SNS envelopes' signing key (signing.go)
+	sign  *signkey.Key // the SNS envelopes' signing key (signing.go)
 	lock  io.Closer    // the data directory's lock, held until Close (lockDir)
 }
 
@@ -280,7 +281,7 @@ func openClustered(ctx context.Context, cfg Config) (*Broker, error) {
 	}
 	sign := newSigner(cfg)
 	ec := engineConfig(cfg, st, sign)
-	ec.Clustered, ec.Node = true, cfg.Cluster.Node
+	ec.Cluster, ec.Node = c, cfg.Cluster.Node
 	e, err := engine.Open(ec)
 	if err != nil {
 		st.Close()
@@ -318,7 +319,7 @@ func openStore(cfg Config, readOnly bool) (store.Store, error) {
 		Salvage: cfg.Salvage && !readOnly, ReadOnly: readOnly})
 }
 
-func engineConfig(cfg Config, st store.Store, sign *signer) engine.Config {
+func engineConfig(cfg Config, st store.Store, sign *signkey.Key) engine.Config {
 	return engine.Config{Store: st, Region: cfg.Region, AccountID: cfg.AccountID, MaxQueues: cfg.MaxQueues,
 		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval,
 		TopicFormat: topicFormat(cfg.Region, cfg.AccountID, snsBase(cfg), sign)}

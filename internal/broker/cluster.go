@@ -147,7 +147,7 @@ type clusterNode struct {
 	// again (ClusterStatus).
 	forwarded, resent atomic.Uint64
 	// lost counts forwarded requests whose node went away before it
-	// answered (ErrOwnerLost): sent again when idempotent.
+	// answered (forward.ErrOwnerLost): sent again when idempotent.
 	lost atomic.Uint64
 	// silent counts forwarded requests whose node went silent before it
 	// answered, or that were answered ServiceUnavailable because their
@@ -163,7 +163,7 @@ type clusterNode struct {
 	subs     []*nats.Subscription // the answers to asks
 
 	// notes are first receives here of messages from topics other nodes
-	// own, by topic partition, sent every attemptsEvery (noteAttempts).
+	// own, by topic partition, sent every attemptsEvery (FirstAttempt).
 	notesMu    sync.Mutex
 	notes      map[store.PartitionID][]attemptNote
 	notesTimer *time.Timer
@@ -181,8 +181,8 @@ type attemptNote struct {
 // owners: in batches, not one message each.
 const attemptsEvery = 100 * time.Millisecond
 
-// noteAttempts queues first receives for the owners of their topics.
-func (c *clusterNode) noteAttempts(from []queue.Origin, at time.Time) {
+// FirstAttempt queues first receives for the owners of their topics.
+func (c *clusterNode) FirstAttempt(from []queue.Origin, at time.Time) {
 	c.notesMu.Lock()
 	defer c.notesMu.Unlock()
 	if c.notesDone {
@@ -296,50 +296,10 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 	return c, st, nil
 }
 
-// start makes the engine a node of the cluster: its manager takes leases
-// and drives the engine.
+// start makes the engine (opened with this node as its Cluster) a node of
+// the cluster: its manager takes leases and drives the engine.
 func (c *clusterNode) start(e *engine.Engine) error {
 	c.e = e
-	e.SetHooks(&engine.Hooks{
-		Claim: func(p store.PartitionID) (uint64, error) {
-			m := c.m.Load()
-			if m == nil {
-				return 0, errors.New("sluice: the cluster's manager is not started")
-			}
-			term, err := m.Claim(p)
-			if err == nil {
-				c.serve(p)
-			}
-			return term, err
-		},
-		Created: c.lead,
-		Lost: func(p store.PartitionID) {
-			c.unserve(p)
-			if m := c.m.Load(); m != nil {
-				m.Lost(p)
-			}
-		},
-		CatalogChanged: func() {
-			if m := c.m.Load(); m != nil {
-				m.NotifyCatalog()
-			}
-		},
-		Remote: func(p store.PartitionID, name string) partition.Destination {
-			return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
-		},
-		Sources:  c.sources,
-		Settings: c.settings,
-		Deliver: func(ctx context.Context, p store.PartitionID, name string, in []sluicetype.SendInput, from []queue.Origin) ([]error, error) {
-			return remote.Deliver(ctx, c.nc, c.subject(p, "deliver"), name, in, from)
-		},
-		Marks: func(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error) {
-			return remote.Marks(ctx, c.nc, c.subject(p, "marks"), name)
-		},
-		ForgetOrigin: func(ctx context.Context, origin store.PartitionID) {
-			_, _ = c.ask(ctx, "forget", []byte(strconv.FormatUint(uint64(origin), 10)))
-		},
-		FirstAttempt: c.noteAttempts,
-	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // bounds the start only
 	defer cancel()
 	m, err := cluster.Start(ctx, cluster.Config{Conn: c.nc, Cluster: c.cfg.Name, Node: c.cfg.Node,
@@ -360,7 +320,7 @@ func (c *clusterNode) start(e *engine.Engine) error {
 // it owns; "forget", after a topic's deletion, its queues forget their
 // marks of the topic's partition (the data).
 func (c *clusterNode) askSubject(question string) string {
-	return "sluice." + strings.ToLower(c.cfg.Name) + ".ask." + question
+	return cluster.Subjects(c.cfg.Name).Ask(question)
 }
 
 // answer serves one question of the other nodes' asks: f's answer to
@@ -394,7 +354,7 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 		answer("topics", func([]byte) any { return c.e.LocalTopics() }),
 		answer("cert", func(p []byte) any {
 			if b.sign != nil {
-				if pem, ok := b.sign.certificate(string(p)); ok {
+				if pem, ok := b.sign.Certificate(string(p)); ok {
 					return string(pem)
 				}
 			}
@@ -465,9 +425,9 @@ func byName[T any](answers [][]byte, name func(T) string) []T {
 	return out
 }
 
-// sources asks every node which queues it owns have the dead-letter queue
+// Sources asks every node which queues it owns have the dead-letter queue
 // arn.
-func (c *clusterNode) sources(arn string) []string {
+func (c *clusterNode) Sources(arn string) ([]string, bool) {
 	answers, _ := c.ask(context.Background(), "sources", []byte(arn))
 	var out []string
 	for _, a := range answers {
@@ -476,12 +436,12 @@ func (c *clusterNode) sources(arn string) []string {
 			out = append(out, names...)
 		}
 	}
-	return out
+	return out, true
 }
 
-// settings asks every node for the attributes of queue name; the node
+// Settings asks every node for the attributes of queue name; the node
 // that owns it answers them.
-func (c *clusterNode) settings(ctx context.Context, name string) (map[string]string, bool) {
+func (c *clusterNode) Settings(ctx context.Context, name string) (map[string]string, bool) {
 	answers, _ := c.ask(ctx, "settings", []byte(name))
 	for _, a := range answers {
 		var attrs map[string]string
@@ -517,7 +477,7 @@ func (h clusterHost) Release(p store.PartitionID) {
 // calls between owners: hand-overs, a topic's deliveries, first
 // attempts).
 func (c *clusterNode) subject(p store.PartitionID, service string) string {
-	return fmt.Sprintf("sluice.%s.p.%d.%s", strings.ToLower(c.cfg.Name), p, service)
+	return cluster.Subjects(c.cfg.Name).Partition(p, service)
 }
 
 // nodeSubject is where node serves the requests forwarded to it for the
@@ -531,7 +491,7 @@ func (c *clusterNode) subject(p store.PartitionID, service string) string {
 // reaches the other servers a moment later), so the forwarding node would
 // wait for an answer that never comes.
 func (c *clusterNode) nodeSubject(node, service, p string) string {
-	return fmt.Sprintf("sluice.%s.n.%s.%s.%s", strings.ToLower(c.cfg.Name), cluster.Token(node), service, p)
+	return cluster.Subjects(c.cfg.Name).Node(node, service, p)
 }
 
 // partitionSubject is nodeSubject for partition p's requests.
@@ -583,6 +543,54 @@ func (c *clusterNode) serve(p store.PartitionID) {
 	c.served[p] = sv
 }
 
+// The engine's Cluster (engine.Cluster says what each does): the leases
+// are the manager's, the other nodes' queues reached over NATS.
+
+func (c *clusterNode) Claim(p store.PartitionID) (uint64, error) {
+	m := c.m.Load()
+	if m == nil {
+		return 0, errors.New("sluice: the cluster's manager is not started")
+	}
+	term, err := m.Claim(p)
+	if err == nil {
+		c.serve(p)
+	}
+	return term, err
+}
+
+func (c *clusterNode) Created(p store.PartitionID) { c.lead(p) }
+
+func (c *clusterNode) Lost(p store.PartitionID) {
+	c.unserve(p)
+	if m := c.m.Load(); m != nil {
+		m.Lost(p)
+	}
+}
+
+func (c *clusterNode) CatalogChanged() {
+	if m := c.m.Load(); m != nil {
+		m.NotifyCatalog()
+	}
+}
+
+func (c *clusterNode) Remote(p store.PartitionID, name string) partition.Destination {
+	return remote.Destination{Conn: c.nc, Subject: c.subject(p, "enter"), Queue: name}
+}
+
+func (c *clusterNode) Deliver(ctx context.Context, p store.PartitionID, name string, in []sluicetype.SendInput, from []queue.Origin) ([]error, error) {
+	return remote.Deliver(ctx, c.nc, c.subject(p, "deliver"), name, in, from)
+}
+
+func (c *clusterNode) Marks(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error) {
+	return remote.Marks(ctx, c.nc, c.subject(p, "marks"), name)
+}
+
+func (c *clusterNode) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
+	_, _ = c.ask(ctx, "forget", []byte(strconv.FormatUint(uint64(origin), 10)))
+}
+
+var _ engine.Cluster = (*clusterNode)(nil)
+
 // lead asks that the stream of p (which this node now owns) be led by
 // this node's NATS server: the owner's writes then go to its own server,
 // and to the replicas from there, instead of first crossing a route to a
@@ -615,7 +623,7 @@ func (c *clusterNode) unserve(p store.PartitionID) {
 // front answers the requests other nodes forward to this one for service
 // (its handler: h), each for the partition its subject's last token
 // names: those of a partition this node does not serve (it has moved, or
-// is not taken yet) get a 503 marked NotOwnerHeader, nothing done, so
+// is not taken yet) get a 503 marked forward.NotOwnerHeader, nothing done, so
 // that the forwarding node sends them where the partition is now.
 func (c *clusterNode) front(service string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -628,7 +636,7 @@ func (c *clusterNode) front(service string) http.Handler {
 		}
 		c.mu.Unlock()
 		if err != nil || sv == nil || h == nil {
-			w.Header().Set(NotOwnerHeader, "1")
+			w.Header().Set(forward.NotOwnerHeader, "1")
 			http.Error(w, "This node does not serve the partition the request is for; it is sent where the partition is now.", http.StatusServiceUnavailable)
 			return
 		}
@@ -748,11 +756,6 @@ func (c *clusterNode) closeNATS() {
 // Clustered reports whether the broker is a node of a cluster.
 func (b *Broker) Clustered() bool { return b != nil && b.cl != nil }
 
-// NotOwnerHeader marks the answer of a node to a request forwarded to it
-// for a partition it does not serve: nothing was done, and Forward sends
-// the request where the partition is now.
-const NotOwnerHeader = "Sluice-Not-Owner"
-
 // Route says where requests for a queue are served: "" when this node
 // serves them, else the route to Forward them on (service: "sqs" or
 // "admin"): the queue's partition and the service, which Forward sends
@@ -787,9 +790,6 @@ func (b *Broker) RouteTopic(name, service string) (string, error) {
 		return "", nil
 	}
 	p, local, err := b.e.RouteTopic(name)
-	if errors.Is(err, engine.ErrNoTopic) {
-		return "", ErrNoTopic
-	}
 	if err != nil || local {
 		return "", err
 	}
@@ -824,11 +824,6 @@ func (b *Broker) RouteCatalog(service string) string {
 	return route(store.Catalog, service)
 }
 
-// ErrOwnerLost: the node a request was forwarded to stopped serving
-// requests (it died, or this node lost its routes to it) before it
-// answered. The request may or may not have taken effect.
-var ErrOwnerLost = errors.New("sluice: the node serving the request went away before it answered; the request may or may not have taken effect")
-
 const (
 	// ownerWait is how long a request whose partition's owner is silent or
 	// gone waits for the lease bucket to name another (that serves it)
@@ -839,33 +834,6 @@ const (
 	// delivery loop, which no request holds up.
 	livenessService = "sqs"
 )
-
-// ErrOwnerSilent: the node that owns the request's queue does not answer
-// (its machine or its network is down, or it is cut off from this node)
-// and no other node serves the queue yet. When the request had been sent
-// to it, it may or may not have taken effect.
-var ErrOwnerSilent = errors.New("sluice: the node that owns the queue does not answer")
-
-// ErrCutOff: this node cannot reach any other node of its cluster, so it
-// serves no queue (it could not write, nor know who owns what) until it
-// can again.
-var ErrCutOff = errors.New("sluice: this node cannot reach the other nodes of its cluster")
-
-// ForwardHow is what Forward may do with a request.
-type ForwardHow struct {
-	// Idempotent: doing the request twice does what doing it once does
-	// (receives, deletes, reads), so it may be sent again to the next
-	// owner when the node it went to stops answering.
-	Idempotent bool
-	// OwnerWait is how long from the call the request may wait for a
-	// node that serves its partition when the owner the leases name is
-	// silent or gone, before it is answered with an error a client
-	// retries; at least 750 ms from when it found the owner silent or
-	// gone. A long poll may wait its wait time (its client waits that
-	// long anyway), and is served by the new owner if there is one by
-	// then.
-	OwnerWait time.Duration
-}
 
 // Forward sends a request (its body read already) on a route (Route's) to
 // the node that owns the route's partition, as this node's view of the
@@ -880,12 +848,12 @@ type ForwardHow struct {
 // and one that waits on a node that turns silent or gone stops waiting.
 // An idempotent request (doing it twice does what doing it once does:
 // receives, deletes, reads) is then sent to the partition's next owner;
-// any other one ends with ErrOwnerLost (gone) or ErrOwnerSilent (silent)
+// any other one ends with forward.ErrOwnerLost (gone) or forward.ErrOwnerSilent (silent)
 // rather than waiting out ctx for an answer that may never come. While
 // the bucket still names a silent or gone owner, a request waits for
-// another (see ForwardHow.OwnerWait), then ends with an error wrapping
-// ErrOwnerSilent (it was not sent: nothing was done).
-func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, how ForwardHow) (*forward.Response, error) {
+// another (see forward.How.OwnerWait), then ends with an error wrapping
+// forward.ErrOwnerSilent (it was not sent: nothing was done).
+func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, how forward.How) (*forward.Response, error) {
 	idempotent, start := how.Idempotent, time.Now()
 	// giveUpAt is when a request whose owner is silent or gone, found so
 	// now, stops waiting for another.
@@ -913,7 +881,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 		if ok {
 			state, changed := b.cl.live.Watch(node)
 			if state != liveness.Alive {
-				why = fmt.Errorf("%w (node %s is %s, partition %d): %w", ErrOwnerSilent, node, state, p, forward.ErrNoOwner)
+				why = fmt.Errorf("%w (node %s is %s, partition %d): %w", forward.ErrOwnerSilent, node, state, p, forward.ErrNoOwner)
 				if giveUp.IsZero() {
 					giveUp = giveUpAt()
 				}
@@ -924,22 +892,22 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 				sent = true
 				resp, err := b.cl.forwardWatched(ctx, node, b.cl.partitionSubject(node, service, p), r, body, changed)
 				switch {
-				case err == nil && resp.Header.Get(NotOwnerHeader) == "":
+				case err == nil && resp.Header.Get(forward.NotOwnerHeader) == "":
 					return resp, nil
 				case err == nil:
 					why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
 				case errors.Is(err, forward.ErrNoOwner):
 					why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
-				case (errors.Is(err, ErrOwnerLost) || errors.Is(err, ErrOwnerSilent)) && idempotent:
-					if errors.Is(err, ErrOwnerLost) {
+				case (errors.Is(err, forward.ErrOwnerLost) || errors.Is(err, forward.ErrOwnerSilent)) && idempotent:
+					if errors.Is(err, forward.ErrOwnerLost) {
 						b.cl.lost.Add(1)
 					}
 					why = fmt.Errorf("%w (node %s, partition %d)", err, node, p)
 					giveUp = giveUpAt()
-				case errors.Is(err, ErrOwnerLost):
+				case errors.Is(err, forward.ErrOwnerLost):
 					b.cl.lost.Add(1)
 					return nil, fmt.Errorf("%w (node %s, partition %d)", err, node, p)
-				case errors.Is(err, ErrOwnerSilent):
+				case errors.Is(err, forward.ErrOwnerSilent):
 					b.cl.silent.Add(1)
 					return nil, fmt.Errorf("%w (node %s, partition %d); the request may or may not have taken effect", err, node, p)
 				default:
@@ -948,7 +916,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 			}
 		}
 		if !giveUp.IsZero() && time.Now().After(giveUp) {
-			if errors.Is(why, ErrOwnerSilent) {
+			if errors.Is(why, forward.ErrOwnerSilent) {
 				b.cl.silent.Add(1)
 			}
 			return nil, why
@@ -984,7 +952,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 
 // forwardWatched is forward.Do on subject (node's front), except that it
 // stops waiting when node's liveness changes (changed closes) to silent
-// (ErrOwnerSilent) or gone (ErrOwnerLost): the answer may never come.
+// (forward.ErrOwnerSilent) or gone (forward.ErrOwnerLost): the answer may never come.
 func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, r *http.Request, body []byte, changed <-chan struct{}) (*forward.Response, error) {
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -999,31 +967,31 @@ func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, 
 			state, changed = c.live.Watch(node)
 			switch state {
 			case liveness.Gone:
-				cancel(ErrOwnerLost)
+				cancel(forward.ErrOwnerLost)
 				return
 			case liveness.Silent:
-				cancel(ErrOwnerSilent)
+				cancel(forward.ErrOwnerSilent)
 				return
 			}
 		}
 	}()
 	resp, err := forward.Do(actx, c.nc, subject, r, body)
 	if err != nil && ctx.Err() == nil {
-		if cause := context.Cause(actx); errors.Is(cause, ErrOwnerLost) || errors.Is(cause, ErrOwnerSilent) {
+		if cause := context.Cause(actx); errors.Is(cause, forward.ErrOwnerLost) || errors.Is(cause, forward.ErrOwnerSilent) {
 			return nil, cause
 		}
 	}
 	return resp, err
 }
 
-// CutOff returns ErrCutOff while this node cannot reach any other node of
+// CutOff returns forward.ErrCutOff while this node cannot reach any other node of
 // its cluster (nil outside a cluster): it then answers no request about
 // a queue, which it could neither write nor know the owner of.
 func (b *Broker) CutOff() error {
 	if b.cl == nil || !b.cl.live.Isolated() {
 		return nil
 	}
-	return ErrCutOff
+	return forward.ErrCutOff
 }
 
 // ServeForwarded makes this node answer the requests other nodes forward

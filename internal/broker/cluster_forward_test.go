@@ -14,6 +14,7 @@ import (
 	awssqs "github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/sluicemq/sluice/internal/broker"
+	"github.com/sluicemq/sluice/internal/forward"
 )
 
 // TestClusterForwardOutlivesACrashedOwner: two long polls forwarded
@@ -68,7 +69,7 @@ func TestClusterForwardOutlivesACrashedOwner(t *testing.T) {
 		r.Header.Set("Content-Type", "application/x-amz-json-1.0")
 		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		resp, err := via.b.Forward(fctx, route, r, []byte(body), broker.ForwardHow{})
+		resp, err := via.b.Forward(fctx, route, r, []byte(body), forward.How{})
 		if err == nil {
 			err = fmt.Errorf("answered %d: %s", resp.Status, resp.Body)
 		}
@@ -87,7 +88,7 @@ func TestClusterForwardOutlivesACrashedOwner(t *testing.T) {
 
 	err = <-oncePoll
 	t.Logf("%s crashed; the request forwarded as not idempotent ended %v later", own.name, time.Since(crashed).Round(time.Millisecond))
-	if !errors.Is(err, broker.ErrOwnerLost) {
+	if !errors.Is(err, forward.ErrOwnerLost) {
 		t.Errorf("the long poll forwarded as not idempotent: %v, want ErrOwnerLost", err)
 	}
 	// The SDK client retries while the queue is between owners.

@@ -505,7 +505,7 @@ func TestClusterForwardsPastFormerOwners(t *testing.T) {
 		if err != nil {
 			t.Fatalf("forwarded to %s: %v (a running node answers for every partition)", n.name, err)
 		}
-		notOwner := resp.Header.Get(broker.NotOwnerHeader) != ""
+		notOwner := resp.Header.Get(forward.NotOwnerHeader) != ""
 		switch {
 		case n == own && (resp.Status != http.StatusOK || notOwner):
 			t.Errorf("the owner %s answered %d (not-owner mark %v): %s", n.name, resp.Status, notOwner, resp.Body)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/record"
+	"github.com/sluicemq/sluice/internal/sns/signkey"
 	snswire "github.com/sluicemq/sluice/internal/sns/wire"
 	"github.com/sluicemq/sluice/internal/topic"
 	"github.com/sluicemq/sluice/sluicetype"
@@ -33,7 +34,7 @@ type (
 )
 
 // ErrNoTopic: no topic has the name.
-var ErrNoTopic = errors.New("sluice: no such topic")
+var ErrNoTopic = sluicetype.ErrNoTopic
 
 // CreateTopic creates a topic with info's name, kind, attributes and tags,
 // or returns the existing one of that name (created false: compare its
@@ -127,16 +128,7 @@ func moving(err error) error {
 	return err
 }
 
-func (b *Broker) topic(name string) (*topic.Owner, error) {
-	o, err := b.e.Topic(name)
-	if err != nil {
-		if errors.Is(err, engine.ErrNoTopic) {
-			return nil, ErrNoTopic
-		}
-		return nil, err
-	}
-	return o, nil
-}
+func (b *Broker) topic(name string) (*topic.Owner, error) { return b.e.Topic(name) }
 
 // topicFormat makes the message a subscription's queue gets for a publish,
 // as SNS makes it: the JSON envelope, or with RawMessageDelivery the
@@ -146,7 +138,7 @@ func (b *Broker) topic(name string) (*topic.Owner, error) {
 // SigningCertURL): an RSA signature costs about a millisecond of CPU a
 // publish, more than the rest of its delivery. A publish is signed once
 // for all its subscriptions (prepared, below).
-func topicFormat(region, account, base string, sign *signer) topic.Formatter {
+func topicFormat(region, account, base string, sign *signkey.Key) topic.Formatter {
 	scope := snswire.Scope{Region: region, Account: account}
 	plain := snswire.Deliverer{UnsubscribeURL: base + "/"}
 	signed := plain
@@ -224,11 +216,11 @@ func (c *preparedCache) get(k preparedKey, make func() (*snswire.Prepared, error
 // (/SimpleNotificationService-<hex>.pem), which verifies the signatures of
 // SNS envelopes: this node's, or in a cluster another node's.
 func (b *Broker) SNSCertificate(ctx context.Context, p string) ([]byte, bool) {
-	if !certName.MatchString(p) {
+	if !signkey.IsCertificatePath(p) {
 		return nil, false
 	}
 	if b.sign != nil {
-		if pem, ok := b.sign.certificate(p); ok {
+		if pem, ok := b.sign.Certificate(p); ok {
 			return pem, true
 		}
 	}

@@ -39,11 +39,8 @@ func token(s string) string {
 	return b.String()
 }
 
-// Token is s made usable as a NATS subject token (see token).
-func Token(s string) string { return token(s) }
-
 func bucketName(cluster string) string     { return token(cluster) + "-leases" }
-func catalogSubject(cluster string) string { return "sluice." + token(cluster) + ".catalog" }
+func catalogSubject(cluster string) string { return Subjects(cluster).catalog() }
 func nodeKey(node string) string           { return nodePrefix + token(node) }
 
 func partKey(p store.PartitionID) string {
@@ -62,3 +59,28 @@ func parsePartKey(key string) (store.PartitionID, bool) {
 	}
 	return store.PartitionID(p), true
 }
+
+// Subjects builds every NATS subject the nodes of cluster (its name) talk
+// on: one place, so that no two services can collide. The catalog's
+// subject carries the name's token, the others its lower case (as nodes
+// of earlier releases name them: a rolling upgrade mixes the two).
+type Subjects string
+
+func (c Subjects) lower() string   { return strings.ToLower(string(c)) }
+func (c Subjects) catalog() string { return "sluice." + token(string(c)) + ".catalog" }
+
+// Partition is what the owner of partition p serves a service on (the
+// calls between owners: hand-overs, a topic's deliveries, first
+// attempts).
+func (c Subjects) Partition(p store.PartitionID, service string) string {
+	return fmt.Sprintf("sluice.%s.p.%d.%s", c.lower(), p, service)
+}
+
+// Node is where node serves the requests forwarded to it for the service
+// of partition p (its decimal token, or "*" for the subscription).
+func (c Subjects) Node(node, service, p string) string {
+	return fmt.Sprintf("sluice.%s.n.%s.%s.%s", c.lower(), token(node), service, p)
+}
+
+// Ask is where every node answers the others' question.
+func (c Subjects) Ask(question string) string { return "sluice." + c.lower() + ".ask." + question }

@@ -14,56 +14,65 @@ import (
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
-// Hooks are what the cluster's manager does for a clustered engine.
-type Hooks struct {
+// Cluster is what the engine asks of the cluster it is a node of
+// (Config.Cluster): the leases, the other nodes' queues and their
+// answers. Single is the no cluster of one node.
+type Cluster interface {
 	// Claim takes the lease of a partition this node creates (a queue's,
 	// on the catalog's owner) and returns its term.
-	Claim func(p store.PartitionID) (term uint64, err error)
+	Claim(p store.PartitionID) (term uint64, err error)
 	// Created says that the partition Claim took holds its queue now (its
 	// settings are written, and the catalog names it).
-	Created func(p store.PartitionID)
+	Created(p store.PartitionID)
 	// Lost says that this node no longer owns p: another node fenced its
 	// owner off, or its queue was deleted.
-	Lost func(p store.PartitionID)
+	Lost(p store.PartitionID)
 	// CatalogChanged tells the other nodes that the catalog changed.
-	CatalogChanged func()
+	CatalogChanged()
 	// Remote reaches a queue another node owns, for hand-overs into it
-	// (dead-letter moves, redrives).
-	Remote func(p store.PartitionID, name string) partition.Destination
+	// (dead-letter moves, redrives); nil when it cannot.
+	Remote(p store.PartitionID, name string) partition.Destination
 	// Sources lists the queues of every node (this one's included) whose
 	// dead-letter queue is arn: a queue's RedrivePolicy is in its own
-	// partition, which its owner reads.
-	Sources func(arn string) []string
+	// partition, which its owner reads. ok is false when only this node's
+	// own queues are to be asked (a single node).
+	Sources(arn string) (names []string, ok bool)
 	// Settings asks the node that owns queue name for the queue's
 	// attributes (its own partition holds them); ok is false when that
 	// node did not answer.
-	Settings func(ctx context.Context, name string) (attrs map[string]string, ok bool)
+	Settings(ctx context.Context, name string) (attrs map[string]string, ok bool)
 	// Deliver and Marks reach queue name, on partition p, which another
 	// node owns, for a topic's deliveries (topic.Queues says what they
 	// do).
-	Deliver func(ctx context.Context, p store.PartitionID, name string, in []st.SendInput, from []queue.Origin) ([]error, error)
-	Marks   func(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error)
+	Deliver(ctx context.Context, p store.PartitionID, name string, in []st.SendInput, from []queue.Origin) ([]error, error)
+	Marks(ctx context.Context, p store.PartitionID, name string) (map[uint64]uint64, error)
 	// ForgetOrigin makes the queues of the other nodes forget their marks
 	// of a deleted topic's partition.
-	ForgetOrigin func(ctx context.Context, origin store.PartitionID)
+	ForgetOrigin(ctx context.Context, origin store.PartitionID)
 	// FirstAttempt tells the nodes that own the topics of the first
 	// receives here (at) of messages delivered from their publishes
 	// (figures only: it may be lost).
-	FirstAttempt func(from []queue.Origin, at time.Time)
+	FirstAttempt(from []queue.Origin, at time.Time)
 }
 
-// SetHooks connects a clustered engine to its cluster's manager (made
-// after the engine: it drives the engine).
-func (e *Engine) SetHooks(h *Hooks) {
-	e.mu.Lock()
-	e.hooks = h
-	e.mu.Unlock()
-}
+// Single is the Cluster of an engine that is no node of one: nothing to
+// tell, nobody else to ask.
+type Single struct{}
 
-func (e *Engine) hooksOf() *Hooks {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.hooks
+func (Single) Claim(store.PartitionID) (uint64, error)                    { return 0, nil }
+func (Single) Created(store.PartitionID)                                  {}
+func (Single) Lost(store.PartitionID)                                     {}
+func (Single) CatalogChanged()                                            {}
+func (Single) Remote(store.PartitionID, string) partition.Destination     { return nil }
+func (Single) Sources(string) ([]string, bool)                            { return nil, false }
+func (Single) Settings(context.Context, string) (map[string]string, bool) { return nil, false }
+func (Single) ForgetOrigin(context.Context, store.PartitionID)            {}
+func (Single) FirstAttempt([]queue.Origin, time.Time)                     {}
+func (Single) Marks(context.Context, store.PartitionID, string) (map[uint64]uint64, error) {
+	return nil, partition.NotOwner()
+}
+func (Single) Deliver(context.Context, store.PartitionID, string, []st.SendInput, []queue.Origin) ([]error, error) {
+	return nil, partition.NotOwner()
 }
 
 // ownsCatalog reports whether this engine writes the catalog.
@@ -75,19 +84,15 @@ func (e *Engine) ownsCatalog() bool {
 
 // claim takes the lease of a partition this node creates.
 func (e *Engine) claim(p store.PartitionID) error {
-	if h := e.hooksOf(); h != nil && h.Claim != nil {
-		if _, err := h.Claim(p); err != nil {
-			return fmt.Errorf("engine: taking the lease of new partition %d: %w", p, err)
-		}
+	if _, err := e.cl.Claim(p); err != nil {
+		return fmt.Errorf("engine: taking the lease of new partition %d: %w", p, err)
 	}
 	return nil
 }
 
 // catalogChanged tells the other nodes of a cluster.
 func (e *Engine) catalogChanged() {
-	if h := e.hooksOf(); h != nil && h.CatalogChanged != nil {
-		h.CatalogChanged()
-	}
+	e.cl.CatalogChanged()
 }
 
 // Partitions lists the partitions that need an owner: the catalog and
@@ -283,15 +288,12 @@ func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
 	} else {
 		leave = false // owned here again since
 	}
-	h := e.hooks
 	e.mu.Unlock()
 	if leave {
 		e.st.Leave(p)
 	}
 	e.log.Warn("another node took a partition over", "partition", p)
-	if h != nil && h.Lost != nil {
-		h.Lost(p)
-	}
+	e.cl.Lost(p)
 }
 
 // CatalogChanged reads the catalog again (a node that does not own it):
@@ -347,19 +349,14 @@ func (e *Engine) CatalogChanged() {
 			droppedTopics = append(droppedTopics, goneTopic{name, o})
 		}
 	}
-	h := e.hooks
 	e.mu.Unlock()
 	for _, g := range dropped {
 		e.drop(context.Background(), g.name, g.o)
-		if h != nil && h.Lost != nil {
-			h.Lost(g.o.Partition())
-		}
+		e.cl.Lost(g.o.Partition())
 	}
 	for _, g := range droppedTopics {
 		e.dropTopic(context.Background(), g.name, g.o)
-		if h != nil && h.Lost != nil {
-			h.Lost(g.o.Partition())
-		}
+		e.cl.Lost(g.o.Partition())
 	}
 }
 
@@ -375,7 +372,7 @@ func (e *Engine) Route(name string) (p store.PartitionID, local bool, err error)
 		if ok {
 			return p, o != nil && o.Serving(), nil
 		}
-		if !e.cfg.Clustered || e.ownsCatalog() {
+		if !e.clustered || e.ownsCatalog() {
 			break
 		}
 		e.refreshForMiss()

@@ -28,21 +28,29 @@ func newTwoNodes(t *testing.T) *twoNodes {
 	n := &twoNodes{s: store.NewMemory(), clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), lost: map[string][]store.PartitionID{}}
 	open := func(node string) *Engine {
 		e, err := Open(Config{Store: n.s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: n.clk,
-			Logger: slog.New(slog.DiscardHandler), Node: node, Clustered: true})
+			Logger: slog.New(slog.DiscardHandler), Node: node, Cluster: testCluster{lost: func(p store.PartitionID) {
+				n.mu.Lock()
+				n.lost[node] = append(n.lost[node], p)
+				n.mu.Unlock()
+			}}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.SetHooks(&Hooks{Lost: func(p store.PartitionID) {
-			n.mu.Lock()
-			n.lost[node] = append(n.lost[node], p)
-			n.mu.Unlock()
-		}})
 		return e
 	}
 	n.a, n.b = open("a"), open("b")
 	t.Cleanup(func() { n.a.Close(); n.b.Close() })
 	return n
 }
+
+// testCluster is the test's part of the cluster: it notes the
+// partitions an engine lost, and asks nobody else anything.
+type testCluster struct {
+	Single
+	lost func(store.PartitionID)
+}
+
+func (c testCluster) Lost(p store.PartitionID) { c.lost(p) }
 
 func (n *twoNodes) lostBy(node string) []store.PartitionID {
 	n.mu.Lock()

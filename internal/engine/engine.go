@@ -46,20 +46,24 @@ type Config struct {
 	// TopicFormat makes the message a topic's subscription delivers into
 	// its queue (the SNS front's envelope or raw message).
 	TopicFormat topic.Formatter
-	// Clustered: the engine is one node of a cluster. Open replays
-	// nothing; partitions are acquired and released as the cluster's
-	// leases say (Acquire, Release), and the catalog is read as a view
-	// unless this node owns it (cluster.go).
-	Clustered bool
+	// Cluster makes the engine one node of a cluster (nil: a single
+	// node). Open replays nothing; partitions are acquired and released
+	// as the cluster's leases say (Acquire, Release), and the catalog is
+	// read as a view unless this node owns it (cluster.go).
+	Cluster Cluster
 }
 
 // Engine owns the queues of one store.
 type Engine struct {
-	cfg   Config
-	st    store.Store
-	clock clock.Clock
-	log   *slog.Logger
-	host  *partition.Host
+	cfg Config
+	// cl is the cluster the engine is a node of (Single when it is not:
+	// clustered false).
+	cl        Cluster
+	clustered bool
+	st        store.Store
+	clock     clock.Clock
+	log       *slog.Logger
+	host      *partition.Host
 
 	mu sync.RWMutex // guards the registry below
 	// queues and byPart are the queues this engine owns (a single node:
@@ -83,9 +87,6 @@ type Engine struct {
 	// (60 seconds after its deletion), as the catalog's Drops say.
 	freeAt   map[string]time.Time
 	nextPart store.PartitionID
-	// hooks: what the cluster's manager does for the engine (nil: a
-	// single node).
-	hooks *Hooks
 
 	// missMu serialises the catalog reads that names missing from the
 	// view cause; missRead is when the last one ended (refreshForMiss).
@@ -128,7 +129,7 @@ func (e *Engine) Salvaged() *st.SalvageReport { return e.salvage }
 // Open recovers the queues the store holds and starts serving.
 func Open(cfg Config) (*Engine, error) {
 	e := newEngine(cfg)
-	if !cfg.Clustered {
+	if !e.clustered {
 		e.catOwned = true
 		if err := e.recover(); err != nil {
 			return nil, err
@@ -153,7 +154,10 @@ func newEngine(cfg Config) *Engine {
 	e := &Engine{cfg: cfg, st: cfg.Store, clock: cfg.Clock, log: cfg.Logger,
 		queues: map[string]*partition.Owner{}, byPart: map[store.PartitionID]*partition.Owner{}, names: map[string]store.PartitionID{}, freeAt: map[string]time.Time{},
 		topics: map[string]*topic.Owner{}, topicByPart: map[store.PartitionID]*topic.Owner{}, topicIDs: map[string]store.PartitionID{},
-		nextPart: 1, closing: make(chan struct{})}
+		nextPart: 1, closing: make(chan struct{}), cl: cfg.Cluster, clustered: cfg.Cluster != nil}
+	if e.cl == nil {
+		e.cl = Single{}
+	}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
 		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted, FirstAttempt: e.firstAttempt}
 	if e.cfg.Node == "" {
@@ -238,7 +242,7 @@ func (e *Engine) every(slot *clock.Timer, d time.Duration, f func()) {
 // for a while, nothing is lost.
 func (e *Engine) fenced(old *partition.Owner) {
 	p := old.Partition()
-	if e.cfg.Clustered {
+	if e.clustered {
 		e.lost(p, old)
 		return
 	}
@@ -305,7 +309,7 @@ func (e *Engine) Queue(name string) (*partition.Owner, error) {
 	_, known := e.names[name]
 	e.mu.RUnlock()
 	if o == nil {
-		if known && e.cfg.Clustered {
+		if known && e.clustered {
 			return nil, partition.NotOwner()
 		}
 		return nil, partition.NoQueue()
@@ -329,15 +333,14 @@ func (e *Engine) destination(name string) partition.Destination {
 	if o, err := e.Queue(name); err == nil {
 		return o
 	}
-	if !e.cfg.Clustered {
+	if !e.clustered {
 		return nil
 	}
 	p, _, err := e.Route(name)
-	h := e.hooksOf()
-	if err != nil || h == nil || h.Remote == nil {
+	if err != nil {
 		return nil
 	}
-	return h.Remote(p, name)
+	return e.cl.Remote(p, name)
 }
 
 // QueueFor returns the owner of a queue the ctx's caller may use (else it
@@ -378,7 +381,7 @@ func (e *Engine) catalogWait(f store.Future) error {
 			e.catLast = last
 		}
 		e.catMu.Unlock()
-		if e.cfg.Clustered && errors.Is(err, store.ErrFenced) {
+		if e.clustered && errors.Is(err, store.ErrFenced) {
 			e.lost(store.Catalog, nil)
 		}
 	}

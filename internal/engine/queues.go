@@ -107,9 +107,7 @@ func (e *Engine) CreateQueue(ctx context.Context, name string, attrs, tags map[s
 		delete(e.freeAt, name)
 		e.mu.Unlock()
 		e.catalogChanged()
-		if h := e.hooksOf(); h != nil && h.Created != nil {
-			h.Created(p)
-		}
+		e.cl.Created(p)
 	}
 	if err != nil {
 		e.mu.Lock()
@@ -145,11 +143,7 @@ func sameAttrs(have, asked map[string]string) error {
 // remoteSettings asks the node that owns queue name (another one) for
 // the queue's attributes: its own partition holds them.
 func (e *Engine) remoteSettings(ctx context.Context, name string) (map[string]string, error) {
-	var attrs map[string]string
-	ok := false
-	if h := e.hooksOf(); h != nil && h.Settings != nil {
-		attrs, ok = h.Settings(ctx, name)
-	}
+	attrs, ok := e.cl.Settings(ctx, name)
 	if !ok {
 		return nil, &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
 			Message: "The node that owns queue " + name + " did not answer with its attributes; retry the request."}
@@ -204,7 +198,7 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 	var allow *attr.RedriveAllowPolicy
 	dlq, err := e.Queue(name)
 	switch {
-	case err != nil && e.cfg.Clustered:
+	case err != nil && e.clustered:
 		// Another node owns it, and its settings: its type is in its name.
 		if _, _, rerr := e.Route(name); rerr != nil {
 			return missing
@@ -239,7 +233,7 @@ func (e *Engine) checkRedriveTarget(ctx context.Context, source string, attrs ma
 // GetQueue returns a queue's identity.
 func (e *Engine) GetQueue(name string) (st.QueueInfo, error) {
 	o, err := e.Queue(name)
-	if err != nil && e.cfg.Clustered {
+	if err != nil && e.clustered {
 		// Another node owns it: the catalog says it exists.
 		if _, _, rerr := e.Route(name); rerr != nil {
 			return st.QueueInfo{}, rerr
@@ -435,8 +429,7 @@ func (e *Engine) ListDeadLetterSourceQueues(name string, max int, next string) (
 // sourcesOf lists the queues whose dead-letter queue is arn, sorted: in a
 // cluster, those of every node that answers.
 func (e *Engine) sourcesOf(arn string) []string {
-	if h := e.hooksOf(); h != nil && h.Sources != nil {
-		names := h.Sources(arn)
+	if names, ok := e.cl.Sources(arn); ok {
 		slices.Sort(names)
 		return slices.Compact(names)
 	}

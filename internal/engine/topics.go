@@ -23,12 +23,13 @@ import (
 // deliver into their subscriptions' queues through the queues' origin
 // marks. In a cluster a topic's partition is owned like a queue's (a
 // lease; the catalog's owner creates and deletes), and a queue another
-// node owns is reached through the hooks (Deliver, Marks): the marks are
+// node owns is reached through its Cluster (Deliver, Marks): the marks are
 // the queue's, so a topic that moves to another node delivers on from
 // where each queue took it.
 
-// ErrNoTopic: no topic has the name.
-var ErrNoTopic = errors.New("engine: no such topic")
+// ErrNoTopic: no topic has the name (sluicetype's: one error for every
+// layer).
+var ErrNoTopic = st.ErrNoTopic
 
 // topicMoving is the refusal for a while of a request for a topic this
 // node does not own (another node does, or it is between owners).
@@ -47,7 +48,7 @@ func (e *Engine) topicHost() *topic.Host {
 }
 
 // topicQueues reaches the queues topics deliver into: on this node, or
-// through the cluster's hooks on the node that owns them.
+// through the engine's Cluster on the node that owns them.
 type topicQueues struct{ e *Engine }
 
 // owner is the queue arn names: its owner here, or (local false) its
@@ -63,7 +64,7 @@ func (q topicQueues) owner(arn string) (o *partition.Owner, p store.PartitionID,
 		return o, 0, name, nil
 	case st.CodeOf(err) == st.CodeQueueDoesNotExist:
 		return nil, 0, "", topic.ErrNoQueue
-	case !q.e.cfg.Clustered:
+	case !q.e.clustered:
 		return nil, 0, "", err
 	}
 	p, local, rerr := q.e.Route(name)
@@ -85,11 +86,7 @@ func (q topicQueues) Deliver(ctx context.Context, arn string, in []st.SendInput,
 		return nil, err
 	}
 	if o == nil {
-		h := q.e.hooksOf()
-		if h == nil || h.Deliver == nil {
-			return nil, partition.NotOwner()
-		}
-		return h.Deliver(ctx, p, name, in, from)
+		return q.e.cl.Deliver(ctx, p, name, in, from)
 	}
 	_, errs, err := o.Send(ctx, in, from, true)
 	return errs, err
@@ -101,11 +98,7 @@ func (q topicQueues) Marks(ctx context.Context, arn string) (map[uint64]uint64, 
 		return nil, err
 	}
 	if o == nil {
-		h := q.e.hooksOf()
-		if h == nil || h.Marks == nil {
-			return nil, partition.NotOwner()
-		}
-		return h.Marks(ctx, p, name)
+		return q.e.cl.Marks(ctx, p, name)
 	}
 	return o.OriginMarks()
 }
@@ -133,7 +126,7 @@ func (e *Engine) LocalMarks(p store.PartitionID) (map[uint64]uint64, error) {
 
 // firstAttempt tells each topic of the first receives of messages
 // delivered from its publishes (in a cluster, a topic another node owns
-// through the hooks).
+// through the Cluster).
 func (e *Engine) firstAttempt(from []queue.Origin, at time.Time) {
 	var remote []queue.Origin
 	for _, f := range from {
@@ -143,8 +136,8 @@ func (e *Engine) firstAttempt(from []queue.Origin, at time.Time) {
 			remote = append(remote, f)
 		}
 	}
-	if h := e.hooksOf(); len(remote) > 0 && h != nil && h.FirstAttempt != nil {
-		h.FirstAttempt(remote, at)
+	if len(remote) > 0 {
+		e.cl.FirstAttempt(remote, at)
 	}
 }
 
@@ -204,9 +197,7 @@ func (e *Engine) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
 // node's, and in a cluster the other nodes' too.
 func (e *Engine) forgetEverywhere(ctx context.Context, origin store.PartitionID) {
 	e.ForgetOrigin(ctx, origin)
-	if h := e.hooksOf(); h != nil && h.ForgetOrigin != nil {
-		h.ForgetOrigin(ctx, origin)
-	}
+	e.cl.ForgetOrigin(ctx, origin)
 }
 
 // startTopicLocked registers a topic's owner and starts its deliveries,
@@ -245,7 +236,7 @@ func (e *Engine) CreateTopic(info record.TopicInfo) (o *topic.Owner, created boo
 		e.mu.Unlock()
 		return o, false, nil
 	}
-	if !e.catOwned && e.cfg.Clustered {
+	if !e.catOwned && e.clustered {
 		e.mu.Unlock()
 		return nil, false, partition.NotOwner()
 	}
@@ -282,9 +273,7 @@ func (e *Engine) CreateTopic(info record.TopicInfo) (o *topic.Owner, created boo
 	e.startTopicLocked(info.Name, o)
 	e.mu.Unlock()
 	e.catalogChanged()
-	if h := e.hooksOf(); h != nil && h.Created != nil {
-		h.Created(p)
-	}
+	e.cl.Created(p)
 	return o, true, nil
 }
 
@@ -297,7 +286,7 @@ func (e *Engine) DeleteTopic(ctx context.Context, name string) error {
 	defer e.topicMu.Unlock()
 	e.mu.RLock()
 	p, ok := e.topicIDs[name]
-	owned := e.catOwned || !e.cfg.Clustered
+	owned := e.catOwned || !e.clustered
 	e.mu.RUnlock()
 	if !ok {
 		return nil
@@ -353,7 +342,7 @@ func (e *Engine) Topic(name string) (*topic.Owner, error) {
 			return o, nil
 		case known:
 			return nil, topicMoving()
-		case !e.cfg.Clustered || e.ownsCatalog():
+		case !e.clustered || e.ownsCatalog():
 			return nil, ErrNoTopic
 		}
 		e.refreshForMiss() // created on another node a moment ago?
@@ -372,7 +361,7 @@ func (e *Engine) RouteTopic(name string) (p store.PartitionID, local bool, err e
 		if ok {
 			return p, o != nil, nil
 		}
-		if !e.cfg.Clustered || e.ownsCatalog() {
+		if !e.clustered || e.ownsCatalog() {
 			break
 		}
 		e.refreshForMiss()
@@ -474,13 +463,11 @@ func (e *Engine) releaseTopic(p store.PartitionID, o *topic.Owner) {
 
 // topicFenced forgets a topic another node's owner fenced off here.
 func (e *Engine) topicFenced(o *topic.Owner) {
-	if !e.cfg.Clustered {
+	if !e.clustered {
 		e.log.Error("a topic's write was fenced on a single node; it does not deliver until a restart", "partition", o.Partition())
 		return
 	}
 	e.releaseTopic(o.Partition(), o)
 	e.log.Warn("another node took a topic over", "partition", o.Partition())
-	if h := e.hooksOf(); h != nil && h.Lost != nil {
-		h.Lost(o.Partition())
-	}
+	e.cl.Lost(o.Partition())
 }

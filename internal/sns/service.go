@@ -23,21 +23,22 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/filterpolicy"
+	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sns/wire"
+	"github.com/sluicemq/sluice/internal/topic"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
 // Service answers SNS requests for one broker.
 type Service struct {
-	b     *broker.Broker
+	b     Topics
 	scope wire.Scope
 	log   *slog.Logger
 }
 
 // New returns the SNS front of b, answering for region and account.
-func New(b *broker.Broker, region, account string, log *slog.Logger) *Service {
+func New(b Topics, region, account string, log *slog.Logger) *Service {
 	return &Service{b: b, scope: wire.Scope{Region: region, Account: account}, log: log}
 }
 
@@ -70,7 +71,7 @@ func (s *Service) wireError(err error) error {
 	switch {
 	case errors.As(err, &we):
 		return err
-	case errors.Is(err, broker.ErrNoTopic):
+	case errors.Is(err, st.ErrNoTopic):
 		return wire.TopicNotFound()
 	}
 	var se *st.Error
@@ -146,17 +147,17 @@ func (s *Service) topicName(ctx context.Context, param, arn string) (string, err
 }
 
 // topic returns a topic the caller may use.
-func (s *Service) topic(ctx context.Context, param, arn string) (string, broker.TopicInfo, error) {
+func (s *Service) topic(ctx context.Context, param, arn string) (string, record.TopicInfo, error) {
 	name, err := s.topicName(ctx, param, arn)
 	if err != nil {
-		return "", broker.TopicInfo{}, err
+		return "", record.TopicInfo{}, err
 	}
 	info, err := s.b.Topic(name)
 	if err != nil {
-		if param == "ResourceArn" && errors.Is(err, broker.ErrNoTopic) {
-			return "", broker.TopicInfo{}, wire.ResourceNotFound()
+		if param == "ResourceArn" && errors.Is(err, st.ErrNoTopic) {
+			return "", record.TopicInfo{}, wire.ResourceNotFound()
 		}
-		return "", broker.TopicInfo{}, err
+		return "", record.TopicInfo{}, err
 	}
 	return name, info, nil
 }
@@ -182,7 +183,7 @@ func (s *Service) createTopic(ctx context.Context, in *wire.CreateTopicInput) (w
 	for _, t := range in.Tags {
 		tags[t.Key] = t.Value
 	}
-	info, created, err := s.b.CreateTopic(broker.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
+	info, created, err := s.b.CreateTopic(record.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +293,7 @@ func (s *Service) setTopicAttributes(ctx context.Context, in *wire.SetTopicAttri
 	if err := in.Validate(info.FIFO); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		if t.Attrs == nil {
 			t.Attrs = map[string]string{}
 		}
@@ -379,7 +380,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 	}
 	topicARN := s.scope.TopicARN(name)
 	var subARN string
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		for _, id := range slices.Sorted(maps.Keys(t.Subs)) {
 			sub := t.Subs[id]
 			if sub.Protocol == in.Protocol && sub.Endpoint == in.Endpoint {
@@ -392,7 +393,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 		}
 		id := uuid.NewString()
 		if t.Subs == nil {
-			t.Subs = map[string]broker.Subscription{}
+			t.Subs = map[string]record.Subscription{}
 		}
 		attrs := map[string]string{}
 		for k, v := range in.Attributes {
@@ -400,7 +401,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 				attrs[k] = v
 			}
 		}
-		t.Subs[id] = broker.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
+		t.Subs[id] = record.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
 		subARN = topicARN + ":" + id
 		return nil
 	})
@@ -424,21 +425,21 @@ func (s *Service) confirmSubscription(ctx context.Context, in *wire.ConfirmSubsc
 
 // subscription finds a subscription by ARN: its topic's name, its id and
 // itself.
-func (s *Service) subscription(ctx context.Context, arn string) (string, string, broker.TopicInfo, error) {
+func (s *Service) subscription(ctx context.Context, arn string) (string, string, record.TopicInfo, error) {
 	topicARN, err := s.scope.ParseSubscriptionARN(arn)
 	if err != nil {
-		return "", "", broker.TopicInfo{}, err
+		return "", "", record.TopicInfo{}, err
 	}
 	name, info, err := s.topic(ctx, "TopicArn", topicARN)
-	if errors.Is(err, broker.ErrNoTopic) || wire.CodeOf(err) == wire.CodeNotFound {
-		return "", "", broker.TopicInfo{}, wire.SubscriptionNotFound()
+	if errors.Is(err, st.ErrNoTopic) || wire.CodeOf(err) == wire.CodeNotFound {
+		return "", "", record.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	if err != nil {
-		return "", "", broker.TopicInfo{}, err
+		return "", "", record.TopicInfo{}, err
 	}
 	id := strings.TrimPrefix(arn, topicARN+":")
 	if _, ok := info.Subs[id]; !ok {
-		return "", "", broker.TopicInfo{}, wire.SubscriptionNotFound()
+		return "", "", record.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	return name, id, info, nil
 }
@@ -451,11 +452,11 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		delete(t.Subs, id)
 		return nil
 	})
-	if err != nil && !errors.Is(err, broker.ErrNoTopic) {
+	if err != nil && !errors.Is(err, st.ErrNoTopic) {
 		return nil, err
 	}
 	return wire.UnsubscribeOutput{}, nil
@@ -464,7 +465,7 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 // listSubscriptions lists the subscriptions of topic name, or of every
 // topic the caller may use ("").
 func (s *Service) listSubscriptions(ctx context.Context, name, token string) (wire.ListSubscriptionsOutput, error) {
-	var infos []broker.TopicInfo
+	var infos []record.TopicInfo
 	if name == "" {
 		infos = s.b.AllTopics(ctx) // in a cluster, each from its owner
 	} else {
@@ -552,7 +553,7 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 	if err := checkFilter(next, filterpolicy.SetSubscriptionAttributes); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		cur, ok := t.Subs[id]
 		if !ok {
 			return wire.SubscriptionNotFound()
@@ -570,8 +571,8 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 // ---- publishing ----
 
 // spec is a checked message as the topic stores it.
-func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) broker.PublishInput {
-	p := broker.PublishInput{ID: uuid.NewString(), Message: m.Message, Group: m.MessageGroupID, Dedup: m.MessageDeduplicationID,
+func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) topic.PublishSpec {
+	p := topic.PublishSpec{ID: uuid.NewString(), Message: m.Message, Group: m.MessageGroupID, Dedup: m.MessageDeduplicationID,
 		Sender: sender, JSON: m.MessageStructure == "json"}
 	if m.Subject != nil {
 		p.Subject = *m.Subject
@@ -588,7 +589,7 @@ func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) broker.Pu
 	return p
 }
 
-func settings(info broker.TopicInfo) wire.TopicSettings {
+func settings(info record.TopicInfo) wire.TopicSettings {
 	t := wire.ParseTopicSettings(info.Attrs)
 	t.FIFO = info.FIFO
 	return t
@@ -611,7 +612,7 @@ func (s *Service) publish(ctx context.Context, in *wire.PublishInput) (wire.Outp
 	if err := in.Validate(t); err != nil {
 		return nil, err
 	}
-	res, err := s.b.Publish(ctx, name, []broker.PublishInput{spec(&in.PublishMessage, t, sender(ctx))})
+	res, err := s.b.Publish(ctx, name, []topic.PublishSpec{spec(&in.PublishMessage, t, sender(ctx))})
 	if err != nil {
 		return nil, err
 	}
@@ -630,7 +631,7 @@ func (s *Service) publishBatch(ctx context.Context, in *wire.PublishBatchInput) 
 	if err := in.Validate(t); err != nil {
 		return nil, err
 	}
-	specs := make([]broker.PublishInput, len(in.Entries))
+	specs := make([]topic.PublishSpec, len(in.Entries))
 	for i := range in.Entries {
 		specs[i] = spec(&in.Entries[i].PublishMessage, t, sender(ctx))
 	}
@@ -671,7 +672,7 @@ func (s *Service) tagResource(ctx context.Context, in *wire.TagResourceInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		if t.Tags == nil {
 			t.Tags = map[string]string{}
 		}
@@ -691,7 +692,7 @@ func (s *Service) untagResource(ctx context.Context, in *wire.UntagResourceInput
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *broker.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
 		for _, k := range in.TagKeys {
 			delete(t.Tags, k)
 		}

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/sqs/wire"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -19,36 +18,39 @@ type handler func(s *Server, req *request) (wire.Obj, error)
 type action struct {
 	h         handler
 	hasResult bool
+	// queue: the action is on the queue its QueueUrl names, which
+	// dispatch resolves (and authorises) first: request.queue.
+	queue bool
 }
 
 var actions = map[string]action{
-	"CreateQueue":                  {(*Server).createQueue, true},
-	"DeleteQueue":                  {(*Server).deleteQueue, false},
-	"GetQueueUrl":                  {(*Server).getQueueURL, true},
-	"ListQueues":                   {(*Server).listQueues, true},
-	"GetQueueAttributes":           {(*Server).getQueueAttributes, true},
-	"SetQueueAttributes":           {(*Server).setQueueAttributes, false},
-	"SendMessage":                  {(*Server).sendMessage, true},
-	"SendMessageBatch":             {(*Server).sendMessageBatch, true},
-	"ReceiveMessage":               {(*Server).receiveMessage, true},
-	"DeleteMessage":                {(*Server).deleteMessage, false},
-	"DeleteMessageBatch":           {(*Server).deleteMessageBatch, true},
-	"ChangeMessageVisibility":      {(*Server).changeMessageVisibility, false},
-	"ChangeMessageVisibilityBatch": {(*Server).changeMessageVisibilityBatch, true},
-	"PurgeQueue":                   {(*Server).purgeQueue, false},
-	"ListDeadLetterSourceQueues":   {(*Server).listDeadLetterSourceQueues, true},
-	"TagQueue":                     {(*Server).tagQueue, false},
-	"UntagQueue":                   {(*Server).untagQueue, false},
-	"ListQueueTags":                {(*Server).listQueueTags, true},
-	"AddPermission":                {(*Server).addPermission, false},
-	"RemovePermission":             {(*Server).removePermission, false},
-	"StartMessageMoveTask":         {(*Server).startMessageMoveTask, true},
-	"ListMessageMoveTasks":         {(*Server).listMessageMoveTasks, true},
-	"CancelMessageMoveTask":        {(*Server).cancelMessageMoveTask, true},
+	"CreateQueue":                  {h: (*Server).createQueue, hasResult: true},
+	"DeleteQueue":                  {h: (*Server).deleteQueue, queue: true},
+	"GetQueueUrl":                  {h: (*Server).getQueueURL, hasResult: true},
+	"ListQueues":                   {h: (*Server).listQueues, hasResult: true},
+	"GetQueueAttributes":           {h: (*Server).getQueueAttributes, hasResult: true, queue: true},
+	"SetQueueAttributes":           {h: (*Server).setQueueAttributes, queue: true},
+	"SendMessage":                  {h: (*Server).sendMessage, hasResult: true, queue: true},
+	"SendMessageBatch":             {h: (*Server).sendMessageBatch, hasResult: true, queue: true},
+	"ReceiveMessage":               {h: (*Server).receiveMessage, hasResult: true, queue: true},
+	"DeleteMessage":                {h: (*Server).deleteMessage, queue: true},
+	"DeleteMessageBatch":           {h: (*Server).deleteMessageBatch, hasResult: true, queue: true},
+	"ChangeMessageVisibility":      {h: (*Server).changeMessageVisibility, queue: true},
+	"ChangeMessageVisibilityBatch": {h: (*Server).changeMessageVisibilityBatch, hasResult: true, queue: true},
+	"PurgeQueue":                   {h: (*Server).purgeQueue, queue: true},
+	"ListDeadLetterSourceQueues":   {h: (*Server).listDeadLetterSourceQueues, hasResult: true, queue: true},
+	"TagQueue":                     {h: (*Server).tagQueue, queue: true},
+	"UntagQueue":                   {h: (*Server).untagQueue, queue: true},
+	"ListQueueTags":                {h: (*Server).listQueueTags, hasResult: true, queue: true},
+	"AddPermission":                {h: (*Server).addPermission, queue: true},
+	"RemovePermission":             {h: (*Server).removePermission, queue: true},
+	"StartMessageMoveTask":         {h: (*Server).startMessageMoveTask, hasResult: true},
+	"ListMessageMoveTasks":         {h: (*Server).listMessageMoveTasks, hasResult: true},
+	"CancelMessageMoveTask":        {h: (*Server).cancelMessageMoveTask, hasResult: true},
 	// Sluice extensions: a consumer's verdict on a received message.
-	"RetryMessage":  {(*Server).retryMessage, false},
-	"RejectMessage": {(*Server).rejectMessage, false},
-	"DeferMessage":  {(*Server).deferMessage, false},
+	"RetryMessage":  {h: (*Server).retryMessage, queue: true},
+	"RejectMessage": {h: (*Server).rejectMessage, queue: true},
+	"DeferMessage":  {h: (*Server).deferMessage, queue: true},
 }
 
 func (s *Server) dispatch(req *request) (wire.Obj, bool, error) {
@@ -56,6 +58,16 @@ func (s *Server) dispatch(req *request) (wire.Obj, bool, error) {
 	if !ok {
 		return nil, false, st.Errorf(wire.CodeInvalidAction, "The action %s is not valid for this endpoint.", req.action)
 	}
+	if a.queue {
+		name, err := s.queueName(req)
+		if err != nil {
+			return nil, a.hasResult, err
+		}
+		req.queue = name
+	}
+	ctx, cancel := req.ctx(s)
+	defer cancel()
+	req.bctx = ctx
 	out, err := a.h(s, req)
 	return out, a.hasResult, err
 }
@@ -153,8 +165,7 @@ func (s *Server) createQueue(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	if _, err := s.b.CreateQueue(ctx, name, attrs, tags); err != nil {
 		return nil, err
 	}
@@ -162,12 +173,8 @@ func (s *Server) createQueue(req *request) (wire.Obj, error) {
 }
 
 func (s *Server) deleteQueue(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	name := req.queue
+	ctx := req.bctx
 	return nil, s.b.DeleteQueue(ctx, name)
 }
 
@@ -230,10 +237,7 @@ func (s *Server) urlList(req *request, member string, names []string, token stri
 }
 
 func (s *Server) getQueueAttributes(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	names, err := req.p.StrList("AttributeNames")
 	if err != nil {
 		return nil, err
@@ -256,10 +260,7 @@ func stringMap(entry, key, val string, m map[string]string) wire.Mapv {
 }
 
 func (s *Server) setQueueAttributes(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	attrs, err := req.p.StrMap("Attributes")
 	if err != nil {
 		return nil, err
@@ -267,8 +268,7 @@ func (s *Server) setQueueAttributes(req *request) (wire.Obj, error) {
 	if len(attrs) == 0 && !req.p.Has("Attributes") {
 		return nil, wire.Missing("Attributes")
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.SetQueueAttributes(ctx, name, attrs)
 }
 
@@ -346,16 +346,12 @@ func emptyID(param string) error {
 }
 
 func (s *Server) sendMessage(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	in, err := s.sendInput(req, req.p)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	res, err := s.b.Send(ctx, name, in)
 	if err != nil {
 		return nil, err
@@ -417,10 +413,7 @@ func failure(id string, err error) wire.Obj {
 }
 
 func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	es, err := batchEntries(req.p, "SendMessageBatchRequestEntry")
 	if err != nil {
 		return nil, err
@@ -445,9 +438,7 @@ func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 	results := make([]st.SendResult, len(es))
 	errs := pre
 	if len(send) > 0 {
-		ctx, cancel := req.ctx(s)
-		res, berrs, err := s.b.SendBatch(ctx, name, send)
-		cancel()
+		res, berrs, err := s.b.SendBatch(req.bctx, name, send)
 		if err != nil {
 			return nil, err
 		}
@@ -496,10 +487,7 @@ func wantAttr(filter []string, name string) bool {
 }
 
 func (s *Server) receiveMessage(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	var in st.ReceiveInput
 	max, err := req.p.Intp("MaxNumberOfMessages")
 	if err != nil {
@@ -538,8 +526,7 @@ func (s *Server) receiveMessage(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	msgs, err := s.b.Receive(ctx, name, in)
 	if err != nil {
 		return nil, err
@@ -646,24 +633,17 @@ func renderAttrValue(v st.AttributeValue) wire.Obj {
 }
 
 func (s *Server) deleteMessage(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	h, err := req.p.Required("ReceiptHandle")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.Delete(ctx, name, h)
 }
 
 func (s *Server) deleteMessageBatch(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	es, err := batchEntries(req.p, "DeleteMessageBatchRequestEntry")
 	if err != nil {
 		return nil, err
@@ -676,8 +656,7 @@ func (s *Server) deleteMessageBatch(req *request) (wire.Obj, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	errs, err := s.b.DeleteBatch(ctx, name, hs)
 	if err != nil {
 		return nil, err
@@ -699,10 +678,7 @@ func batchOutcome(member string, ids []string, errs []error) wire.Obj {
 }
 
 func (s *Server) changeMessageVisibility(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	h, err := req.p.Required("ReceiptHandle")
 	if err != nil {
 		return nil, err
@@ -714,21 +690,17 @@ func (s *Server) changeMessageVisibility(req *request) (wire.Obj, error) {
 	if v == nil {
 		return nil, wire.Missing("VisibilityTimeout")
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.ChangeVisibility(ctx, name, h, *v)
 }
 
 func (s *Server) changeMessageVisibilityBatch(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	es, err := batchEntries(req.p, "ChangeMessageVisibilityBatchRequestEntry")
 	if err != nil {
 		return nil, err
 	}
-	in := make([]broker.VisibilityChange, len(es))
+	in := make([]st.VisibilityChange, len(es))
 	ids := make([]string, len(es))
 	for i, e := range es {
 		ids[i], _ = e.Str("Id")
@@ -743,8 +715,7 @@ func (s *Server) changeMessageVisibilityBatch(req *request) (wire.Obj, error) {
 			in[i].Seconds = *v
 		}
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	errs, err := s.b.ChangeVisibilityBatch(ctx, name, in)
 	if err != nil {
 		return nil, err
@@ -753,20 +724,13 @@ func (s *Server) changeMessageVisibilityBatch(req *request) (wire.Obj, error) {
 }
 
 func (s *Server) purgeQueue(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	name := req.queue
+	ctx := req.bctx
 	return nil, s.b.Purge(ctx, name)
 }
 
 func (s *Server) listDeadLetterSourceQueues(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	m, next, err := pageParams(req.p)
 	if err != nil {
 		return nil, err
@@ -785,38 +749,27 @@ func (s *Server) listDeadLetterSourceQueues(req *request) (wire.Obj, error) {
 }
 
 func (s *Server) tagQueue(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	tags, err := req.p.StrMap("Tags")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.TagQueue(ctx, name, tags)
 }
 
 func (s *Server) untagQueue(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	keys, err := req.p.StrList("TagKeys")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.UntagQueue(ctx, name, keys)
 }
 
 func (s *Server) listQueueTags(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	tags, err := s.b.ListQueueTags(name)
 	if err != nil {
 		return nil, err
@@ -825,10 +778,7 @@ func (s *Server) listQueueTags(req *request) (wire.Obj, error) {
 }
 
 func (s *Server) addPermission(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	label, err := req.p.Required("Label")
 	if err != nil {
 		return nil, err
@@ -841,22 +791,17 @@ func (s *Server) addPermission(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.AddPermission(ctx, name, label, accts, acts)
 }
 
 func (s *Server) removePermission(req *request) (wire.Obj, error) {
-	name, err := s.queueName(req)
-	if err != nil {
-		return nil, err
-	}
+	name := req.queue
 	label, err := req.p.Required("Label")
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.RemovePermission(ctx, name, label)
 }
 
@@ -898,8 +843,7 @@ func (s *Server) startMessageMoveTask(req *request) (wire.Obj, error) {
 			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: Must be between 1 and 500.", r)
 		}
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	h, err := s.b.StartMoveTask(ctx, src, dst, r)
 	if err != nil {
 		return nil, err
@@ -923,8 +867,7 @@ func (s *Server) listMessageMoveTasks(req *request) (wire.Obj, error) {
 	if max != nil {
 		m = *max
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	tasks, err := s.b.ListMoveTasks(ctx, src, m)
 	if err != nil {
 		return nil, err
@@ -950,8 +893,7 @@ func (s *Server) cancelMessageMoveTask(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	moved, err := s.b.CancelMoveTask(ctx, h)
 	if err != nil {
 		return nil, err
@@ -970,8 +912,7 @@ func (s *Server) retryMessage(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.RetryMessage(ctx, name, h, d, reason)
 }
 
@@ -981,8 +922,7 @@ func (s *Server) rejectMessage(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.RejectMessage(ctx, name, h, reason)
 }
 
@@ -999,15 +939,12 @@ func (s *Server) deferMessage(req *request) (wire.Obj, error) {
 	if d == nil {
 		return nil, wire.Missing("DelaySeconds")
 	}
-	ctx, cancel := req.ctx(s)
-	defer cancel()
+	ctx := req.bctx
 	return nil, s.b.DeferMessage(ctx, name, h, *d)
 }
 
 func (s *Server) verdict(req *request) (name, handle, reason string, err error) {
-	if name, err = s.queueName(req); err != nil {
-		return
-	}
+	name = req.queue
 	if handle, err = req.p.Required("ReceiptHandle"); err != nil {
 		return
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/sns"
 	snswire "github.com/sluicemq/sluice/internal/sns/wire"
@@ -48,7 +47,7 @@ func idempotent(req *request) bool {
 // forwardTo is the route (Broker.Route) to the node that serves req (""
 // when this one does).
 func (s *Server) forwardTo(req *request) (string, error) {
-	if !s.b.Clustered() || forward.Forwarded(req.r) || localActions[req.action] {
+	if !s.clustered || forward.Forwarded(req.r) || localActions[req.action] {
 		return "", nil
 	}
 	if err := s.b.CutOff(); err != nil {
@@ -89,7 +88,7 @@ func (s *Server) snsForwardTo(req *request) (string, error) {
 		return s.b.RouteCatalog("sqs"), nil
 	case sns.TopicOwner, sns.TopicOrCatalog:
 		to, err := s.b.RouteTopic(name, "sqs")
-		if errors.Is(err, broker.ErrNoTopic) {
+		if errors.Is(err, st.ErrNoTopic) {
 			if where == sns.TopicOrCatalog {
 				return s.b.RouteCatalog("sqs"), nil
 			}
@@ -105,7 +104,7 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	// A long poll waits up to 20 s on the owner.
 	ctx, cancel := context.WithTimeout(req.r.Context(), 30*time.Second)
 	defer cancel()
-	how := broker.ForwardHow{Idempotent: idempotent(req)}
+	how := forward.How{Idempotent: idempotent(req)}
 	if req.action == "ReceiveMessage" {
 		// A long poll may wait for a new owner as long as it would have
 		// waited for a message: its client waits that long anyway.
@@ -116,11 +115,11 @@ func (s *Server) forward(w http.ResponseWriter, req *request, route string, body
 	resp, err := s.b.Forward(ctx, route, req.r, body, how)
 	what := "did not answer"
 	switch {
-	case errors.Is(err, broker.ErrOwnerLost):
+	case errors.Is(err, forward.ErrOwnerLost):
 		what = "went away before it answered; the request may or may not have taken effect"
-	case errors.Is(err, broker.ErrOwnerSilent) && errors.Is(err, forward.ErrNoOwner):
+	case errors.Is(err, forward.ErrOwnerSilent) && errors.Is(err, forward.ErrNoOwner):
 		what = "does not answer (the request was not sent to it: nothing was done)"
-	case errors.Is(err, broker.ErrOwnerSilent):
+	case errors.Is(err, forward.ErrOwnerSilent):
 		what = "stopped answering before it answered; the request may or may not have taken effect"
 	}
 	if err != nil && req.snsForm != nil {

@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/sluicemq/sluice/internal/broker"
 	"github.com/sluicemq/sluice/internal/forward"
 	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sigv4"
@@ -68,13 +67,16 @@ type ServerConfig struct {
 
 // Server is the SQS HTTP front.
 type Server struct {
-	cfg    ServerConfig
-	b      *broker.Broker
-	log    *slog.Logger
-	base   context.Context // cancelled at shutdown: long polls return empty
-	cancel context.CancelFunc
-	mu     sync.Mutex
-	srv    *http.Server
+	cfg ServerConfig
+	b   Broker
+	// clustered: b is a node of a cluster (requests may go to another
+	// node); fixed for the broker's life.
+	clustered bool
+	log       *slog.Logger
+	base      context.Context // cancelled at shutdown: long polls return empty
+	cancel    context.CancelFunc
+	mu        sync.Mutex
+	srv       *http.Server
 	// metrics times requests by action and counts their errors.
 	metrics *requestMetrics
 	// bufs recycles request bodies and rendered responses: at thousands
@@ -104,7 +106,7 @@ func (s *Server) putBuf(b *[]byte) {
 }
 
 // NewServer returns a server for the broker.
-func NewServer(cfg ServerConfig, b *broker.Broker) *Server {
+func NewServer(cfg ServerConfig, b Broker) *Server {
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
 	}
@@ -128,7 +130,7 @@ func NewServer(cfg ServerConfig, b *broker.Broker) *Server {
 	}
 	cfg.MaxInflightBytes = max(cfg.MaxInflightBytes, intake.MaxRequestBytes)
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, b: b, log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics(),
+	return &Server{cfg: cfg, b: b, clustered: b != nil && b.Clustered(), log: cfg.Logger, base: ctx, cancel: cancel, metrics: newRequestMetrics(),
 		inflight: intake.NewBudget(cfg.MaxInflightBytes), sns: sns.New(b, cfg.Region, cfg.AccountID, cfg.Logger)}
 }
 
@@ -191,6 +193,11 @@ type request struct {
 	errCode   string        // the error the request was answered with, if any
 	body      []byte        // in a cluster: the body, to forward if the queue moves meanwhile
 	snsForm   url.Values    // an SNS request's parameters (nil: an SQS request)
+	// Set by dispatch before the action runs: the queue the action is on
+	// (resolved and authorised; actions on no queue: ""), and the context
+	// of its broker calls (request.ctx).
+	queue string
+	bctx  context.Context
 }
 
 // ServeHTTP implements http.Handler.
@@ -232,7 +239,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.putBuf(body)
 			return
 		}
-		if errors.Is(rerr, broker.ErrCutOff) {
+		if errors.Is(rerr, forward.ErrCutOff) {
 			s.putBuf(body)
 			snswire.WriteError(w, snswire.Errorf(snswire.CodeServiceUnavailable, "This node cannot reach the other nodes of its cluster; retry, through another node if you can."), req.id)
 			return
@@ -254,7 +261,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.putBuf(body)
 			return
 		}
-		if s.b.Clustered() && !forward.Forwarded(r) {
+		if s.clustered && !forward.Forwarded(r) {
 			req.body = append([]byte(nil), *body...) // for a queue that moves meanwhile
 		}
 	}
@@ -264,7 +271,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, hasResult, err := s.dispatch(req)
-	if err != nil && errors.Is(err, partition.ErrNotOwner) && s.b.Clustered() && !forward.Forwarded(r) {
+	if err != nil && errors.Is(err, partition.ErrNotOwner) && s.clustered && !forward.Forwarded(r) {
 		// The queue moved to another node between routing and serving
 		// (nothing was done here): its new owner answers.
 		if to, rerr := s.forwardTo(req); rerr == nil && to != "" {
@@ -372,7 +379,7 @@ func (s *Server) writeError(w http.ResponseWriter, req *request, err error) {
 	if errors.Is(err, partition.ErrNotOwner) {
 		// Nothing was done: a node that forwarded the request may send
 		// it to the queue's new owner.
-		w.Header().Set(broker.NotOwnerHeader, "1")
+		w.Header().Set(forward.NotOwnerHeader, "1")
 		s.log.Debug("request for a queue that moved", "request_id", req.id, "action", req.action)
 	} else if we.Status >= 500 || e.Cause != nil {
 		s.log.Error("request failed", "request_id", req.id, "action", req.action, "code", string(e.Code), "err", e)
