@@ -38,9 +38,9 @@ func (o *Owner) Enter(ctx context.Context, key string, m *record.Msg, p *record.
 		case pending:
 			// The same hand-over is being written (a retry overtook its
 			// first try): its outcome decides.
-			w := o.writes[len(o.writes)-1]
+			w := o.writes.Newest()
 			o.mu.Unlock()
-			if err := w.f.Wait(ctx); err != nil && ctx.Err() != nil {
+			if err := w.F.Wait(ctx); err != nil && ctx.Err() != nil {
 				return err
 			}
 			continue

@@ -16,7 +16,6 @@
 package partition
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/sluicemq/sluice/internal/attr"
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/inflight"
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/partition/attempts"
 	"github.com/sluicemq/sluice/internal/partition/figures"
@@ -133,10 +133,7 @@ type Owner struct {
 	// minutes, so a retried receive gets the same messages and handles.
 	attempts attempts.Memory
 	// writes are the appends in flight, in position order.
-	writes []*write
-	// epoch counts position resets after failed writes: a failure only
-	// resets positions if no reset happened since its write was submitted.
-	epoch uint64
+	writes inflight.Writes[pending]
 	// snapshotting holds new writes back while a snapshot waits for the
 	// writes in flight to finish.
 	snapshotting bool
@@ -174,10 +171,11 @@ func (o *Owner) stoppedLocked() error {
 }
 
 // write is an append in flight.
-type write struct {
-	f     store.Future
-	prev  uint64 // the partition's position before it
-	epoch uint64
+type write = inflight.Write[pending]
+
+// pending is what the owner does with an append once it is durable, or
+// if it fails.
+type pending struct {
 	// recs are applied once durable (nil: the change was made at once).
 	recs []*record.Record
 	// failed, when set, runs (under the lock) if the append fails.
@@ -224,8 +222,8 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	if early := o.q.RecordsBefore(recs[0].Pos); len(early) > 0 {
 		o.appendLocked(early, false, nil)
 	}
-	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, failed: failed}
-	data := w.one[:]
+	w := &write{Prev: recs[0].Pos - 1, Of: pending{failed: failed}}
+	data := w.Of.one[:]
 	if len(recs) > 1 {
 		data = make([]store.Rec, len(recs))
 	}
@@ -234,28 +232,23 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	}
 	switch {
 	case o.h.closed():
-		w.f = store.Failed(Unavailable())
+		w.F = store.Failed(Unavailable())
 	case o.state == relinquished:
-		w.f = store.Failed(NotOwner())
+		w.F = store.Failed(NotOwner())
 	default:
-		w.f = o.h.Store.Append(o.p, w.prev, data)
+		w.F = o.h.Store.Append(o.p, w.Prev, data)
 	}
 	if apply {
-		w.recs = recs
+		w.Of.recs = recs
 	}
-	o.writes = append(o.writes, w)
-	return w
+	return o.writes.Add(w)
 }
 
 // waitLocked is called with the lock held and returns with it held: it
-// lets the lock go while it waits for w (as sync.Cond.Wait does), then
-// applies every finished write (or undoes it).
+// lets the lock go while it waits for w, then applies every finished
+// write (or undoes it).
 func (o *Owner) waitLocked(w *write) error {
-	o.mu.Unlock()
-	err := w.f.Wait(context.Background())
-	o.mu.Lock()
-	o.drainLocked()
-	return WriteError(err)
+	return WriteError(inflight.Wait(&o.mu, w, o.drainLocked))
 }
 
 // drainLocked applies, in order, the writes that have finished, up to the
@@ -263,69 +256,54 @@ func (o *Owner) waitLocked(w *write) error {
 // resets the queue's positions to the partition's durable end (once: the
 // writes behind it fail too) and runs its failed hook.
 func (o *Owner) drainLocked() {
-	if len(o.writes) == 0 {
+	if o.writes.Len() == 0 {
 		return
 	}
 	var now time.Time // read once, if a write has records to apply
-	i := 0
-	for ; i < len(o.writes); i++ {
-		w := o.writes[i]
-		done, err := w.f.Done()
-		if !done {
-			break
+	o.writes.Settle(func(w *write) {
+		if w.Of.recs == nil {
+			return
 		}
-		if err != nil {
-			if w.epoch == o.epoch && errors.Is(err, store.ErrFenced) && o.state == serving {
-				// Not a failure of this owner's own write before it (its
-				// epoch would have moved on): another owner wrote to the
-				// partition. This one must stop.
-				o.relinquishLocked()
-				if o.h.Fenced != nil {
-					go o.h.Fenced(o)
-				}
-			}
-			if w.epoch == o.epoch {
-				last, ok := store.LastPosition(err)
-				if !ok {
-					last = w.prev
-				}
-				o.q.SetLast(last)
-				o.epoch++
-			}
-			for _, r := range w.recs {
-				o.q.Unwritten(r)
-			}
-			if w.failed != nil {
-				w.failed()
-			}
-			continue
+		if now.IsZero() {
+			now = o.h.Clock.Now()
 		}
-		if w.recs != nil {
-			if now.IsZero() {
-				now = o.h.Clock.Now()
+		hints := w.F.Hints()
+		for j, r := range w.Of.recs {
+			var loc queue.Loc
+			if j < len(hints) {
+				loc = locOf(hints[j])
 			}
-			hints := w.f.Hints()
-			for j, r := range w.recs {
-				var loc queue.Loc
-				if j < len(hints) {
-					loc = locOf(hints[j])
-				}
-				if r.Type == record.Meta {
-					o.applyMetaLocked(r.Meta)
-				}
-				if err := o.q.Apply(now, r, loc); err != nil {
-					o.h.Log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
-				}
-				if r.Type == record.Send && !o.q.Hold(r.Msg.Seq, loc) {
-					// Written with Keep, held by no message: let it go.
-					o.q.Requeue(queue.Effects{Gone: []queue.Gone{{Seq: r.Pos, Loc: loc}}})
-				}
+			if r.Type == record.Meta {
+				o.applyMetaLocked(r.Meta)
+			}
+			if err := o.q.Apply(now, r, loc); err != nil {
+				o.h.Log.Error("applying a record failed", "queue", o.meta.Name, "err", err)
+			}
+			if r.Type == record.Send && !o.q.Hold(r.Msg.Seq, loc) {
+				// Written with Keep, held by no message: let it go.
+				o.q.Requeue(queue.Effects{Gone: []queue.Gone{{Seq: r.Pos, Loc: loc}}})
 			}
 		}
-	}
-	n := copy(o.writes, o.writes[i:])
-	clear(o.writes[n:])
-	o.writes = o.writes[:n]
+	}, func(w *write, err error, first bool) {
+		if first && errors.Is(err, store.ErrFenced) && o.state == serving {
+			// Not a failure of this owner's own write before it (its
+			// epoch would have moved on): another owner wrote to the
+			// partition. This one must stop.
+			o.relinquishLocked()
+			if o.h.Fenced != nil {
+				go o.h.Fenced(o)
+			}
+		}
+		if first {
+			o.q.SetLast(inflight.Reset(err, w.Prev))
+		}
+		for _, r := range w.Of.recs {
+			o.q.Unwritten(r)
+		}
+		if w.Of.failed != nil {
+			w.Of.failed()
+		}
+	})
 }
 
 // applyMetaLocked takes new settings.

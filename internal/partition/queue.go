@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"math"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/attr"
+	"github.com/sluicemq/sluice/internal/inflight"
 	"github.com/sluicemq/sluice/internal/partition/figures"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
@@ -56,14 +56,11 @@ func (o *Owner) settleLocked() {
 		if early := o.q.RecordsBefore(math.MaxUint64); len(early) > 0 && o.state != relinquished {
 			o.appendLocked(early, false, nil)
 		}
-		if len(o.writes) == 0 {
+		w := o.writes.Newest()
+		if w == nil {
 			return
 		}
-		w := o.writes[len(o.writes)-1]
-		o.mu.Unlock()
-		_ = w.f.Wait(context.Background())
-		o.mu.Lock()
-		o.drainLocked()
+		_ = inflight.Wait(&o.mu, w, o.drainLocked)
 	}
 }
 
@@ -227,9 +224,8 @@ func (o *Owner) Snapshot() error {
 		})
 	}
 	prev := o.q.Last()
-	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, recs)}
+	w := o.writes.Add(&write{Prev: prev, F: o.h.Store.Snapshot(o.p, prev, recs)})
 	o.q.SetLast(prev + n)
-	o.writes = append(o.writes, w)
 	return o.waitLocked(w)
 }
 

@@ -152,7 +152,7 @@ func (o *Owner) receiveOnce(ctx context.Context, a ask, p *waitlist.Waiter, canW
 	if w == nil {
 		return nil, parked, next, nil
 	}
-	if err := WriteError(w.f.Wait(context.Background())); err != nil {
+	if err := WriteError(w.F.Wait(context.Background())); err != nil {
 		o.mu.Lock()
 		o.drainLocked() // runs the undo, in order
 		o.unlock()

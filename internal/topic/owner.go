@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluicemq/sluice/internal/clock"
+	"github.com/sluicemq/sluice/internal/inflight"
 	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/store"
 )
@@ -39,22 +40,16 @@ type Owner struct {
 
 	mu     sync.Mutex
 	t      *Topic
-	writes []*write // appends in flight, in order
-	epoch  uint64   // moves on when a write fails: the writes behind it fail too
-	closed bool     // relinquished or deleted: writes nothing more
+	writes inflight.Writes[[]*record.Record] // appends in flight, in order: the records each applies once durable
+	closed bool                              // relinquished or deleted: writes nothing more
 	named  atomic.Pointer[string]
 
 	// delivery is the state of each subscription's cursor (deliver.go).
 	delivery deliveryState
 }
 
-// write is an append in flight.
-type write struct {
-	f     store.Future
-	prev  uint64
-	epoch uint64
-	recs  []*record.Record // applied once durable
-}
+// write is an append in flight, with the records it applies once durable.
+type write = inflight.Write[[]*record.Record]
 
 // ErrNotOwner: the owner was relinquished (another node took the topic,
 // or it was deleted); nothing was written.
@@ -201,13 +196,7 @@ func (o *Owner) Publish(ctx context.Context, in []PublishSpec) ([]PublishResult,
 func (o *Owner) Snapshot() error {
 	o.mu.Lock()
 	o.drainLocked()
-	for len(o.writes) > 0 { // a snapshot follows every write before it
-		w := o.writes[len(o.writes)-1]
-		o.mu.Unlock()
-		_ = w.f.Wait(context.Background())
-		o.mu.Lock()
-		o.drainLocked()
-	}
+	o.writes.WaitAll(&o.mu, o.drainLocked) // a snapshot follows every write before it
 	if o.closed {
 		o.mu.Unlock()
 		return ErrNotOwner
@@ -220,14 +209,10 @@ func (o *Owner) Snapshot() error {
 	}
 	// A write in flight like the others (publishes made while it is
 	// written follow it, their positions after its records).
-	w := &write{prev: prev, epoch: o.epoch, f: o.h.Store.Snapshot(o.p, prev, slices.Values(data))}
+	w := o.writes.Add(&write{Prev: prev, F: o.h.Store.Snapshot(o.p, prev, slices.Values(data))})
 	o.t.SetLast(prev + uint64(len(recs)))
-	o.writes = append(o.writes, w)
+	err := inflight.Wait(&o.mu, w, o.drainLocked)
 	o.mu.Unlock()
-	err := w.f.Wait(context.Background())
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.drainLocked()
 	if err != nil {
 		return fmt.Errorf("topic: snapshot of partition %d: %w", o.p, err)
 	}
@@ -248,13 +233,7 @@ func (o *Owner) Relinquish() {
 // deleted topic (owned false: a newer owner fenced it off, and drops).
 func (o *Owner) Deleted() (last uint64, owned bool) {
 	o.mu.Lock()
-	for len(o.writes) > 0 {
-		w := o.writes[len(o.writes)-1]
-		o.mu.Unlock()
-		_ = w.f.Wait(context.Background())
-		o.mu.Lock()
-		o.drainLocked()
-	}
+	o.writes.WaitAll(&o.mu, o.drainLocked)
 	owned = !o.closed
 	o.closed = true
 	last = o.t.Last()
@@ -267,12 +246,7 @@ func (o *Owner) Deleted() (last uint64, owned bool) {
 // lock is let go meanwhile, so that other writes join the same group
 // commit).
 func (o *Owner) persistLocked(recs []*record.Record) error {
-	w := o.appendLocked(recs)
-	o.mu.Unlock()
-	err := w.f.Wait(context.Background())
-	o.mu.Lock()
-	o.drainLocked()
-	return err
+	return inflight.Wait(&o.mu, o.appendLocked(recs), o.drainLocked)
 }
 
 func (o *Owner) appendLocked(recs []*record.Record) *write {
@@ -280,14 +254,13 @@ func (o *Owner) appendLocked(recs []*record.Record) *write {
 	for i, r := range recs {
 		data[i] = store.Rec{Data: record.Encode(r)}
 	}
-	w := &write{prev: recs[0].Pos - 1, epoch: o.epoch, recs: recs}
+	w := &write{Prev: recs[0].Pos - 1, Of: recs}
 	if o.closed {
-		w.f = store.Failed(ErrNotOwner)
+		w.F = store.Failed(ErrNotOwner)
 	} else {
-		w.f = o.h.Store.Append(o.p, w.prev, data)
+		w.F = o.h.Store.Append(o.p, w.Prev, data)
 	}
-	o.writes = append(o.writes, w)
-	return w
+	return o.writes.Add(w)
 }
 
 // drainLocked applies, in order, the writes that have finished, up to the
@@ -295,43 +268,27 @@ func (o *Owner) appendLocked(recs []*record.Record) *write {
 // failure resets the topic's positions to where the partition ends (the
 // writes behind it fail too).
 func (o *Owner) drainLocked() {
-	i := 0
-	for ; i < len(o.writes); i++ {
-		w := o.writes[i]
-		done, err := w.f.Done()
-		if !done {
-			break
-		}
-		if err != nil {
-			if w.epoch == o.epoch {
-				o.failedLocked(err, w.prev)
-			}
-			for _, r := range w.recs {
-				o.t.Unwritten(r)
-			}
-			continue
-		}
-		for _, r := range w.recs {
+	o.writes.Settle(func(w *write) {
+		for _, r := range w.Of {
 			if err := o.t.Apply(r); err != nil {
 				o.h.Log.Error("applying a topic record failed", "topic", o.name(), "err", err)
 			}
 		}
-	}
-	n := copy(o.writes, o.writes[i:])
-	clear(o.writes[n:])
-	o.writes = o.writes[:n]
+	}, func(w *write, err error, first bool) {
+		if first {
+			o.failedLocked(err, w.Prev)
+		}
+		for _, r := range w.Of {
+			o.t.Unwritten(r)
+		}
+	})
 }
 
 // failedLocked notes a failed write that started after prev: the topic's
 // end goes back to where the store says the partition ends, and a fenced
 // write (another owner wrote) stops this owner.
 func (o *Owner) failedLocked(err error, prev uint64) {
-	last, ok := store.LastPosition(err)
-	if !ok {
-		last = prev
-	}
-	o.t.SetLast(last)
-	o.epoch++
+	o.t.SetLast(inflight.Reset(err, prev))
 	if errors.Is(err, store.ErrFenced) && !o.closed {
 		o.closed = true
 		o.h.Log.Warn("a topic's write was fenced: another owner took it", "topic", o.name(), "partition", o.p)
