@@ -480,7 +480,7 @@ func (b *Broker) send(ctx context.Context, queue string, in []sluicetype.SendInp
 	if err != nil {
 		return nil, nil, err
 	}
-	return o.Send(ctx, in, nil, batch)
+	return o.Send(ctx, in, batch)
 }
 
 // SendBatch sends several messages in one durable write (SQS allows 1 to

@@ -79,7 +79,7 @@ func TestClusteredEnginesHandOver(t *testing.T) {
 	}
 	oa, _ := n.a.Queue("q")
 	for i := 0; i < 30; i++ {
-		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "m"}}, nil, false); err != nil {
+		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "m"}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -94,7 +94,7 @@ func TestClusteredEnginesHandOver(t *testing.T) {
 		t.Fatal("after acquiring, q is not local on b")
 	}
 	// a's owner is fenced on its next write, stops, and tells.
-	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "late"}}, nil, false); err == nil {
+	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "late"}}, false); err == nil {
 		t.Fatal("the former owner's send succeeded")
 	}
 	waitFor(t, "the former owner reports the partition lost", func() bool {

@@ -58,14 +58,14 @@ func TestFencedQueueIsTakenOverAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The owner's next write is fenced.
-	if _, _, err := old.Send(ctx, []st.SendInput{{Body: "fenced"}}, nil, false); err == nil {
+	if _, _, err := old.Send(ctx, []st.SendInput{{Body: "fenced"}}, false); err == nil {
 		t.Fatal("a send of a fenced owner succeeded")
 	}
 	waitFor(t, "the engine takes the partition over again", func() bool {
 		o, err := r.e.Queue("q")
 		return err == nil && o != old
 	})
-	if _, _, err := old.Send(ctx, []st.SendInput{{Body: "stale"}}, nil, false); !errors.Is(err, partition.ErrNotOwner) {
+	if _, _, err := old.Send(ctx, []st.SendInput{{Body: "stale"}}, false); !errors.Is(err, partition.ErrNotOwner) {
 		t.Fatalf("a send to the fenced owner: %v, want NotOwner", err)
 	}
 	for _, b := range r.send("q", 1000, 10) {

@@ -57,7 +57,7 @@ func (r *rig) send(q string, from, n int) []string {
 	var out []string
 	for i := from; i < from+n; i++ {
 		body := fmt.Sprintf("%s-%05d-%s", q, i, strings.Repeat("x", 1000))
-		if _, _, err := o.Send(ctx, []st.SendInput{{Body: body}}, nil, false); err != nil {
+		if _, _, err := o.Send(ctx, []st.SendInput{{Body: body}}, false); err != nil {
 			r.t.Fatal(err)
 		}
 		out = append(out, body)

@@ -88,7 +88,7 @@ func (q topicQueues) Deliver(ctx context.Context, arn string, in []st.SendInput,
 	if o == nil {
 		return q.e.cl.Deliver(ctx, p, name, in, from)
 	}
-	_, errs, err := o.Send(ctx, in, from, true)
+	_, errs, err := o.Deliver(ctx, in, from)
 	return errs, err
 }
 
@@ -111,7 +111,7 @@ func (e *Engine) LocalDeliver(ctx context.Context, p store.PartitionID, in []st.
 	if o == nil {
 		return nil, partition.NotOwner()
 	}
-	_, errs, err := o.Send(ctx, in, from, true)
+	_, errs, err := o.Deliver(ctx, in, from)
 	return errs, err
 }
 

@@ -89,7 +89,7 @@ func TestDeliverOncePerOriginPosition(t *testing.T) {
 			in[i] = st.SendInput{Body: "m" + string(rune('0'+p))}
 			from[i] = queue.Origin{Partition: 9, Pos: p, After: p - 1}
 		}
-		res, errs, err := o.Send(ctx, in, from, true)
+		res, errs, err := o.Deliver(ctx, in, from)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 	o := openWithQueue(t, nil)
 	in := []st.SendInput{{Body: "9:1"}, {Body: ""}, {Body: "9:3"}, {Body: "8:1"}}
 	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2, After: 1}, {Partition: 9, Pos: 3, After: 2}, {Partition: 8, Pos: 1}}
-	res, errs, err := o.Send(ctx, in, from, true)
+	res, errs, err := o.Deliver(ctx, in, from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 	}
 	// The origin delivers 2 again (now valid), then 3: both are taken.
 	for _, pos := range []uint64{2, 3} {
-		res, errs, err := o.Send(ctx, []st.SendInput{{Body: "9:" + string(rune('0'+pos))}}, []queue.Origin{{Partition: 9, Pos: pos, After: pos - 1}}, true)
+		res, errs, err := o.Deliver(ctx, []st.SendInput{{Body: "9:" + string(rune('0'+pos))}}, []queue.Origin{{Partition: 9, Pos: pos, After: pos - 1}})
 		if err != nil || errs[0] != nil || res[0].MessageID == "" {
 			t.Fatalf("9:%d delivered again: %v %v", pos, err, errs[0])
 		}
@@ -182,7 +182,7 @@ func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 		for i := range origins {
 			in[i] = st.SendInput{Body: bodies[i]}
 		}
-		_, errs, err := o.Send(ctx, in, origins, true)
+		_, errs, err := o.Deliver(ctx, in, origins)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +238,7 @@ func TestDeliveryOverItsTenantsLimitWaitsAlone(t *testing.T) {
 		in = append(in, st.SendInput{Body: fmt.Sprintf("%s%d", tenant, i+1), GroupID: tenant})
 		from = append(from, queue.Origin{Partition: 9, Pos: uint64(i + 1), After: uint64(i)})
 	}
-	_, errs, err := o.Send(ctx, in, from, true)
+	_, errs, err := o.Deliver(ctx, in, from)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestDeliveryOverItsTenantsLimitWaitsAlone(t *testing.T) {
 		}
 	}
 	// A plain send of tenant a is refused meanwhile: its limit was spent.
-	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "plain", GroupID: "a"}}, nil, false); st.CodeOf(err) != st.CodeRequestThrottled {
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "plain", GroupID: "a"}}, false); st.CodeOf(err) != st.CodeRequestThrottled {
 		t.Fatalf("a plain send over the limit: %v, want throttled", err)
 	}
 }
@@ -280,7 +280,7 @@ func TestOriginMarksReadAndForgotten(t *testing.T) {
 	o := ownerOn(t, l, clk)
 	in := []st.SendInput{{Body: "9:1"}, {Body: "9:2"}, {Body: "8:5"}}
 	from := []queue.Origin{{Partition: 9, Pos: 1}, {Partition: 9, Pos: 2, After: 1}, {Partition: 8, Pos: 5}}
-	if _, errs, err := o.Send(ctx, in, from, true); err != nil || errors.Join(errs...) != nil {
+	if _, errs, err := o.Deliver(ctx, in, from); err != nil || errors.Join(errs...) != nil {
 		t.Fatal(err, errs)
 	}
 	if m, err := o.OriginMarks(); err != nil || !maps.Equal(m, map[uint64]uint64{9: 2, 8: 5}) {

@@ -49,7 +49,7 @@ func TestFencedOwnerStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
-		if _, _, err := o.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, nil, false); err != nil {
+		if _, _, err := o.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -71,7 +71,7 @@ func TestFencedOwnerStops(t *testing.T) {
 	keptBefore := s.Stats().KeptRecords
 
 	// The old owner's next write is fenced: the request fails and it stops.
-	_, _, err = o.Send(ctx, []st.SendInput{{Body: "late"}}, nil, false)
+	_, _, err = o.Send(ctx, []st.SendInput{{Body: "late"}}, false)
 	if err == nil {
 		t.Fatal("a send of an owner fenced off by a new one succeeded")
 	}
@@ -95,7 +95,7 @@ func TestFencedOwnerStops(t *testing.T) {
 		t.Fatal("a long poll of a fenced owner did not return")
 	}
 	// Every request now fails with NotOwner, and nothing is written.
-	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "later"}}, nil, false); !errors.Is(err, ErrNotOwner) {
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "later"}}, false); !errors.Is(err, ErrNotOwner) {
 		t.Fatalf("a send after the fence: %v, want NotOwner", err)
 	}
 	if errs, err := o.Delete(ctx, []string{got[0].ReceiptHandle}); err == nil && (len(errs) == 0 || errs[0] == nil) {
@@ -144,7 +144,7 @@ func TestAcquireTakesOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 20; i++ {
-		if _, _, err := a.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, nil, false); err != nil {
+		if _, _, err := a.Send(ctx, []st.SendInput{{Body: fmt.Sprint("m", i)}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -168,7 +168,7 @@ func TestAcquireTakesOver(t *testing.T) {
 		t.Fatalf("the new owner rebuilt queue %q with %v", name, b.Config().Queue.VisibilityTimeout)
 	}
 	// The old owner is fenced on its next write.
-	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "stale"}}, nil, false); err == nil {
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "stale"}}, false); err == nil {
 		t.Fatal("the former owner's send succeeded after a takeover")
 	}
 	// The new one holds 19 messages: 15 ready, 4 in flight (their

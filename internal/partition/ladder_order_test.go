@@ -46,7 +46,7 @@ func TestLadderRecordsGoFirst(t *testing.T) {
 	if !o.Serving() {
 		t.Fatal("the owner stopped serving after a delete")
 	}
-	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "c"}}, nil, false); err != nil {
+	if _, _, err := o.Send(ctx, []st.SendInput{{Body: "c"}}, false); err != nil {
 		t.Fatalf("a send after: %v", err)
 	}
 }
@@ -73,7 +73,7 @@ func TestLadderClimbsAtRecoveryAreWritten(t *testing.T) {
 		t.Fatalf("a takeover after the visibility timeout ran out: %v", err)
 	}
 	b.Start()
-	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "b"}}, nil, false); err != nil || !b.Serving() {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "b"}}, false); err != nil || !b.Serving() {
 		t.Fatalf("a send after the takeover: %v (serving %v)", err, b.Serving())
 	}
 	got, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10, VisibilityTimeout: ptrInt(5)})
@@ -94,7 +94,7 @@ func TestLadderClimbsAtRecoveryAreWritten(t *testing.T) {
 	}
 	c.Recovered(clk.Now(), last)
 	c.Start()
-	if _, _, err := c.Send(ctx, []st.SendInput{{Body: "c"}}, nil, false); err != nil || !c.Serving() {
+	if _, _, err := c.Send(ctx, []st.SendInput{{Body: "c"}}, false); err != nil || !c.Serving() {
 		t.Fatalf("a send after recovery: %v (serving %v)", err, c.Serving())
 	}
 	// The climbs are in the partition, in order: an owner replaying it
@@ -222,7 +222,7 @@ func ladderQueue(t *testing.T, h *Host, bodies ...string) (*Owner, st.Message) {
 	for i, b := range bodies {
 		in[i] = st.SendInput{Body: b}
 	}
-	if _, _, err := o.Send(ctx, in, nil, false); err != nil {
+	if _, _, err := o.Send(ctx, in, false); err != nil {
 		t.Fatal(err)
 	}
 	got, err := o.Receive(ctx, st.ReceiveInput{MaxMessages: 1})

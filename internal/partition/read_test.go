@@ -45,7 +45,7 @@ func TestUnreadableNowIsKept(t *testing.T) {
 	s := &flakyReads{Store: store.NewMemory()}
 	o := ownerOn(t, s, clk)
 	for _, b := range []string{"a", "b"} {
-		if _, _, err := o.Send(context.Background(), []st.SendInput{{Body: b}}, nil, false); err != nil {
+		if _, _, err := o.Send(context.Background(), []st.SendInput{{Body: b}}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -25,7 +25,7 @@ func TestRebuiltFIFO(t *testing.T) {
 	}
 	for i, g := range []string{"a", "b", "a", "a", "b"} {
 		in := st.SendInput{Body: string(rune('1' + i)), GroupID: g, DedupID: string(rune('1' + i))}
-		if _, _, err := o.Send(ctx, []st.SendInput{in}, nil, false); err != nil {
+		if _, _, err := o.Send(ctx, []st.SendInput{in}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -83,7 +83,7 @@ func TestRevertKeepsTheBodyWhereCompactionMovedIt(t *testing.T) {
 		bodies = append(bodies, st.SendInput{Body: fmt.Sprintf("filler-%02d-%s", i, pad)})
 	}
 	for _, in := range bodies {
-		if _, _, err := o.Send(ctx, []st.SendInput{in}, nil, false); err != nil {
+		if _, _, err := o.Send(ctx, []st.SendInput{in}, false); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -42,8 +42,11 @@ func (o *Owner) ForgetOrigin(ctx context.Context, p uint64) error {
 // succeeded (batch says it is a batch: some errors differ). (The number
 // of entries is the wire's concern: SQS allows 1 to 10, which the SQS
 // front checks; their total size is checked here.)
-//
-// from, when not nil, delivers messages that come from records of other
+func (o *Owner) Send(ctx context.Context, in []st.SendInput, batch bool) ([]st.SendResult, []error, error) {
+	return o.send(ctx, in, nil, batch)
+}
+
+// Deliver sends, as one batch, messages that come from records of other
 // partitions (a topic's publishes), each at most once: from[i] is where
 // in[i] comes from, and deliveries from one origin partition come in
 // position order, each naming the one it follows (queue.Origin). A
@@ -55,7 +58,12 @@ func (o *Owner) ForgetOrigin(ctx context.Context, p uint64) error {
 // same append as the messages, one record an origin. A message refused
 // (errs[i]) takes no position, and the later messages of its origin in
 // the call are refused with it: deliver them again after it.
-func (o *Owner) Send(ctx context.Context, in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
+func (o *Owner) Deliver(ctx context.Context, in []st.SendInput, from []queue.Origin) ([]st.SendResult, []error, error) {
+	return o.send(ctx, in, from, true)
+}
+
+// send is Send, or Deliver with from.
+func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin, batch bool) ([]st.SendResult, []error, error) {
 	if batch {
 		if err := message.CheckBatch(in); err != nil {
 			return nil, nil, err

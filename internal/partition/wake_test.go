@@ -92,7 +92,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	}
 	before := pollersOf(b)
 
-	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "one"}}, nil, false); err != nil {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "one"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	if r := <-got; r.i != 0 || len(r.msgs) != 1 {
@@ -103,7 +103,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 	}
 
 	// Two messages, two polls.
-	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "a"}, {Body: "b"}}, nil, true); err != nil {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "a"}, {Body: "b"}}, true); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
@@ -135,7 +135,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 		got <- result{9, ms}
 	}()
 	waitPollers(t, b, 2)
-	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "c"}}, nil, false); err != nil {
+	if _, _, err := b.Send(ctx, []st.SendInput{{Body: "c"}}, false); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -176,7 +176,7 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 			free <- ms
 		}()
 		waitPollers(t, b, 2)
-		if _, _, err := b.Send(ctx, []st.SendInput{{Body: "x", GroupID: "tenant"}}, nil, false); err != nil {
+		if _, _, err := b.Send(ctx, []st.SendInput{{Body: "x", GroupID: "tenant"}}, false); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -186,7 +186,7 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 			}
 			cancel()
 			// The free poll is still waiting: end it with a message.
-			if _, _, err := b.Send(ctx, []st.SendInput{{Body: "y", GroupID: "tenant"}}, nil, false); err != nil {
+			if _, _, err := b.Send(ctx, []st.SendInput{{Body: "y", GroupID: "tenant"}}, false); err != nil {
 				t.Fatal(err)
 			}
 			<-free

@@ -589,7 +589,7 @@ func (r *runner) arrive(i int32, now time.Duration) error {
 		in.DedupID = in.Body // each body is new
 	}
 	r.send[0] = in
-	_, _, err := r.q.Send(r.ctx, r.send[:], nil, false)
+	_, _, err := r.q.Send(r.ctx, r.send[:], false)
 	op := Op{At: now, Kind: OpSend, Tenant: m.name, Body: in.Body}
 	at := now
 	if err != nil {

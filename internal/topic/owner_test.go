@@ -106,7 +106,7 @@ func (n *node) Deliver(ctx context.Context, arn string, in []st.SendInput, from 
 	if o == nil {
 		return nil, ErrNoQueue
 	}
-	_, errs, err := o.Send(ctx, in, from, true)
+	_, errs, err := o.Deliver(ctx, in, from)
 	return errs, err
 }
 
