@@ -67,8 +67,9 @@ type ReceiveInput struct {
 	WaitTimeSeconds *int
 	// AttemptID is ReceiveRequestAttemptId (FIFO queues only).
 	AttemptID string
-	// Partition binds the receive to one partition; -1 or nil means any.
-	Partition *int
+	// Shard binds the receive to one shard of the queue (the Shards
+	// attribute); -1 or nil means any.
+	Shard *int
 }
 
 // Message is one received (or peeked) message with all its system

@@ -80,15 +80,15 @@ type TenantLimits struct {
 
 // TenantInfo is one tenant of a queue as the scheduler sees it.
 type TenantInfo struct {
-	Name       string         `json:"name"`
-	Ready      int            `json:"ready"`
-	InFlight   int            `json:"in_flight"`
-	Lanes      map[string]int `json:"lanes"` // ready messages by lane: live, retry-N, backlog
-	OldestAge  time.Duration  `json:"oldest_age_ns"`
-	Spilled    bool           `json:"spilled"` // over its receive rate: served from the spillover lane
-	Capped     bool           `json:"capped"`  // at its in-flight cap
-	Partitions []int          `json:"partitions"`
-	Limits     *TenantLimits  `json:"limits,omitempty"` // its overrides, if any
+	Name      string         `json:"name"`
+	Ready     int            `json:"ready"`
+	InFlight  int            `json:"in_flight"`
+	Lanes     map[string]int `json:"lanes"` // ready messages by lane: live, retry-N, backlog
+	OldestAge time.Duration  `json:"oldest_age_ns"`
+	Spilled   bool           `json:"spilled"`          // over its receive rate: served from the spillover lane
+	Capped    bool           `json:"capped"`           // at its in-flight cap
+	Shards    []int          `json:"shards"`           // the queue's shards it hashes to (Shards attribute)
+	Limits    *TenantLimits  `json:"limits,omitempty"` // its overrides, if any
 	// FreshFirst says its backlog stands and what it sends is served
 	// first (the backlog mode, since FreshFirstSince), while its older
 	// messages (Lanes["backlog"], the oldest OldOldestAge old) drain

@@ -186,7 +186,7 @@ func TestTenantAPI(t *testing.T) {
 		t.Fatalf("tenants %d %+v", code, ts)
 	}
 	var ti broker.TenantInfo
-	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"weight": 4, "max_in_flight": 2}`, &ti); code != 200 || ti.Limits == nil || ti.Limits.Weight != 4 || len(ti.Partitions) != 2 {
+	if code := call(t, srv, "PUT", "/api/queues/q/tenants/acme", `{"weight": 4, "max_in_flight": 2}`, &ti); code != 200 || ti.Limits == nil || ti.Limits.Weight != 4 || len(ti.Shards) != 2 {
 		t.Fatalf("set tenant %d %+v", code, ti)
 	}
 	var e map[string]string

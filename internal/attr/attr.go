@@ -62,11 +62,25 @@ var specs = map[string]spec{
 	"OldestFirst":           {check: checkBool},
 	"MaxMessageAgeSeconds":  {isInt: true, min: 0, max: 1209600},
 	"ExpiredMessageAction":  {check: oneOf("Drop", "DeadLetter")},
-	"Partitions":            {isInt: true, min: 1, max: 256},
-	"PartitionsPerTenant":   {isInt: true, min: 1, max: 256},
+	"Shards":                {isInt: true, min: 1, max: 256},
+	"ShardsPerTenant":       {isInt: true, min: 1, max: 256},
 	"LowerLaneShare":        {check: checkFloat(0.01, 0.5)},
 	"TenantHeadroom":        {isInt: true, min: 0, max: 1000},
 	"RetryDelays":           {check: checkRetryDelays},
+}
+
+// FormerNames are the earlier names of attributes that were renamed:
+// still accepted when set and answered when asked for by name (the
+// current name is the one All answers with). A queue's settings written
+// under a former name read as the current one.
+var FormerNames = map[string]string{"Partitions": "Shards", "PartitionsPerTenant": "ShardsPerTenant"}
+
+// current is the current name of attribute name.
+func current(name string) string {
+	if c, ok := FormerNames[name]; ok {
+		return c
+	}
+	return name
 }
 
 // ReadOnly are the computed attributes SQS answers (with All too).
@@ -84,7 +98,7 @@ var SluiceReadOnly = []string{
 
 // Known reports whether name is an attribute GetQueueAttributes answers.
 func Known(name string) bool {
-	_, ok := specs[name]
+	_, ok := specs[current(name)]
 	return ok || slices.Contains(ReadOnly, name) || slices.Contains(SluiceReadOnly, name)
 }
 
@@ -120,8 +134,14 @@ func (s Selection) Has(n string) bool {
 // for (they cost a look at every tenant).
 func (s Selection) AnySluice() bool { return slices.ContainsFunc(SluiceReadOnly, s.Has) }
 
-// Keep leaves in m only the attributes asked for, and returns it.
+// Keep leaves in m only the attributes asked for (answering one asked for
+// by a former name under that name), and returns it.
 func (s Selection) Keep(m map[string]string) map[string]string {
+	for former, cur := range FormerNames {
+		if v, ok := m[cur]; ok && s.names[former] {
+			m[former] = v
+		}
+	}
 	maps.DeleteFunc(m, func(n, _ string) bool { return !s.Has(n) })
 	return m
 }
@@ -306,11 +326,16 @@ func Validate(in map[string]string, fifo, creating bool) (map[string]string, err
 		names = append(names, k)
 	}
 	sort.Strings(names)
-	for _, name := range names {
-		v := in[name]
+	for _, given := range names {
+		v, name := in[given], current(given)
+		if name != given {
+			if w, both := in[name]; both && w != v {
+				return nil, InvalidValue(name, given+" (its former name) is given too, with another value")
+			}
+		}
 		sp, ok := specs[name]
 		if !ok {
-			return nil, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", name)
+			return nil, st.Errorf(st.CodeInvalidAttributeName, "Unknown Attribute %s.", given)
 		}
 		if sp.fifoOnly && !fifo {
 			switch name {
@@ -332,13 +357,13 @@ func Validate(in map[string]string, fifo, creating bool) (map[string]string, err
 		if sp.isInt {
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < sp.min || n > sp.max {
-				return nil, InvalidValue(name, "")
+				return nil, InvalidValue(given, "")
 			}
 			v = strconv.Itoa(n)
 		}
 		if sp.check != nil {
 			if err := sp.check(v); err != nil {
-				return nil, InvalidValue(name, "")
+				return nil, InvalidValue(given, "")
 			}
 		}
 		switch name {
@@ -372,10 +397,16 @@ func Validate(in map[string]string, fifo, creating bool) (map[string]string, err
 	return out, nil
 }
 
-// Effective returns an attribute's value or its default.
+// Effective returns an attribute's value or its default (a value set
+// under a former name is the attribute's).
 func Effective(set map[string]string, name string) string {
 	if v, ok := set[name]; ok && v != "" {
 		return v
+	}
+	for former, cur := range FormerNames {
+		if v := set[former]; cur == name && v != "" {
+			return v
+		}
 	}
 	return specs[name].def
 }
@@ -393,6 +424,11 @@ func effFloat(set map[string]string, name string) float64 {
 // Apply merges validated changes into a queue's attributes (an empty value
 // clears one).
 func Apply(attrs, changes map[string]string) {
+	for former, cur := range FormerNames { // a value set under its former name is replaced or cleared with it
+		if _, ok := changes[cur]; ok {
+			delete(attrs, former)
+		}
+	}
 	for k, v := range changes {
 		if v == "" || (k == "KmsDataKeyReusePeriodSeconds" && v == "300") {
 			delete(attrs, k)
@@ -415,10 +451,7 @@ func Render(meta *record.QueueMeta) map[string]string {
 		if sp.fifoOnly && !meta.FIFO {
 			continue
 		}
-		v, ok := meta.Attrs[n]
-		if !ok || v == "" {
-			v = sp.def
-		}
+		v := Effective(meta.Attrs, n)
 		if n == "FifoQueue" {
 			v = "true"
 		}
@@ -446,7 +479,7 @@ type Config struct {
 	Queue              queue.Config
 	MaxMessageSize     int
 	ReceiveWait        time.Duration
-	Partitions         int
+	Shards             int
 	TenantKey          TenantKeyKind
 	TenantAttribute    string // TenantFromAttribute: its name
 	DeadLetterTarget   string // the dead-letter queue's ARN ("" when none)
@@ -460,7 +493,7 @@ func Parse(meta *record.QueueMeta) Config {
 	c := Config{
 		MaxMessageSize: effInt(set, "MaximumMessageSize"),
 		ReceiveWait:    time.Duration(effInt(set, "ReceiveMessageWaitTimeSeconds")) * time.Second,
-		Partitions:     max(1, effInt(set, "Partitions")),
+		Shards:         max(1, effInt(set, "Shards")),
 	}
 	switch k := set["TenantKey"]; {
 	case k == "Principal":
@@ -491,10 +524,10 @@ func Parse(meta *record.QueueMeta) Config {
 	q.MaxAge = time.Duration(effInt(set, "MaxMessageAgeSeconds")) * time.Second
 	q.AgeToDLQ = set["ExpiredMessageAction"] == "DeadLetter"
 	q.Sched = sched.Config{
-		Fair:                set["FairDelivery"] != "false",
-		Partitions:          effInt(set, "Partitions"),
-		PartitionsPerTenant: effInt(set, "PartitionsPerTenant"),
-		SidelineAge:         int64(effInt(set, "SidelineAgeSeconds")) * 1000,
+		Fair:            set["FairDelivery"] != "false",
+		Shards:          effInt(set, "Shards"),
+		ShardsPerTenant: effInt(set, "ShardsPerTenant"),
+		SidelineAge:     int64(effInt(set, "SidelineAgeSeconds")) * 1000,
 		// The backlog mode is the default (a FIFO queue's by group): a
 		// fixed SidelineAgeSeconds replaces it, OldestFirst turns it off.
 		Adaptive:       effInt(set, "SidelineAgeSeconds") == 0 && set["OldestFirst"] != "true",

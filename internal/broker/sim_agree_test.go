@@ -183,7 +183,7 @@ func agree(t *testing.T, scenario string) {
 		{"dead-lettered messages", res.Queue.DeadLettered, 1},
 		{"RetryMessage calls", count(ops, simulator.OpRetry), 50},
 		{"heartbeats (ChangeMessageVisibility)", count(ops, simulator.OpChangeVisibility), 20},
-		{"receives bound to partition 1", countIf(ops, func(op simulator.Op) bool { return op.Kind == simulator.OpReceive && op.Partition == 1 }), 50},
+		{"receives bound to shard 1", countIf(ops, func(op simulator.Op) bool { return op.Kind == simulator.OpReceive && op.Shard == 1 }), 50},
 	} {
 		if c.n < c.want {
 			t.Errorf("trivial run: %d %s, want at least %d", c.n, c.what, c.want)
@@ -221,7 +221,7 @@ func (r *replay) createQueues(sc *simulator.Scenario) {
 
 // do makes op's call and returns what the server answered, as an Op.
 func (r *replay) do(op simulator.Op) simulator.Op {
-	got := simulator.Op{At: op.At, Kind: op.Kind, Tenant: op.Tenant, Body: op.Body, Max: op.Max, Partition: op.Partition, Visibility: op.Visibility}
+	got := simulator.Op{At: op.At, Kind: op.Kind, Tenant: op.Tenant, Body: op.Body, Max: op.Max, Shard: op.Shard, Visibility: op.Visibility}
 	var err error
 	switch op.Kind {
 	case simulator.OpSend:
@@ -229,8 +229,8 @@ func (r *replay) do(op simulator.Op) simulator.Op {
 			MessageGroupId: aws.String(op.Tenant)})
 	case simulator.OpReceive:
 		var opts []func(*awssqs.Options)
-		if op.Partition >= 0 {
-			opts = append(opts, withHeader("X-Sluice-Partition", strconv.Itoa(op.Partition)))
+		if op.Shard >= 0 {
+			opts = append(opts, withHeader("X-Sluice-Shard", strconv.Itoa(op.Shard)))
 		}
 		var out *awssqs.ReceiveMessageOutput
 		out, err = r.client.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: &r.url,
@@ -320,7 +320,7 @@ func opName(op simulator.Op) string {
 	case simulator.OpSend:
 		return "send " + op.Body
 	case simulator.OpReceive:
-		return fmt.Sprintf("receive max %d partition %d", op.Max, op.Partition)
+		return fmt.Sprintf("receive max %d shard %d", op.Max, op.Shard)
 	case simulator.OpDelete:
 		return "delete " + op.Body
 	case simulator.OpChangeVisibility:

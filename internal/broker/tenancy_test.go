@@ -263,19 +263,22 @@ func TestSluiceAttributeValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := b.GetQueueAttributes("q", []string{"All"})
-	if err != nil || a["Partitions"] != "4" || a["SidelineAgeSeconds"] != "60" {
-		t.Fatalf("attributes: %v %v", a, err)
+	if err != nil || a["Shards"] != "4" || a["ShardsPerTenant"] != "2" || a["SidelineAgeSeconds"] != "60" || a["Partitions"] != "" {
+		t.Fatalf("attributes (set under their former names, answered under the current ones): %v %v", a, err)
+	}
+	if a, err := b.GetQueueAttributes("q", []string{"Partitions"}); err != nil || a["Partitions"] != "4" {
+		t.Fatalf("asked for by its former name: %v %v", a, err)
 	}
 	if _, ok := a["TenantKey"]; ok {
 		t.Errorf("unset Sluice attributes should stay hidden: %v", a)
 	}
 	info, err := b.Tenant("q", "acme")
-	if err != nil || len(info.Partitions) != 2 {
-		t.Fatalf("tenant partitions: %+v %v", info, err)
+	if err != nil || len(info.Shards) != 2 {
+		t.Fatalf("tenant shards: %+v %v", info, err)
 	}
-	// A receive bound to a partition that does not exist.
-	if _, err := b.Receive(ctx, "q", st.ReceiveInput{Partition: ptr(4)}); code(err) != st.CodeInvalidParameterValue {
-		t.Fatalf("partition 4 of 4: %v", err)
+	// A receive bound to a shard that does not exist.
+	if _, err := b.Receive(ctx, "q", st.ReceiveInput{Shard: ptr(4)}); code(err) != st.CodeInvalidParameterValue {
+		t.Fatalf("shard 4 of 4: %v", err)
 	}
 }
 

@@ -170,15 +170,15 @@ func (k *clientCmd) adminPeek(ctx context.Context, queue string, f filter, max i
 }
 
 type tenantRow struct {
-	Name       string         `json:"name"`
-	Ready      int            `json:"ready"`
-	InFlight   int            `json:"in_flight"`
-	Lanes      map[string]int `json:"lanes"`
-	OldestAge  time.Duration  `json:"oldest_age_ns"`
-	Spilled    bool           `json:"spilled"`
-	Capped     bool           `json:"capped"`
-	Partitions []int          `json:"partitions"`
-	Limits     map[string]any `json:"limits,omitempty"`
+	Name      string         `json:"name"`
+	Ready     int            `json:"ready"`
+	InFlight  int            `json:"in_flight"`
+	Lanes     map[string]int `json:"lanes"`
+	OldestAge time.Duration  `json:"oldest_age_ns"`
+	Spilled   bool           `json:"spilled"`
+	Capped    bool           `json:"capped"`
+	Shards    []int          `json:"shards"`
+	Limits    map[string]any `json:"limits,omitempty"`
 	// The backlog mode: engaged since FreshFirstSince, the oldest of the
 	// old side OldOldestAge old.
 	FreshFirst      bool          `json:"fresh_first"`
@@ -212,13 +212,13 @@ func (k *clientCmd) printTenants(ts []tenantRow) error {
 			raw, _ := json.Marshal(t.Limits)
 			lim = string(raw)
 		}
-		parts := make([]string, len(t.Partitions))
-		for i, p := range t.Partitions {
+		parts := make([]string, len(t.Shards))
+		for i, p := range t.Shards {
 			parts[i] = strconv.Itoa(p)
 		}
 		rows = append(rows, []string{dash(t.Name), strconv.Itoa(t.Ready), strconv.Itoa(t.InFlight), t.OldestAge.Round(time.Millisecond).String(),
 			dash(strings.Join(lanes, " ")), dash(strings.Join(state, ", ")), strings.Join(parts, ","), dash(lim)})
 	}
-	cmdkit.Table(k.env.Stdout, []string{"TENANT", "READY", "IN FLIGHT", "OLDEST", "LANES", "STATE", "PARTITIONS", "OVERRIDES"}, rows)
+	cmdkit.Table(k.env.Stdout, []string{"TENANT", "READY", "IN FLIGHT", "OLDEST", "LANES", "STATE", "SHARDS", "OVERRIDES"}, rows)
 	return nil
 }

@@ -507,7 +507,7 @@ func (o *Owner) Tenant(tenant string) st.TenantInfo {
 			return figures.Tenant(t, now, o.meta.Tenants)
 		}
 	}
-	info := figures.Tenant(sched.TenantStats{Name: tenant, Partitions: o.q.Sched().TenantPartitions(tenant)}, now, o.meta.Tenants)
+	info := figures.Tenant(sched.TenantStats{Name: tenant, Shards: o.q.Sched().TenantShards(tenant)}, now, o.meta.Tenants)
 	info.Lanes = map[string]int{}
 	return info
 }

@@ -27,16 +27,16 @@ func (o *Owner) Receive(ctx context.Context, in st.ReceiveInput) ([]st.Message, 
 	}
 	clk := o.h.Clock
 	o.mu.Lock()
-	waitFor, parts, fifo := o.cfg.ReceiveWait, o.cfg.Partitions, o.cfg.Queue.FIFO
+	waitFor, shards, fifo := o.cfg.ReceiveWait, o.cfg.Shards, o.cfg.Queue.FIFO
 	o.mu.Unlock()
 	if in.WaitTimeSeconds != nil {
 		waitFor = time.Duration(*in.WaitTimeSeconds) * time.Second
 	}
 	a := ask{max: max, vis: in.VisibilityTimeout, attemptID: in.AttemptID, part: -1}
-	if in.Partition != nil {
-		a.part = *in.Partition
-		if fifo || a.part < -1 || a.part >= parts {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Partition is invalid. Reason: the queue has %d partitions, numbered from 0 (FIFO queues have none to bind to).", a.part, parts)
+	if in.Shard != nil {
+		a.part = *in.Shard
+		if fifo || a.part < -1 || a.part >= shards {
+			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %d for X-Sluice-Shard is invalid. Reason: the queue has %d shards, numbered from 0 (FIFO queues have none to bind to).", a.part, shards)
 		}
 	}
 	deadline := clk.Now().Add(waitFor)

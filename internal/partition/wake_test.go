@@ -157,7 +157,7 @@ func TestSendWakesOnlyWhatItNeeds(t *testing.T) {
 func ptrInt(v int) *int { return &v }
 
 // Polls bound to a partition cannot take every message: while one waits,
-// a send wakes every poll, so that a message on another partition still
+// a send wakes every poll, so that a message on another shard still
 // finds the unbound poll behind it.
 func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 	ctx := context.Background()
@@ -166,7 +166,7 @@ func TestBoundPollsDoNotSwallowWakes(t *testing.T) {
 		bctx, cancel := context.WithCancel(ctx)
 		bound := make(chan []st.Message, 1)
 		go func() {
-			ms, _ := b.Receive(bctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20), Partition: ptrInt(part)})
+			ms, _ := b.Receive(bctx, st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: ptrInt(20), Shard: ptrInt(part)})
 			bound <- ms
 		}()
 		waitPollers(t, b, 1)

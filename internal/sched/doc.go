@@ -1,13 +1,13 @@
 // Package sched decides which ready message a receive gets: the
 // anti-backlog policy of a queue. It holds the ready messages of a standard
-// queue arranged by partition, lane and tenant, and the per-tenant state
+// queue arranged by shard, lane and tenant, and the per-tenant state
 // that limits need (in-flight counts, token buckets, delivery rates).
 //
 // The policy, in the order a pick applies it:
 //
-//   - Partitions (shuffle sharding). A queue has N partitions; a tenant
+//   - Shards (shuffle sharding). A queue has N shards; a tenant
 //     hashes to k of them and each message goes to the least loaded of its
-//     k. A receive serves the partitions in turn, or one partition when the
+//     k. A receive serves the shards in turn, or one shard when the
 //     consumer binds to it.
 //   - Lanes. Ready messages wait in lanes: live, retry-1..n, spillover,
 //     backlog, served by priority, except that a lower lane that has been

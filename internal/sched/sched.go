@@ -10,13 +10,13 @@ import (
 // Config is the policy of one queue. Zero values mean "off" unless said.
 type Config struct {
 	// Fair serves tenants by deficit round robin. When false, each lane is
-	// one FIFO for the whole partition and per-tenant receive limits do
+	// one FIFO for the whole shard and per-tenant receive limits do
 	// not apply (plain SQS behaviour); send limits still do.
 	Fair bool
-	// Partitions is the number of partitions (default 1);
-	// PartitionsPerTenant how many of them a tenant hashes to (default
-	// min(2, Partitions)).
-	Partitions, PartitionsPerTenant int
+	// Shards is the number of shards (default 1);
+	// ShardsPerTenant how many of them a tenant hashes to (default
+	// min(2, Shards)).
+	Shards, ShardsPerTenant int
 	// RetryLevels is the number of retry lanes.
 	RetryLevels int
 	// SidelineAge (ms): ready messages older than this wait in the backlog
@@ -105,10 +105,10 @@ type Lookup func(seq uint64) (e *Entry, sent int64, tenant string, ok bool)
 type Sched struct {
 	cfg     Config
 	lookup  Lookup
-	parts   []*partition
+	parts   []*shard
 	tenants map[string]*tenant
 	idle    []*tenant // tenants with nothing queued, swept once refilled
-	next    int       // partition round robin
+	next    int       // shard round robin
 	ready   int
 	// busy counts tenants with messages ready or in flight (not idle),
 	// inflight the messages in flight: a tenant's fair share of the
@@ -120,7 +120,7 @@ type Sched struct {
 	Sidelined, Spilled, HeldBack, Engaged uint64
 }
 
-type partition struct {
+type shard struct {
 	idx    int
 	count  int
 	rings  []ring    // by lane; the spillover ring is at spillLane
@@ -202,10 +202,10 @@ func (d *deque) pop() {
 	}
 }
 
-// ptenant is a tenant's share of one partition.
+// ptenant is a tenant's share of one shard.
 type ptenant struct {
 	t       *tenant
-	p       *partition
+	p       *shard
 	dq      []deque   // by deque lane: live, retries, backlog
 	n       []int     // live entries per deque
 	inRing  []bool    // by ring lane
@@ -249,13 +249,13 @@ func New(cfg Config, lookup Lookup) *Sched {
 }
 
 func normalize(c Config) Config {
-	if c.Partitions < 1 {
-		c.Partitions = 1
+	if c.Shards < 1 {
+		c.Shards = 1
 	}
-	if c.PartitionsPerTenant < 1 {
-		c.PartitionsPerTenant = min(2, c.Partitions)
+	if c.ShardsPerTenant < 1 {
+		c.ShardsPerTenant = min(2, c.Shards)
 	}
-	c.PartitionsPerTenant = min(c.PartitionsPerTenant, c.Partitions)
+	c.ShardsPerTenant = min(c.ShardsPerTenant, c.Shards)
 	if c.LowerLaneShare <= 0 {
 		c.LowerLaneShare = 0.1
 	}
@@ -280,10 +280,10 @@ func (s *Sched) ringOf(d int) int {
 // BacklogLane is the deque lane of sidelined old messages.
 func (s *Sched) BacklogLane() int { return s.dqLanes() - 1 }
 
-func (s *Sched) newParts() []*partition {
-	ps := make([]*partition, s.cfg.Partitions)
+func (s *Sched) newParts() []*shard {
+	ps := make([]*shard, s.cfg.Shards)
 	for i := range ps {
-		ps[i] = &partition{idx: i, rings: make([]ring, s.lanes()), credit: make([]float64, s.lanes())}
+		ps[i] = &shard{idx: i, rings: make([]ring, s.lanes()), credit: make([]float64, s.lanes())}
 	}
 	return ps
 }
@@ -291,7 +291,7 @@ func (s *Sched) newParts() []*partition {
 // Config returns the configuration in effect.
 func (s *Sched) Config() Config { return s.cfg }
 
-// SetConfig changes the policy. When the shape changes (partitions, retry
+// SetConfig changes the policy. When the shape changes (shards, retry
 // levels, fairness) every queued message is placed again, in order.
 func (s *Sched) SetConfig(now int64, cfg Config) {
 	cfg = normalize(cfg)
@@ -301,7 +301,7 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 		t.lim = s.limits(t.name)
 		t.sendLim = 0
 	}
-	if old.Partitions == cfg.Partitions && old.PartitionsPerTenant == cfg.PartitionsPerTenant &&
+	if old.Shards == cfg.Shards && old.ShardsPerTenant == cfg.ShardsPerTenant &&
 		old.RetryLevels == cfg.RetryLevels && old.Fair == cfg.Fair {
 		// In name order: uncapped tenants join the rounds in this order,
 		// which must not depend on map order.
@@ -311,7 +311,7 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 		return
 	}
 	// Reshape: collect the queued messages, give every tenant new
-	// partition shares, and queue them again in sequence order. Tenant
+	// shard shares, and queue them again in sequence order. Tenant
 	// objects stay, so in-flight messages settle against the right counts.
 	type q struct {
 		seq    uint64
@@ -334,7 +334,7 @@ func (s *Sched) SetConfig(now int64, cfg Config) {
 				}
 			}
 		}
-		t.parts = Shard(t.name, cfg.Partitions, cfg.PartitionsPerTenant)
+		t.parts = Shard(t.name, cfg.Shards, cfg.ShardsPerTenant)
 		t.pts = make([]*ptenant, len(t.parts))
 		t.ready, t.capped = 0, false
 	}
@@ -405,13 +405,13 @@ func (s *Sched) tenant(name string) *tenant {
 	}
 	t := &tenant{name: name, lim: s.limits(name)}
 	s.busy++ // a new tenant is not idle until maybeIdle says so
-	t.parts = Shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+	t.parts = Shard(name, s.cfg.Shards, s.cfg.ShardsPerTenant)
 	t.pts = make([]*ptenant, len(t.parts))
 	s.tenants[name] = t
 	return t
 }
 
-// Shard picks the k distinct partitions of n a tenant hashes to (its
+// Shard picks the k distinct shards of n a tenant hashes to (its
 // shuffle shard), deterministically: the same for a name everywhere.
 func Shard(name string, n, k int) []int {
 	if n == 1 {
@@ -442,12 +442,12 @@ func splitmix(x uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// TenantPartitions returns the partitions a tenant hashes to.
-func (s *Sched) TenantPartitions(name string) []int {
+// TenantShards returns the shards a tenant hashes to.
+func (s *Sched) TenantShards(name string) []int {
 	if !s.cfg.Fair {
 		name = ""
 	}
-	return Shard(name, s.cfg.Partitions, s.cfg.PartitionsPerTenant)
+	return Shard(name, s.cfg.Shards, s.cfg.ShardsPerTenant)
 }
 
 func (s *Sched) ptenant(t *tenant, i int) *ptenant {
@@ -473,7 +473,7 @@ func (s *Sched) Push(now int64, seq uint64, e *Entry, tenant string, lane int) {
 	lane = min(max(lane, 0), s.dqLanes()-1)
 	t := s.tenant(tenant)
 	s.wake(t)
-	// The least loaded of the tenant's partitions.
+	// The least loaded of the tenant's shards.
 	best := 0
 	for i := 1; i < len(t.parts); i++ {
 		if s.parts[t.parts[i]].count < s.parts[t.parts[best]].count {
@@ -493,7 +493,7 @@ func (s *Sched) Push(now int64, seq uint64, e *Entry, tenant string, lane int) {
 	s.sweep(now)
 }
 
-// enlist puts a tenant's partition share in the rings it belongs to.
+// enlist puts a tenant's shard share in the rings it belongs to.
 func (s *Sched) enlist(pt *ptenant) {
 	if pt.t.capped {
 		return
@@ -665,7 +665,7 @@ func (s *Sched) Forget(now int64) {
 	s.idle = append([]*tenant(nil), s.idle...)
 }
 
-// Pop picks the next message to deliver from partition part (-1: any)
+// Pop picks the next message to deliver from shard part (-1: any)
 // and marks it in flight. spare is the number of other receivers waiting
 // (for Headroom; pass a large number when unknown). ok is false when
 // nothing is eligible.
@@ -690,7 +690,7 @@ func (s *Sched) Pop(now int64, part, spare int) (seq uint64, ok bool) {
 	return 0, false
 }
 
-func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
+func (s *Sched) popPart(now int64, p *shard, hold bool) (uint64, bool) {
 	L := s.lanes()
 	// failed marks the lanes whose pick failed in this call with tenants
 	// still in them (all held back for headroom); popLane clears it when
@@ -737,8 +737,8 @@ func (s *Sched) popPart(now int64, p *partition, hold bool) (uint64, bool) {
 	}
 }
 
-// popLane serves one lane of a partition by deficit round robin.
-func (s *Sched) popLane(now int64, p *partition, l int, hold bool, failed *uint64) (uint64, bool) {
+// popLane serves one lane of a shard by deficit round robin.
+func (s *Sched) popLane(now int64, p *shard, l int, hold bool, failed *uint64) (uint64, bool) {
 	r := &p.rings[l]
 	spill := l == s.spillLane()
 	held := 0 // tenants at the front passed over for headroom, sent to the back
@@ -987,7 +987,7 @@ func (s *Sched) settleMode(t *tenant) {
 	}
 }
 
-// liveBehind reports whether the live lane of partition p is not kept up
+// liveBehind reports whether the live lane of shard p is not kept up
 // with: the message at the head of its first tenant has waited longer than
 // StandingTarget. In the backlog mode the backlog lane earns its share of
 // the picks only then: while fresh traffic is served within the target,
@@ -996,7 +996,7 @@ func (s *Sched) settleMode(t *tenant) {
 // traffic, which would fall behind for good); once the consumers cannot
 // keep up with fresh traffic either, the share keeps the old side from
 // starving.
-func (s *Sched) liveBehind(now int64, p *partition) bool {
+func (s *Sched) liveBehind(now int64, p *shard) bool {
 	r := &p.rings[Live]
 	if r.len() == 0 {
 		return false
@@ -1120,14 +1120,14 @@ func (s *Sched) Tenants() int { return len(s.tenants) }
 
 // TenantStats is one tenant's figures.
 type TenantStats struct {
-	Name       string
-	Ready      int
-	InFlight   int
-	Lanes      []int // ready per deque lane
-	Oldest     int64 // sent time (unix ms) of the oldest lane head, 0 if none
-	Spilled    bool
-	Capped     bool
-	Partitions []int
+	Name     string
+	Ready    int
+	InFlight int
+	Lanes    []int // ready per deque lane
+	Oldest   int64 // sent time (unix ms) of the oldest lane head, 0 if none
+	Spilled  bool
+	Capped   bool
+	Shards   []int
 	// Engaged is when the tenant's backlog mode engaged (unix ms; 0: it is
 	// not): what it sends is served before its older messages, which
 	// wait in its backlog lane. OldestOld is the sent time of the oldest
@@ -1144,7 +1144,7 @@ func (s *Sched) Stats(now int64) []TenantStats {
 		if t.ready == 0 && t.inflight == 0 {
 			continue
 		}
-		ts := TenantStats{Name: t.name, Ready: t.ready, InFlight: t.inflight, Lanes: make([]int, s.dqLanes()), Capped: t.capped, Partitions: t.parts,
+		ts := TenantStats{Name: t.name, Ready: t.ready, InFlight: t.inflight, Lanes: make([]int, s.dqLanes()), Capped: t.capped, Shards: t.parts,
 			Engaged: t.engaged}
 		for _, pt := range t.pts {
 			if pt == nil {

@@ -22,9 +22,9 @@ func TestDifferential(t *testing.T) {
 
 func differential(t *testing.T, seed uint64) {
 	r := rand.New(rand.NewPCG(seed, 7))
-	cfg := Config{Fair: r.IntN(4) != 0, Partitions: 1 + r.IntN(3), RetryLevels: r.IntN(3),
+	cfg := Config{Fair: r.IntN(4) != 0, Shards: 1 + r.IntN(3), RetryLevels: r.IntN(3),
 		LowerLaneShare: []float64{0, 0.1, 0.5}[r.IntN(3)]}
-	cfg.PartitionsPerTenant = 1 + r.IntN(cfg.Partitions)
+	cfg.ShardsPerTenant = 1 + r.IntN(cfg.Shards)
 	if r.IntN(2) == 0 {
 		cfg.Limits.MaxInFlight = 1 + r.IntN(3)
 	}
@@ -123,11 +123,11 @@ func checkPop(t *testing.T, h *harness, cfg Config, seq uint64, ok bool) {
 	if cfg.Fair && cfg.Limits.MaxInFlight > 0 && inflight[key(cfg, it.tenant)] > cfg.Limits.MaxInFlight {
 		t.Errorf("tenant %s has %d in flight, cap %d", it.tenant, inflight[key(cfg, it.tenant)], cfg.Limits.MaxInFlight)
 	}
-	// FIFO within tenant, lane and partition: no older ready message of
-	// the same tenant waits in the same lane of the same partition.
+	// FIFO within tenant, lane and shard: no older ready message of
+	// the same tenant waits in the same lane of the same shard.
 	for s, o := range h.items {
 		if h.order[s] < h.order[seq] && o.state == "ready" && o.Entry.pt == it.Entry.pt && o.Entry.lane == it.Entry.lane {
-			t.Errorf("popped %d before older %d of the same tenant, lane and partition", seq, s)
+			t.Errorf("popped %d before older %d of the same tenant, lane and shard", seq, s)
 		}
 	}
 }

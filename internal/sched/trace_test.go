@@ -131,14 +131,14 @@ func (a args) dur(k string, def time.Duration) time.Duration {
 
 func parseConfig(a args) Config {
 	return Config{
-		Fair:                a.str("fair", "true") == "true",
-		Partitions:          a.int("partitions", 1),
-		PartitionsPerTenant: a.int("per-tenant", 0),
-		RetryLevels:         a.int("retry", 0),
-		SidelineAge:         a.dur("sideline", 0).Milliseconds(),
-		Adaptive:            a.str("adaptive", "false") == "true",
-		LowerLaneShare:      a.float("share", 0),
-		Headroom:            a.int("headroom", 0),
+		Fair:            a.str("fair", "true") == "true",
+		Shards:          a.int("shards", 1),
+		ShardsPerTenant: a.int("per-tenant", 0),
+		RetryLevels:     a.int("retry", 0),
+		SidelineAge:     a.dur("sideline", 0).Milliseconds(),
+		Adaptive:        a.str("adaptive", "false") == "true",
+		LowerLaneShare:  a.float("share", 0),
+		Headroom:        a.int("headroom", 0),
 		Limits: Limits{
 			MaxInFlight:     a.int("cap", 0),
 			ReceiveRate:     a.float("rrate", 0),
@@ -260,7 +260,7 @@ func (h *harness) run(cmd string, a args) string {
 	case "stats":
 		var out []string
 		for _, ts := range h.s.Stats(h.now) {
-			line := fmt.Sprintf("%s ready=%d inflight=%d lanes=%v parts=%v", ts.Name, ts.Ready, ts.InFlight, ts.Lanes, ts.Partitions)
+			line := fmt.Sprintf("%s ready=%d inflight=%d lanes=%v parts=%v", ts.Name, ts.Ready, ts.InFlight, ts.Lanes, ts.Shards)
 			if ts.Spilled {
 				line += " spilled"
 			}

@@ -51,10 +51,10 @@ type Op struct {
 	// ("acme#17"); Err is the queue's error code ("" when it took it).
 	Tenant, Body string
 	Err          string
-	// Receive: MaxMessages, the partition it was bound to (-1: any), and
+	// Receive: MaxMessages, the shard it was bound to (-1: any), and
 	// the bodies received, in the order the queue gave them.
-	Max, Partition int
-	Bodies         []string
+	Max, Shard int
+	Bodies     []string
 	// Delete, ChangeVisibility, Retry: the body of the message whose
 	// delivery is settled; Visibility the new timeout (ChangeVisibility);
 	// Err the queue's error code, if it refused.
@@ -372,7 +372,7 @@ type runner struct {
 	current    map[string]string
 	serving    map[string]int32
 	visibility int // the queue's VisibilityTimeout, seconds (heartbeats)
-	partitions int // the queue's Partitions (bound consumers)
+	shards     int // the queue's Shards (bound consumers)
 	fifo       bool
 	// own: the queue keeps no figures by tenant (FairDelivery = false, or
 	// a FIFO queue), so the run keeps its own.
@@ -429,7 +429,7 @@ func Run(ctx context.Context, sc *Scenario, opt Options) (*Result, error) {
 		return nil, err
 	}
 	cfg := r.q.Config()
-	r.visibility, r.partitions = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Partitions
+	r.visibility, r.shards = int(cfg.Queue.VisibilityTimeout/time.Second), cfg.Shards
 	r.fifo = sc.FIFO()
 	r.own = r.fifo || sc.Queue["FairDelivery"] == "false"
 	r.expiry = cfg.Queue.Retention
@@ -644,8 +644,8 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 	in := st.ReceiveInput{MaxMessages: n, WaitTimeSeconds: &r.zero}
 	part := -1
 	if r.sc.Consumers.Bind {
-		part = int(ci) % r.partitions
-		in.Partition = &part
+		part = int(ci) % r.shards
+		in.Shard = &part
 	}
 	msgs, err := r.q.Receive(r.ctx, in)
 	if err != nil {
@@ -656,7 +656,7 @@ func (r *runner) poll(ci int32, now time.Duration) error {
 		msgs = nil // OverLimit: as if empty
 	}
 	if r.opt.Trace != nil {
-		op := Op{At: now, Kind: OpReceive, Max: n, Partition: part}
+		op := Op{At: now, Kind: OpReceive, Max: n, Shard: part}
 		for _, m := range msgs {
 			op.Bodies = append(op.Bodies, m.Body)
 		}

@@ -116,7 +116,7 @@ type Window struct {
 // ChangeMessageVisibility 0 ("release"). With Heartbeat set, a consumer
 // extends each message's visibility to the queue's VisibilityTimeout
 // every Heartbeat while it serves it. With Bind, consumer i receives
-// only from partition i mod Partitions (X-Sluice-Partition). During a
+// only from shard i mod Shards (X-Sluice-Shard). During a
 // Dependency period, the messages served take its Latency more and fail
 // with its Failure probability instead.
 type Consumers struct {

@@ -344,8 +344,8 @@ func TestScenarioShuffleSharding(t *testing.T) {
 	}
 	for _, v := range sc.Expand() {
 		t.Run(v.Variant, func(t *testing.T) {
-			n, err1 := strconv.Atoi(v.Queue["Partitions"])
-			k, err2 := strconv.Atoi(v.Queue["PartitionsPerTenant"])
+			n, err1 := strconv.Atoi(v.Queue["Shards"])
+			k, err2 := strconv.Atoi(v.Queue["ShardsPerTenant"])
 			if err := errors.Join(err1, err2); err != nil {
 				t.Fatal(err)
 			}

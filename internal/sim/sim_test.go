@@ -390,7 +390,7 @@ failure = 0.3
 
 // ordered is a scenario whose runs serve messages out of their tenant's
 // send order: an outage engages the backlog mode, each tenant's messages
-// spread over two partitions, and failures are given back at once.
+// spread over two shards, and failures are given back at once.
 const ordered = `
 duration = "10m"
 sample = "1m"

@@ -505,13 +505,17 @@ func (s *Server) receiveMessage(req *request) (wire.Obj, error) {
 	if in.AttemptID, err = req.p.Str("ReceiveRequestAttemptId"); err != nil {
 		return nil, err
 	}
-	// Sluice extension: bind this receive to one partition of the queue.
-	if h := req.r.Header.Get("X-Sluice-Partition"); h != "" {
-		n, err := strconv.Atoi(h)
-		if err != nil {
-			return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %s for X-Sluice-Partition is invalid. Reason: must be a partition number.", h)
+	// Sluice extension: bind this receive to one shard of the queue
+	// (X-Sluice-Partition is the header's former name).
+	for _, name := range []string{"X-Sluice-Shard", "X-Sluice-Partition"} {
+		if h := req.r.Header.Get(name); h != "" {
+			n, err := strconv.Atoi(h)
+			if err != nil {
+				return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %s for %s is invalid. Reason: must be a shard number.", h, name)
+			}
+			in.Shard = &n
+			break
 		}
-		in.Partition = &n
 	}
 	sysNames, err := req.p.StrList("AttributeNames")
 	if err != nil {

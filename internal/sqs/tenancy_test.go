@@ -82,18 +82,18 @@ func TestAntiBacklogAttributesThroughSDK(t *testing.T) {
 		must(c.ChangeMessageVisibility(ctx, &awssqs.ChangeMessageVisibilityInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}))
 	}
 
-	// Each tenant sits in one partition of two; a consumer bound to the
-	// quiet tenant's partition gets only what that partition holds.
+	// Each tenant sits in one shard of two; a consumer bound to the quiet
+	// tenant's shard gets only what that shard holds.
 	info, err := e.broker.Tenant("tenants", "quiet")
-	if err != nil || len(info.Partitions) != 1 {
-		t.Fatalf("quiet's partitions: %+v %v", info, err)
+	if err != nil || len(info.Shards) != 1 {
+		t.Fatalf("quiet's shards: %+v %v", info, err)
 	}
 	noisy, _ := e.broker.Tenant("tenants", "noisy")
 	bound := must(c.ReceiveMessage(ctx, &awssqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10},
-		header("X-Sluice-Partition", fmt.Sprint(info.Partitions[0]))))
+		header("X-Sluice-Shard", fmt.Sprint(info.Shards[0]))))
 	for _, m := range bound.Messages {
-		if aws.ToString(m.Body) == "noisy" && noisy.Partitions[0] != info.Partitions[0] {
-			t.Errorf("a receive bound to partition %d got a message of partition %d", info.Partitions[0], noisy.Partitions[0])
+		if aws.ToString(m.Body) == "noisy" && noisy.Shards[0] != info.Shards[0] {
+			t.Errorf("a receive bound to shard %d got a message of shard %d", info.Shards[0], noisy.Shards[0])
 		}
 	}
 	if len(bound.Messages) == 0 {

@@ -233,14 +233,14 @@ async function queuePage(name) {
     (lanes.map(([l, n]) => '<tr><td>' + esc(l) + '</td><td class="num">' + n + '</td></tr>').join('') || '<tr><td colspan="2" class="note">Nothing ready.</td></tr>') +
     '</tbody></table>';
   const tenants = q.tenants || [];
-  html += '<h3>Tenants (largest backlogs)</h3><table id="tenants"><thead><tr><th>Tenant</th><th>Ready</th><th>In flight</th><th>Oldest</th><th>Backlog (1h)</th><th>Oldest age (1h)</th><th>State</th><th>Partitions</th></tr></thead><tbody>' +
+  html += '<h3>Tenants (largest backlogs)</h3><table id="tenants"><thead><tr><th>Tenant</th><th>Ready</th><th>In flight</th><th>Oldest</th><th>Backlog (1h)</th><th>Oldest age (1h)</th><th>State</th><th>Shards</th></tr></thead><tbody>' +
     (tenants.map(t => '<tr><td>' + esc(t.name || '(none)') + '</td><td class="num">' + t.ready + '</td><td class="num">' + t.in_flight +
       '</td><td class="num ' + ageClass(t.oldest_age_ns / 1e9) + '">' + age(t.oldest_age_ns / 1e9) + '</td><td>' +
       spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].ready : 0))) + '</td><td>' +
       spark(h.map(p => (p.tenants && p.tenants[t.name] ? p.tenants[t.name].oldest_age_seconds : 0)), 120, 28, '#b35c00') + '</td><td>' +
       [t.fresh_first ? 'fresh first since ' + new Date(t.fresh_first_since).toLocaleTimeString() + ' (' + ((t.lanes || {}).backlog || 0) + ' older behind, the oldest ' + age(t.old_oldest_age_ns / 1e9) + ')' : '',
         t.spilled ? 'over receive rate' : '', t.capped ? 'at in-flight cap' : ''].filter(Boolean).join(', ') + '</td><td>' +
-      esc((t.partitions || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="8" class="note">No tenant holds messages.</td></tr>') +
+      esc((t.shards || []).join(', ')) + '</td></tr>').join('') || '<tr><td colspan="8" class="note">No tenant holds messages.</td></tr>') +
     '</tbody></table>';
   const msgs = peek.messages || [];
   html += '<h3>Messages <span class="note">(peeked: they stay in the queue)</span></h3>' +

@@ -145,7 +145,7 @@ func Queue(s State, c *Counters) st.QueueStats {
 // overridden.
 func Tenant(t sched.TenantStats, now time.Time, over map[string]record.TenantLimits) st.TenantInfo {
 	info := st.TenantInfo{Name: t.Name, Ready: t.Ready, InFlight: t.InFlight, Spilled: t.Spilled, Capped: t.Capped,
-		Partitions: t.Partitions, Lanes: map[string]int{}}
+		Shards: t.Shards, Lanes: map[string]int{}}
 	for i, n := range t.Lanes {
 		if n == 0 {
 			continue
