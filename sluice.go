@@ -61,8 +61,8 @@ type (
 
 // The topic types.
 type (
-	TopicInfo     = broker.TopicInfo
-	Subscription  = broker.Subscription
+	TopicInfo     = sluicetype.TopicInfo
+	Subscription  = sluicetype.Subscription
 	PublishInput  = broker.PublishInput
 	PublishResult = broker.PublishResult
 	TopicFigures  = broker.TopicFigures

@@ -376,3 +376,30 @@ type ClusterStatus struct {
 	// it then answers no request about a queue.
 	CutOff bool
 }
+
+// TopicInfo is a topic's settings and subscriptions. (The log keeps its
+// own record of them: a field renamed here changes nothing on disk.)
+type TopicInfo struct {
+	ID       uint64            `json:"id"`
+	Name     string            `json:"name"`
+	FIFO     bool              `json:"fifo,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+	Created  int64             `json:"created"`  // unix ms
+	Modified int64             `json:"modified"` // unix ms
+	// Subs are the topic's subscriptions by id (the last part of the
+	// subscription's ARN).
+	Subs map[string]Subscription `json:"subs,omitempty"`
+}
+
+// Subscription is one subscription of a topic.
+type Subscription struct {
+	Protocol string            `json:"protocol"`
+	Endpoint string            `json:"endpoint"` // a queue's ARN
+	Owner    string            `json:"owner,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Created  int64             `json:"created"` // unix ms
+	// From is the number of the topic's last publish when it subscribed:
+	// it gets the publishes after it.
+	From uint64 `json:"from,omitempty"`
+}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/sluicemq/sluice/internal/engine"
 	"github.com/sluicemq/sluice/internal/forward"
-	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/topic"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -42,8 +41,8 @@ type Queues interface {
 // Topics are the operator's views of topics and their deliveries.
 type Topics interface {
 	Topics() []string
-	Topic(name string) (record.TopicInfo, error)
-	AllTopics(ctx context.Context) []record.TopicInfo
+	Topic(name string) (st.TopicInfo, error)
+	AllTopics(ctx context.Context) []st.TopicInfo
 	TopicFigures(name string) (topic.Figures, error)
 	SubscriptionFirstAttempts() []engine.OriginAge
 }

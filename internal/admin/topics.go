@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -102,7 +101,7 @@ func (s *Server) queueIndex(r *http.Request) map[string]st.QueueStats {
 	return out
 }
 
-func (s *Server) topicToJSON(info record.TopicInfo, queues map[string]st.QueueStats) topicJSON {
+func (s *Server) topicToJSON(info st.TopicInfo, queues map[string]st.QueueStats) topicJSON {
 	t := topicJSON{Name: info.Name, FIFO: info.FIFO, Subscriptions: make([]subscriptionJSON, 0, len(info.Subs))}
 	for id, sub := range info.Subs {
 		j := subscriptionJSON{ID: id, Protocol: sub.Protocol, Endpoint: sub.Endpoint,
@@ -143,7 +142,7 @@ func (s *Server) queueName(arn string) (string, bool) {
 
 // deadLetterTarget is the dead-letter queue's ARN of a subscription's
 // RedrivePolicy ("" when none), as package topic reads it.
-func deadLetterTarget(sub record.Subscription) string {
+func deadLetterTarget(sub st.Subscription) string {
 	var rp struct {
 		DeadLetterTargetArn string `json:"deadLetterTargetArn"`
 	}

@@ -22,9 +22,9 @@ import (
 
 type (
 	// TopicInfo is a topic's settings and subscriptions.
-	TopicInfo = record.TopicInfo
+	TopicInfo = sluicetype.TopicInfo
 	// Subscription is one subscription of a topic.
-	Subscription = record.Subscription
+	Subscription = sluicetype.Subscription
 	// PublishInput is a message to publish, checked already.
 	PublishInput = topic.PublishSpec
 	// PublishResult is a publish's outcome.
@@ -40,11 +40,35 @@ var ErrNoTopic = sluicetype.ErrNoTopic
 // or returns the existing one of that name (created false: compare its
 // settings).
 func (b *Broker) CreateTopic(info TopicInfo) (TopicInfo, bool, error) {
-	o, created, err := b.e.CreateTopic(info)
+	o, created, err := b.e.CreateTopic(topicIn(info))
 	if err != nil {
 		return TopicInfo{}, false, err
 	}
-	return o.Info(), created, nil
+	return topicOut(o.Info()), created, nil
+}
+
+// topicIn is a topic's settings as the log keeps them, topicOut as the
+// broker shows them: two types, so that neither's names bind the other.
+func topicIn(t TopicInfo) record.TopicInfo {
+	r := record.TopicInfo{ID: t.ID, Name: t.Name, FIFO: t.FIFO, Attrs: t.Attrs, Tags: t.Tags, Created: t.Created, Modified: t.Modified}
+	if t.Subs != nil {
+		r.Subs = make(map[string]record.Subscription, len(t.Subs))
+		for id, s := range t.Subs {
+			r.Subs[id] = record.Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Owner: s.Owner, Attrs: s.Attrs, Created: s.Created, From: s.From}
+		}
+	}
+	return r
+}
+
+func topicOut(r record.TopicInfo) TopicInfo {
+	t := TopicInfo{ID: r.ID, Name: r.Name, FIFO: r.FIFO, Attrs: r.Attrs, Tags: r.Tags, Created: r.Created, Modified: r.Modified}
+	if r.Subs != nil {
+		t.Subs = make(map[string]Subscription, len(r.Subs))
+		for id, s := range r.Subs {
+			t.Subs[id] = Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Owner: s.Owner, Attrs: s.Attrs, Created: s.Created, From: s.From}
+		}
+	}
+	return t
 }
 
 // DeleteTopic deletes a topic and its subscriptions; a topic that does
@@ -62,7 +86,7 @@ func (b *Broker) Topic(name string) (TopicInfo, error) {
 	if err != nil {
 		return TopicInfo{}, err
 	}
-	return o.Info(), nil
+	return topicOut(o.Info()), nil
 }
 
 // UpdateTopic changes a topic's settings or subscriptions: f edits a copy
@@ -72,7 +96,14 @@ func (b *Broker) UpdateTopic(name string, f func(*TopicInfo) error) error {
 	if err != nil {
 		return err
 	}
-	return moving(o.Update(f))
+	return moving(o.Update(func(r *record.TopicInfo) error {
+		t := topicOut(*r)
+		if err := f(&t); err != nil {
+			return err
+		}
+		*r = topicIn(t)
+		return nil
+	}))
 }
 
 // Publish publishes messages to a topic in one durable write.
@@ -95,7 +126,7 @@ func (b *Broker) AllTopics(ctx context.Context) []TopicInfo {
 	var out []TopicInfo
 	for _, name := range b.e.Topics() {
 		if o, err := b.e.Topic(name); err == nil {
-			out = append(out, o.Info())
+			out = append(out, topicOut(o.Info()))
 		}
 	}
 	return out

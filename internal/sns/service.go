@@ -24,7 +24,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/sluicemq/sluice/internal/filterpolicy"
-	"github.com/sluicemq/sluice/internal/record"
 	"github.com/sluicemq/sluice/internal/sns/wire"
 	"github.com/sluicemq/sluice/internal/topic"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -147,17 +146,17 @@ func (s *Service) topicName(ctx context.Context, param, arn string) (string, err
 }
 
 // topic returns a topic the caller may use.
-func (s *Service) topic(ctx context.Context, param, arn string) (string, record.TopicInfo, error) {
+func (s *Service) topic(ctx context.Context, param, arn string) (string, st.TopicInfo, error) {
 	name, err := s.topicName(ctx, param, arn)
 	if err != nil {
-		return "", record.TopicInfo{}, err
+		return "", st.TopicInfo{}, err
 	}
 	info, err := s.b.Topic(name)
 	if err != nil {
 		if param == "ResourceArn" && errors.Is(err, st.ErrNoTopic) {
-			return "", record.TopicInfo{}, wire.ResourceNotFound()
+			return "", st.TopicInfo{}, wire.ResourceNotFound()
 		}
-		return "", record.TopicInfo{}, err
+		return "", st.TopicInfo{}, err
 	}
 	return name, info, nil
 }
@@ -183,7 +182,7 @@ func (s *Service) createTopic(ctx context.Context, in *wire.CreateTopicInput) (w
 	for _, t := range in.Tags {
 		tags[t.Key] = t.Value
 	}
-	info, created, err := s.b.CreateTopic(record.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
+	info, created, err := s.b.CreateTopic(st.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
 	if err != nil {
 		return nil, err
 	}
@@ -293,7 +292,7 @@ func (s *Service) setTopicAttributes(ctx context.Context, in *wire.SetTopicAttri
 	if err := in.Validate(info.FIFO); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		if t.Attrs == nil {
 			t.Attrs = map[string]string{}
 		}
@@ -380,7 +379,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 	}
 	topicARN := s.scope.TopicARN(name)
 	var subARN string
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		for _, id := range slices.Sorted(maps.Keys(t.Subs)) {
 			sub := t.Subs[id]
 			if sub.Protocol == in.Protocol && sub.Endpoint == in.Endpoint {
@@ -393,7 +392,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 		}
 		id := uuid.NewString()
 		if t.Subs == nil {
-			t.Subs = map[string]record.Subscription{}
+			t.Subs = map[string]st.Subscription{}
 		}
 		attrs := map[string]string{}
 		for k, v := range in.Attributes {
@@ -401,7 +400,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 				attrs[k] = v
 			}
 		}
-		t.Subs[id] = record.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
+		t.Subs[id] = st.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
 		subARN = topicARN + ":" + id
 		return nil
 	})
@@ -425,21 +424,21 @@ func (s *Service) confirmSubscription(ctx context.Context, in *wire.ConfirmSubsc
 
 // subscription finds a subscription by ARN: its topic's name, its id and
 // itself.
-func (s *Service) subscription(ctx context.Context, arn string) (string, string, record.TopicInfo, error) {
+func (s *Service) subscription(ctx context.Context, arn string) (string, string, st.TopicInfo, error) {
 	topicARN, err := s.scope.ParseSubscriptionARN(arn)
 	if err != nil {
-		return "", "", record.TopicInfo{}, err
+		return "", "", st.TopicInfo{}, err
 	}
 	name, info, err := s.topic(ctx, "TopicArn", topicARN)
 	if errors.Is(err, st.ErrNoTopic) || wire.CodeOf(err) == wire.CodeNotFound {
-		return "", "", record.TopicInfo{}, wire.SubscriptionNotFound()
+		return "", "", st.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	if err != nil {
-		return "", "", record.TopicInfo{}, err
+		return "", "", st.TopicInfo{}, err
 	}
 	id := strings.TrimPrefix(arn, topicARN+":")
 	if _, ok := info.Subs[id]; !ok {
-		return "", "", record.TopicInfo{}, wire.SubscriptionNotFound()
+		return "", "", st.TopicInfo{}, wire.SubscriptionNotFound()
 	}
 	return name, id, info, nil
 }
@@ -452,7 +451,7 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		delete(t.Subs, id)
 		return nil
 	})
@@ -465,7 +464,7 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 // listSubscriptions lists the subscriptions of topic name, or of every
 // topic the caller may use ("").
 func (s *Service) listSubscriptions(ctx context.Context, name, token string) (wire.ListSubscriptionsOutput, error) {
-	var infos []record.TopicInfo
+	var infos []st.TopicInfo
 	if name == "" {
 		infos = s.b.AllTopics(ctx) // in a cluster, each from its owner
 	} else {
@@ -553,7 +552,7 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 	if err := checkFilter(next, filterpolicy.SetSubscriptionAttributes); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		cur, ok := t.Subs[id]
 		if !ok {
 			return wire.SubscriptionNotFound()
@@ -589,7 +588,7 @@ func spec(m *wire.PublishMessage, t wire.TopicSettings, sender string) topic.Pub
 	return p
 }
 
-func settings(info record.TopicInfo) wire.TopicSettings {
+func settings(info st.TopicInfo) wire.TopicSettings {
 	t := wire.ParseTopicSettings(info.Attrs)
 	t.FIFO = info.FIFO
 	return t
@@ -672,7 +671,7 @@ func (s *Service) tagResource(ctx context.Context, in *wire.TagResourceInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		if t.Tags == nil {
 			t.Tags = map[string]string{}
 		}
@@ -692,7 +691,7 @@ func (s *Service) untagResource(ctx context.Context, in *wire.UntagResourceInput
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *record.TopicInfo) error {
+	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
 		for _, k := range in.TagKeys {
 			delete(t.Tags, k)
 		}
