@@ -391,7 +391,7 @@ func TestClusterTopicModel(t *testing.T) {
 	if seed == 0 {
 		seed = 5
 	}
-	replay := fmt.Sprintf("go test -run TestClusterTopicModel -ctmodel.seed %d -ctmodel.ops %d . (not exactly: real time)", seed, ops)
+	replay := fmt.Sprintf("go test -run TestClusterTopicModel -ctmodel.seed %d -ctmodel.ops %d ./internal/broker (not exactly: real time)", seed, ops)
 	t.Logf("seed %d, %d operations (again: %s)", seed, ops, replay)
 	s := newTopicSim(t, seed)
 	base := &sim{t: t, seed: seed, rng: s.rng, clk: s.clk, logs: &logTail{}, test: "TestClusterTopicModel", replay: replay}
