@@ -349,16 +349,17 @@ func (b *Broker) StartRedrive(ctx context.Context, queue string, f PeekFilter, d
 }
 
 // Snapshot renews every queue's snapshot now (the broker does it by
-// itself as its log grows; for tools, backups and tests).
-func (b *Broker) Snapshot() error {
-	return b.b.Snapshot()
+// itself as its log grows; for tools, backups and tests). A ctx that has
+// ended writes nothing.
+func (b *Broker) Snapshot(ctx context.Context) error {
+	return b.b.Snapshot(ctx)
 }
 
 // CreateTopic creates a topic with info's name, kind, attributes and tags,
 // or returns the existing one of that name (created false: compare its
-// settings).
-func (b *Broker) CreateTopic(info TopicInfo) (TopicInfo, bool, error) {
-	return b.b.CreateTopic(info)
+// settings). A ctx that has ended writes nothing.
+func (b *Broker) CreateTopic(ctx context.Context, info TopicInfo) (TopicInfo, bool, error) {
+	return b.b.CreateTopic(ctx, info)
 }
 
 // DeleteTopic deletes a topic and its subscriptions; a topic that does
@@ -378,9 +379,10 @@ func (b *Broker) Topic(name string) (TopicInfo, error) {
 }
 
 // UpdateTopic changes a topic's settings or subscriptions: f edits a copy
-// (its error changes nothing), written whole.
-func (b *Broker) UpdateTopic(name string, f func(*TopicInfo) error) error {
-	return b.b.UpdateTopic(name, f)
+// (its error changes nothing), written whole. A ctx that has ended writes
+// nothing.
+func (b *Broker) UpdateTopic(ctx context.Context, name string, f func(*TopicInfo) error) error {
+	return b.b.UpdateTopic(ctx, name, f)
 }
 
 // Publish publishes messages to a topic in one durable write.

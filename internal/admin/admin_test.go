@@ -108,7 +108,7 @@ func TestMetricsGolden(t *testing.T) {
 	b.Delete(ctx, "orders", ms[0].ReceiptHandle)
 	// A topic with one subscription, one publish delivered.
 	b.CreateQueue(ctx, "fan", nil, nil)
-	if _, _, err := b.CreateTopic(st.TopicInfo{Name: "events", Subs: map[string]st.Subscription{
+	if _, _, err := b.CreateTopic(ctx, st.TopicInfo{Name: "events", Subs: map[string]st.Subscription{
 		"s": {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:fan"}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -378,10 +378,10 @@ func TestTopicsAPI(t *testing.T) {
 		arn[name] = q.ARN
 	}
 	arn["gone"] = strings.TrimSuffix(arn["billing"], "billing") + "gone" // no such queue
-	if _, _, err := b.CreateTopic(st.TopicInfo{Name: "orders"}); err != nil {
+	if _, _, err := b.CreateTopic(ctx, st.TopicInfo{Name: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	err := b.UpdateTopic("orders", func(ti *st.TopicInfo) error {
+	err := b.UpdateTopic(ctx, "orders", func(ti *st.TopicInfo) error {
 		ti.Subs = map[string]st.Subscription{
 			"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"kind":["order"]}`}},
 			"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"], Attrs: map[string]string{"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q}`, arn["audit-dlq"])}},

@@ -263,7 +263,7 @@ func TestDashboardTopicsInChromium(t *testing.T) {
 		}
 		arn[name] = q.ARN
 	}
-	if _, _, err := b.CreateTopic(st.TopicInfo{Name: "orders", Subs: map[string]st.Subscription{
+	if _, _, err := b.CreateTopic(ctx, st.TopicInfo{Name: "orders", Subs: map[string]st.Subscription{
 		"s-billing": {Protocol: "sqs", Endpoint: arn["billing"], Attrs: map[string]string{"RawMessageDelivery": "true"}},
 		"s-audit":   {Protocol: "sqs", Endpoint: arn["audit"]},
 	}}); err != nil {
@@ -341,7 +341,7 @@ func TestDashboardTopicsInChromium(t *testing.T) {
 
 	// A client names a topic, and a subscription's queue, with markup.
 	const hostile = `x"><img src=x onerror="document.title='owned'">`
-	if _, _, err := b.CreateTopic(st.TopicInfo{Name: hostile, Subs: map[string]st.Subscription{
+	if _, _, err := b.CreateTopic(ctx, st.TopicInfo{Name: hostile, Subs: map[string]st.Subscription{
 		"s-x": {Protocol: "sqs", Endpoint: strings.TrimSuffix(arn["audit"], "audit") + hostile}}}); err != nil {
 		t.Fatal(err)
 	}

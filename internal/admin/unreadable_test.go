@@ -1,6 +1,7 @@
 package admin_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -45,7 +46,7 @@ func setupDamaged(t *testing.T) (*broker.Broker, *httptest.Server, int) {
 			}
 		}
 	}
-	if err := b.Snapshot(); err != nil {
+	if err := b.Snapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {

@@ -491,11 +491,11 @@ func (r clusterBroker) RedriveFiltered(ctx context.Context, queue string, f brok
 }
 
 // Snapshot snapshots what every node owns.
-func (r clusterBroker) Snapshot() error {
+func (r clusterBroker) Snapshot(ctx context.Context) error {
 	var errs []error
 	for _, n := range r.c.nodes {
 		if n.b != nil {
-			errs = append(errs, n.b.Snapshot())
+			errs = append(errs, n.b.Snapshot(ctx))
 		}
 	}
 	return errors.Join(errs...)

@@ -380,7 +380,7 @@ func TestClusterTakeoverOfLargeQueue(t *testing.T) {
 	}
 	t.Logf("sent %d messages of %d B in %v", n, len(body)+6, time.Since(start))
 	own := owner(t, nodes, "big")
-	if err := own.b.Snapshot(); err != nil {
+	if err := own.b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stop := time.Now()

@@ -453,12 +453,12 @@ func callTopic[T any](c *clusterSim, name string, f func(b *broker.Broker) (T, e
 	}
 }
 
-func (r clusterBroker) CreateTopic(info broker.TopicInfo) (broker.TopicInfo, bool, error) {
-	return r.c.catalog().CreateTopic(info)
+func (r clusterBroker) CreateTopic(ctx context.Context, info broker.TopicInfo) (broker.TopicInfo, bool, error) {
+	return r.c.catalog().CreateTopic(ctx, info)
 }
 
-func (r clusterBroker) UpdateTopic(name string, f func(*broker.TopicInfo) error) error {
-	_, err := callTopic(r.c, name, func(b *broker.Broker) (struct{}, error) { return struct{}{}, b.UpdateTopic(name, f) })
+func (r clusterBroker) UpdateTopic(ctx context.Context, name string, f func(*broker.TopicInfo) error) error {
+	_, err := callTopic(r.c, name, func(b *broker.Broker) (struct{}, error) { return struct{}{}, b.UpdateTopic(ctx, name, f) })
 	return err
 }
 

@@ -102,7 +102,7 @@ func crashChild(dir string) {
 	}()
 	go func() {
 		for range time.Tick(crashSnapshotEvery) {
-			if err := b.Snapshot(); err != nil {
+			if err := b.Snapshot(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "snapshot:", err)
 				os.Exit(2)
 			}

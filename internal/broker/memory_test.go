@@ -47,7 +47,7 @@ func TestInMemoryReleasesBodies(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := b.Snapshot(); err != nil { // what the maintenance does each second
+		if err := b.Snapshot(ctx); err != nil { // what the maintenance does each second
 			t.Fatal(err)
 		}
 	}

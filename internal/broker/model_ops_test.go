@@ -986,7 +986,7 @@ func (s *sim) advance() {
 func (s *sim) snapshot() {
 	s.note("snapshot")
 	s.fig.snapshots++
-	if err := s.b.Snapshot(); err != nil {
+	if err := s.b.Snapshot(ctx); err != nil {
 		s.fail("snapshot: %v", err)
 	}
 }
@@ -1121,7 +1121,7 @@ func (s *sim) crashDuring() {
 		s.note("power loss during a snapshot")
 		s.fig.snapshots++
 		var err error
-		s.lose(func() { err = s.b.Snapshot() })
+		s.lose(func() { err = s.b.Snapshot(ctx) })
 		if err != nil {
 			s.fail("snapshot: %v", err)
 		}
@@ -1136,7 +1136,7 @@ func (s *sim) snapshotDuringCompaction() {
 	s.fig.snapshots++
 	s.fig.compactions++
 	done := make(chan error, 1)
-	go func(b modelBroker) { done <- b.Snapshot() }(s.b)
+	go func(b modelBroker) { done <- b.Snapshot(ctx) }(s.b)
 	s.clk.Advance(modelCompact)
 	if err := <-done; err != nil {
 		s.fail("snapshot: %v", err)

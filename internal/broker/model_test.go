@@ -336,7 +336,7 @@ type modelBroker interface {
 	Peek(queue string, f broker.PeekFilter) ([]broker.PeekedMessage, string, error)
 	PurgeFiltered(ctx context.Context, queue string, f broker.PeekFilter) (int, error)
 	RedriveFiltered(ctx context.Context, queue string, f broker.PeekFilter, dest string) (int, error)
-	Snapshot() error
+	Snapshot(ctx context.Context) error
 	StoreStats() broker.StoreStats
 	Close() error
 }

@@ -271,11 +271,11 @@ func TestMoveTaskSurvivesSnapshotAndCompaction(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.runUntil(movedAtLeast(50))
-		if err := r.b.Snapshot(); err != nil {
+		if err := r.b.Snapshot(ctx); err != nil {
 			t.Fatal(err)
 		}
 		r.runUntil(movedAtLeast(150)) // compaction rounds run every second meanwhile
-		if err := r.b.Snapshot(); err != nil {
+		if err := r.b.Snapshot(ctx); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()

@@ -108,7 +108,7 @@ func TestRestartDrainRestart(t *testing.T) {
 			}
 			all := r.sendBodies("q", 0, 400)
 			if snapshot {
-				if err := r.b.Snapshot(); err != nil {
+				if err := r.b.Snapshot(ctx); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -136,7 +136,7 @@ func TestUnreadableBodiesAreCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := r.sendBodies("q", 0, 300)
-	if err := r.b.Snapshot(); err != nil {
+	if err := r.b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.b.Close()
@@ -205,7 +205,7 @@ func TestDeletedNameSurvivesRestart(t *testing.T) {
 	if _, err := b.CreateQueue(ctx, "gone", nil, nil); code(err) != st.CodeQueueDeletedRecently {
 		t.Fatalf("create 20 s after the deletion, after a restart: %v, want QueueDeletedRecently", err)
 	}
-	if err := b.Snapshot(); err != nil {
+	if err := b.Snapshot(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(20 * time.Second)

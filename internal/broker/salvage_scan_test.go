@@ -58,7 +58,7 @@ func TestSalvageCountsIndexDamage(t *testing.T) {
 		}
 		sent[body] = true
 		if i == 400 {
-			if err := b.Snapshot(); err != nil { // then 200 sends after it, in the log
+			if err := b.Snapshot(ctx); err != nil { // then 200 sends after it, in the log
 				t.Fatal(err)
 			}
 		}

@@ -68,7 +68,7 @@ func BenchmarkTopicFanOut(b *testing.B) {
 				}
 				info.Subs[q] = broker.Subscription{Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:" + q}
 			}
-			if _, _, err := br.CreateTopic(info); err != nil {
+			if _, _, err := br.CreateTopic(ctx, info); err != nil {
 				b.Fatal(err)
 			}
 			lat := make([]time.Duration, 0, b.N)

@@ -43,7 +43,7 @@ func topicCrashChild(dir string) {
 			"all": {Protocol: "sqs", Endpoint: arn + "all"},
 			"red": {Protocol: "sqs", Endpoint: arn + "red", Attrs: map[string]string{"RawMessageDelivery": "true", "FilterPolicy": `{"color":["red"]}`}},
 		}}
-		if _, _, err := b.CreateTopic(info); err != nil {
+		if _, _, err := b.CreateTopic(ctx, info); err != nil {
 			fmt.Fprintln(os.Stderr, "create topic:", err)
 			os.Exit(2)
 		}
@@ -61,7 +61,7 @@ func topicCrashChild(dir string) {
 	}
 	go func() {
 		for range time.Tick(crashSnapshotEvery) {
-			if err := b.Snapshot(); err != nil {
+			if err := b.Snapshot(ctx); err != nil {
 				fmt.Fprintln(os.Stderr, "snapshot:", err)
 				os.Exit(2)
 			}

@@ -71,12 +71,12 @@ type tSub struct {
 // topic).
 type topicBroker interface {
 	CreateQueue(ctx context.Context, name string, attrs, tags map[string]string) (broker.QueueInfo, error)
-	CreateTopic(info broker.TopicInfo) (broker.TopicInfo, bool, error)
-	UpdateTopic(name string, f func(*broker.TopicInfo) error) error
+	CreateTopic(ctx context.Context, info broker.TopicInfo) (broker.TopicInfo, bool, error)
+	UpdateTopic(ctx context.Context, name string, f func(*broker.TopicInfo) error) error
 	Publish(ctx context.Context, name string, in []broker.PublishInput) ([]broker.PublishResult, error)
 	Receive(ctx context.Context, queue string, in st.ReceiveInput) ([]st.Message, error)
 	Delete(ctx context.Context, queue, handle string) error
-	Snapshot() error
+	Snapshot(ctx context.Context) error
 	StoreStats() broker.StoreStats
 	Close() error
 }
@@ -148,7 +148,7 @@ func (s *topicSim) run(ops int) {
 	for i, sub := range s.subs {
 		info.Subs[fmt.Sprint("s", i)] = s.subscription(sub)
 	}
-	if _, _, err := s.b.CreateTopic(info); err != nil {
+	if _, _, err := s.b.CreateTopic(ctx, info); err != nil {
 		t.Fatal(err)
 	}
 	for step := 0; step < ops; step++ {
@@ -166,7 +166,7 @@ func (s *topicSim) run(ops int) {
 		case op < 88:
 			s.clk.Advance(time.Duration(s.rng.IntN(10)) * time.Second) // compaction, maintenance
 		case op < 91:
-			if err := s.b.Snapshot(); err != nil {
+			if err := s.b.Snapshot(ctx); err != nil {
 				t.Fatal(err)
 			}
 			s.stats.snapshots++
@@ -207,7 +207,7 @@ func (s *topicSim) subscription(sub *tSub) broker.Subscription {
 // published from now on, and nothing before.
 func (s *topicSim) subscribeLate() {
 	sub := &tSub{queue: "late"}
-	err := s.b.UpdateTopic("events", func(info *broker.TopicInfo) error {
+	err := s.b.UpdateTopic(ctx, "events", func(info *broker.TopicInfo) error {
 		info.Subs["late"] = s.subscription(sub)
 		return nil
 	})

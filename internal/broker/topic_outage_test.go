@@ -60,7 +60,7 @@ func TestSubscriberOutage(t *testing.T) {
 		"billing":   {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:billing", Attrs: map[string]string{"RawMessageDelivery": "true"}},
 		"analytics": {Protocol: "sqs", Endpoint: "arn:aws:sqs:us-east-1:000000000000:analytics", Attrs: map[string]string{"RawMessageDelivery": "true"}},
 	}}
-	if _, _, err := b.CreateTopic(info); err != nil {
+	if _, _, err := b.CreateTopic(ctx, info); err != nil {
 		t.Fatal(err)
 	}
 	// oldest is the age of the oldest message analytics received first in

@@ -38,8 +38,11 @@ var ErrNoTopic = sluicetype.ErrNoTopic
 
 // CreateTopic creates a topic with info's name, kind, attributes and tags,
 // or returns the existing one of that name (created false: compare its
-// settings).
-func (b *Broker) CreateTopic(info TopicInfo) (TopicInfo, bool, error) {
+// settings). A ctx that has ended writes nothing.
+func (b *Broker) CreateTopic(ctx context.Context, info TopicInfo) (TopicInfo, bool, error) {
+	if err := ctx.Err(); err != nil { // nothing written
+		return TopicInfo{}, false, err
+	}
 	o, created, err := b.e.CreateTopic(topicIn(info))
 	if err != nil {
 		return TopicInfo{}, false, err
@@ -90,8 +93,12 @@ func (b *Broker) Topic(name string) (TopicInfo, error) {
 }
 
 // UpdateTopic changes a topic's settings or subscriptions: f edits a copy
-// (its error changes nothing), written whole.
-func (b *Broker) UpdateTopic(name string, f func(*TopicInfo) error) error {
+// (its error changes nothing), written whole. A ctx that has ended writes
+// nothing.
+func (b *Broker) UpdateTopic(ctx context.Context, name string, f func(*TopicInfo) error) error {
+	if err := ctx.Err(); err != nil { // nothing written
+		return err
+	}
 	o, err := b.topic(name)
 	if err != nil {
 		return err

@@ -45,7 +45,7 @@ func verifyDir(t *testing.T) string {
 			}
 		}
 	}
-	if err := b.Snapshot(); err != nil {
+	if err := b.Snapshot(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Close(); err != nil {

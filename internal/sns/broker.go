@@ -10,11 +10,11 @@ import (
 // Topics is what the SNS front asks of the server: its topics, their
 // subscriptions and publishing (internal/broker's Broker is one).
 type Topics interface {
-	CreateTopic(info st.TopicInfo) (st.TopicInfo, bool, error)
+	CreateTopic(ctx context.Context, info st.TopicInfo) (st.TopicInfo, bool, error)
 	DeleteTopic(ctx context.Context, name string) error
 	Topics() []string
 	Topic(name string) (st.TopicInfo, error)
-	UpdateTopic(name string, f func(*st.TopicInfo) error) error
+	UpdateTopic(ctx context.Context, name string, f func(*st.TopicInfo) error) error
 	Publish(ctx context.Context, name string, in []topic.PublishSpec) ([]topic.PublishResult, error)
 	AllTopics(ctx context.Context) []st.TopicInfo
 	QueueNameFromARN(arn string) (string, error)

@@ -182,7 +182,7 @@ func (s *Service) createTopic(ctx context.Context, in *wire.CreateTopicInput) (w
 	for _, t := range in.Tags {
 		tags[t.Key] = t.Value
 	}
-	info, created, err := s.b.CreateTopic(st.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
+	info, created, err := s.b.CreateTopic(ctx, st.TopicInfo{Name: in.Name, FIFO: fifo, Attrs: attrs, Tags: tags})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +292,7 @@ func (s *Service) setTopicAttributes(ctx context.Context, in *wire.SetTopicAttri
 	if err := in.Validate(info.FIFO); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		if t.Attrs == nil {
 			t.Attrs = map[string]string{}
 		}
@@ -379,7 +379,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 	}
 	topicARN := s.scope.TopicARN(name)
 	var subARN string
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		for _, id := range slices.Sorted(maps.Keys(t.Subs)) {
 			sub := t.Subs[id]
 			if sub.Protocol == in.Protocol && sub.Endpoint == in.Endpoint {
@@ -451,7 +451,7 @@ func (s *Service) unsubscribe(ctx context.Context, in *wire.UnsubscribeInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		delete(t.Subs, id)
 		return nil
 	})
@@ -552,7 +552,7 @@ func (s *Service) setSubscriptionAttributes(ctx context.Context, in *wire.SetSub
 	if err := checkFilter(next, filterpolicy.SetSubscriptionAttributes); err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		cur, ok := t.Subs[id]
 		if !ok {
 			return wire.SubscriptionNotFound()
@@ -671,7 +671,7 @@ func (s *Service) tagResource(ctx context.Context, in *wire.TagResourceInput) (w
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		if t.Tags == nil {
 			t.Tags = map[string]string{}
 		}
@@ -691,7 +691,7 @@ func (s *Service) untagResource(ctx context.Context, in *wire.UntagResourceInput
 	if err != nil {
 		return nil, err
 	}
-	err = s.b.UpdateTopic(name, func(t *st.TopicInfo) error {
+	err = s.b.UpdateTopic(ctx, name, func(t *st.TopicInfo) error {
 		for _, k := range in.TagKeys {
 			delete(t.Tags, k)
 		}
