@@ -66,6 +66,30 @@ func clusterLogger(t *testing.T) *slog.Logger {
 // cluster elects its first JetStream leader once every peer is up.
 func startCluster(t *testing.T, n int) []*clusterNode {
 	t.Helper()
+	// A port found free may be taken by another test's process before a
+	// node binds it: start again on other ports.
+	for attempt := 1; ; attempt++ {
+		nodes, err := tryStartCluster(t, n)
+		if err == nil {
+			t.Cleanup(func() {
+				for _, nd := range nodes {
+					if nd != nil {
+						nd.close()
+					}
+				}
+			})
+			return nodes
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on other ports: %v", err)
+	}
+}
+
+// tryStartCluster is one try of startCluster: on an error, the nodes that
+// started are closed again.
+func tryStartCluster(t *testing.T, n int) ([]*clusterNode, error) {
 	ports, err := natstest.FreePorts(n)
 	if err != nil {
 		t.Fatal(err)
@@ -103,19 +127,15 @@ func startCluster(t *testing.T, n int) []*clusterNode {
 		})
 	}
 	wg.Wait()
-	t.Cleanup(func() {
+	if err := errors.Join(errs...); err != nil {
 		for _, nd := range nodes {
 			if nd != nil {
 				nd.close()
 			}
 		}
-	})
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
+		return nil, err
 	}
-	return nodes
+	return nodes, nil
 }
 
 // owner is the node that owns queue q (as each node's routing says).
