@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/http"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,24 +311,15 @@ func (c *clusterNode) start(e *engine.Engine) error {
 	return nil
 }
 
-// askSubject is where every node answers the others' question (asks):
+// answer serves one question of the other nodes' asks (cluster.Answer):
 // "stats", its queues' figures; "sources", the queues it owns whose
 // dead-letter queue is the ARN asked about; "settings", the attributes of
 // the queue asked about if it owns it (else null); "topics", the topics
-// it owns; "forget", after a topic's deletion, its queues forget their
-// marks of the topic's partition (the data).
-func (c *clusterNode) askSubject(question string) string {
-	return cluster.Subjects(c.cfg.Name).Ask(question)
-}
-
-// answer serves one question of the other nodes' asks: f's answer to
-// the question's data, as JSON.
+// it owns; "cert", an SNS signing certificate if it is this node's;
+// "forget", after a topic's deletion, its queues forget their marks of the
+// topic's partition (the data); and the move tasks' (cluster_tasks.go).
 func (c *clusterNode) answer(question string, f func(data []byte) any) error {
-	sub, err := c.nc.Subscribe(c.askSubject(question), func(m *nats.Msg) {
-		if data, err := json.Marshal(f(m.Data)); err == nil {
-			_ = m.Respond(data)
-		}
-	})
+	sub, err := cluster.Answer(c.nc, cluster.Subjects(c.cfg.Name), question, f)
 	if err == nil {
 		c.mu.Lock()
 		c.subs = append(c.subs, sub)
@@ -369,31 +358,9 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 }
 
 // ask asks every node a question (this one's included) and returns the
-// members' answers that came within a second.
+// members' answers that came within a second (cluster.Ask).
 func (c *clusterNode) ask(ctx context.Context, question string, data []byte) ([][]byte, error) {
-	want := len(c.m.Load().Status().Members)
-	inbox := c.nc.NewRespInbox()
-	replies := make(chan *nats.Msg, 64)
-	sub, err := c.nc.ChanSubscribe(inbox, replies)
-	if err != nil {
-		return nil, err
-	}
-	defer sub.Unsubscribe()
-	if err := c.nc.PublishRequest(c.askSubject(question), inbox, data); err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	var out [][]byte
-	for len(out) < want {
-		select {
-		case m := <-replies:
-			out = append(out, m.Data)
-		case <-ctx.Done():
-			return out, nil
-		}
-	}
-	return out, nil
+	return cluster.Ask(ctx, c.nc, cluster.Subjects(c.cfg.Name), question, data, len(c.m.Load().Status().Members))
 }
 
 // gatherStats asks every node for its queues' figures.
@@ -402,27 +369,7 @@ func (c *clusterNode) gatherStats(ctx context.Context, b *Broker) []QueueStats {
 	if err != nil {
 		return b.Stats()
 	}
-	return byName(answers, func(q QueueStats) string { return q.Name })
-}
-
-// byName merges the nodes' answers (each a JSON list) into one list by
-// name, sorted: what a node that owns a thing says of it (a thing moving
-// between owners may come twice; one is kept).
-func byName[T any](answers [][]byte, name func(T) string) []T {
-	all := map[string]T{}
-	for _, a := range answers {
-		var ts []T
-		if json.Unmarshal(a, &ts) == nil {
-			for _, t := range ts {
-				all[name(t)] = t
-			}
-		}
-	}
-	out := make([]T, 0, len(all))
-	for _, n := range slices.Sorted(maps.Keys(all)) {
-		out = append(out, all[n])
-	}
-	return out
+	return cluster.ByName(answers, func(q QueueStats) string { return q.Name })
 }
 
 // Sources asks every node which queues it owns have the dead-letter queue
@@ -812,7 +759,7 @@ func (c *clusterNode) certificate(ctx context.Context, p string) ([]byte, bool) 
 // gatherTopics asks every node for the topics it owns.
 func (c *clusterNode) gatherTopics(ctx context.Context) []TopicInfo {
 	answers, _ := c.ask(ctx, "topics", nil)
-	return byName(answers, func(t TopicInfo) string { return t.Name })
+	return cluster.ByName(answers, func(t TopicInfo) string { return t.Name })
 }
 
 // RouteCatalog is Route for requests that change the catalog (create and
