@@ -51,6 +51,37 @@ type wiring func(names, routes []string) (peers, extra func(i int) []string)
 // node's --peers lists every node's route address).
 func startWired(t *testing.T, wire wiring) *cluster {
 	t.Helper()
+	// A port found free may be taken by another test's process before a
+	// node binds it: start again on other ports.
+	for attempt := 1; ; attempt++ {
+		c, err := tryWired(t, wire)
+		if err == nil {
+			return c
+		}
+		if attempt == 3 || !c.portTaken() {
+			t.Fatal(err)
+		}
+		t.Logf("starting the cluster again on other ports: %v", err)
+		for _, n := range c.nodes {
+			n.kill()
+		}
+	}
+}
+
+// portTaken reports whether a node's log says that an address it was to
+// listen on was in use.
+func (c *cluster) portTaken() bool {
+	for _, n := range c.nodes {
+		if log, err := os.ReadFile(n.logPath); err == nil && strings.Contains(string(log), "address already in use") {
+			return true
+		}
+	}
+	return false
+}
+
+// tryWired is one try of startWired: an error when a node does not serve.
+func tryWired(t *testing.T, wire wiring) (*cluster, error) {
+	t.Helper()
 	ports, err := freePorts(12)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +114,12 @@ func startWired(t *testing.T, wire wiring) *cluster {
 		c.nodes = append(c.nodes, n)
 	}
 	t.Cleanup(func() {
+		var tails []string
+		if t.Failed() { // before the kills, which let the processes' tails go
+			for _, n := range c.nodes {
+				tails = append(tails, fmt.Sprintf("---- %s (full log: %s): %v\n%s", n.name, n.logPath, n.figures(), n.tails()))
+			}
+		}
 		for _, n := range c.nodes {
 			n.kill()
 		}
@@ -91,10 +128,8 @@ func startWired(t *testing.T, wire wiring) *cluster {
 			tr.CloseIdleConnections()
 		}
 		c.mu.Unlock()
-		if t.Failed() {
-			for _, n := range c.nodes {
-				t.Logf("---- %s (full log: %s): %v\n%s", n.name, n.logPath, n.figures(), n.tails())
-			}
+		for _, tail := range tails {
+			t.Log(tail)
 		}
 	})
 	begin := time.Now()
@@ -111,7 +146,7 @@ func startWired(t *testing.T, wire wiring) *cluster {
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+		return c, err
 	}
 	if err := c.healthy(time.Minute); err != nil {
 		t.Fatal(err)
@@ -120,7 +155,7 @@ func startWired(t *testing.T, wire wiring) *cluster {
 	if err := c.natsRefusesStrangers(); err != nil {
 		t.Fatal(err)
 	}
-	return c
+	return c, nil
 }
 
 // natsRefusesStrangers checks that every node's NATS client port (which
