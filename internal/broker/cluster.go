@@ -141,18 +141,11 @@ type clusterNode struct {
 	e    *engine.Engine
 	m    atomic.Pointer[cluster.Manager] // set once started (the engine's hooks may run before)
 
-	// forwarded and resent count Broker.Forward's requests and its sends
-	// again (ClusterStatus).
-	forwarded, resent atomic.Uint64
-	// lost counts forwarded requests whose node went away before it
-	// answered (forward.ErrOwnerLost): sent again when idempotent.
-	lost atomic.Uint64
-	// silent counts forwarded requests whose node went silent before it
-	// answered, or that were answered ServiceUnavailable because their
-	// queue's owner was silent or gone and no other served it in time.
-	silent atomic.Uint64
-	// live pings the other nodes (see Forward).
-	live *liveness.Tracker
+	// live pings the other nodes; router forwards requests to the nodes
+	// that own their partitions (Broker.Forward), as live and the leases
+	// say.
+	live   *liveness.Tracker
+	router *forward.Router
 
 	mu       sync.Mutex
 	handlers map[string]http.Handler // by service: "sqs", "admin"
@@ -222,7 +215,7 @@ func (c *clusterNode) takeAttempts(p store.PartitionID, data []byte) {
 		return
 	}
 	for _, n := range ns {
-		c.e.TopicFirstAttempt(p, []queue.Origin{n.From}, time.UnixMilli(n.At))
+		c.e.Answers().FirstAttempt(p, []queue.Origin{n.From}, time.UnixMilli(n.At))
 	}
 }
 
@@ -282,6 +275,7 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 		}
 	}
 	cfg.Logger.Info("JetStream is ready", "cluster", cc.Name, "node", cc.Node)
+	c.router = &forward.Router{Conn: c.nc, Live: c.live, Subject: c.partitionSubject}
 	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger, SnapshotBytes: cc.SnapshotBytes}
 	if c.node != nil {
 		jc.StoreLimit = natsnode.DefaultMaxStore // the embedded server's limit: the disk alarm's measure
@@ -333,14 +327,14 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 	answer := c.answer
 	return errors.Join(
 		answer("stats", func([]byte) any { return b.Stats() }),
-		answer("sources", func(arn []byte) any { return c.e.LocalSourcesOf(string(arn)) }),
+		answer("sources", func(arn []byte) any { return c.e.Answers().Sources(string(arn)) }),
 		answer("settings", func(name []byte) any {
-			if attrs, ok := c.e.LocalSettingsOf(string(name)); ok {
+			if attrs, ok := c.e.Answers().Settings(string(name)); ok {
 				return attrs
 			}
 			return nil
 		}),
-		answer("topics", func([]byte) any { return c.e.LocalTopics() }),
+		answer("topics", func([]byte) any { return c.e.Answers().Topics() }),
 		answer("cert", func(p []byte) any {
 			if b.sign != nil {
 				if pem, ok := b.sign.Certificate(string(p)); ok {
@@ -351,7 +345,7 @@ func (c *clusterNode) serveQuestions(b *Broker) error {
 		}),
 		answer("forget", func(data []byte) any {
 			if p, err := strconv.ParseUint(string(data), 10, 64); err == nil && p != uint64(store.Catalog) {
-				c.e.ForgetOrigin(context.Background(), store.PartitionID(p))
+				c.e.Answers().ForgetOrigin(context.Background(), store.PartitionID(p))
 			}
 			return true
 		}))
@@ -620,10 +614,10 @@ type deliverer struct {
 }
 
 func (d deliverer) Deliver(ctx context.Context, in []sluicetype.SendInput, from []queue.Origin) ([]error, error) {
-	return d.e.LocalDeliver(ctx, d.p, in, from)
+	return d.e.Answers().Deliver(ctx, d.p, in, from)
 }
 
-func (d deliverer) Marks(context.Context) (map[uint64]uint64, error) { return d.e.LocalMarks(d.p) }
+func (d deliverer) Marks(context.Context) (map[uint64]uint64, error) { return d.e.Answers().Marks(d.p) }
 
 // serves reports whether this node answers requests forwarded to it for
 // service.
@@ -771,46 +765,16 @@ func (b *Broker) RouteCatalog(service string) string {
 	return route(store.Catalog, service)
 }
 
-const (
-	// ownerWait is how long a request whose partition's owner is silent or
-	// gone waits for the lease bucket to name another (that serves it)
-	// before it is answered ServiceUnavailable.
-	ownerWait = 750 * time.Millisecond
-	// livenessService is the service whose front is pinged (every node of
-	// a cluster serves it): its subscription answers pings from its
-	// delivery loop, which no request holds up.
-	livenessService = "sqs"
-)
+// livenessService is the service whose front is pinged (every node of
+// a cluster serves it): its subscription answers pings from its
+// delivery loop, which no request holds up.
+const livenessService = "sqs"
 
 // Forward sends a request (its body read already) on a route (Route's) to
-// the node that owns the route's partition, as this node's view of the
-// leases names it, and returns its answer. While the partition is between
-// owners (no node holds it, or the node named answers that it does not
-// serve it, or is gone), it waits and sends again to the holder the lease
-// bucket itself names (the view may lag it), until ctx ends: then the
-// error wraps forward.ErrNoOwner.
-//
-// A node that does not answer does not hold a request up for long (every
-// node pings the others: internal/liveness): a request is not sent to a node known to be silent or gone,
-// and one that waits on a node that turns silent or gone stops waiting.
-// An idempotent request (doing it twice does what doing it once does:
-// receives, deletes, reads) is then sent to the partition's next owner;
-// any other one ends with forward.ErrOwnerLost (gone) or forward.ErrOwnerSilent (silent)
-// rather than waiting out ctx for an answer that may never come. While
-// the bucket still names a silent or gone owner, a request waits for
-// another (see forward.How.OwnerWait), then ends with an error wrapping
-// forward.ErrOwnerSilent (it was not sent: nothing was done).
+// the node that owns the route's partition, as forward.Router.Forward
+// does: while the partition is between owners it waits for the next, and
+// a node that stops answering does not hold the request up for long.
 func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body []byte, how forward.How) (*forward.Response, error) {
-	idempotent, start := how.Idempotent, time.Now()
-	// giveUpAt is when a request whose owner is silent or gone, found so
-	// now, stops waiting for another.
-	giveUpAt := func() time.Time {
-		now := time.Now()
-		if at := start.Add(how.OwnerWait); at.After(now.Add(ownerWait)) {
-			return at
-		}
-		return now.Add(ownerWait)
-	}
 	p, service, ok := parseRoute(rt)
 	if !ok {
 		return nil, fmt.Errorf("sluice: forwarding on a malformed route %q", rt)
@@ -819,116 +783,7 @@ func (b *Broker) Forward(ctx context.Context, rt string, r *http.Request, body [
 	if m == nil {
 		return nil, fmt.Errorf("%w: the cluster's manager is not started", forward.ErrNoOwner)
 	}
-	var why error // what the last attempt found, once one failed
-	var giveUp time.Time
-	backoff := 10 * time.Millisecond
-	node, ok := m.Owner(p)
-	b.cl.forwarded.Add(1)
-	for sent := false; ; {
-		if ok {
-			state, changed := b.cl.live.Watch(node)
-			if state != liveness.Alive {
-				why = fmt.Errorf("%w (node %s is %s, partition %d): %w", forward.ErrOwnerSilent, node, state, p, forward.ErrNoOwner)
-				if giveUp.IsZero() {
-					giveUp = giveUpAt()
-				}
-			} else {
-				if sent {
-					b.cl.resent.Add(1)
-				}
-				sent = true
-				resp, err := b.cl.forwardWatched(ctx, node, b.cl.partitionSubject(node, service, p), r, body, changed)
-				switch {
-				case err == nil && resp.Header.Get(forward.NotOwnerHeader) == "":
-					return resp, nil
-				case err == nil:
-					why = fmt.Errorf("%w: node %s does not serve partition %d", forward.ErrNoOwner, node, p)
-				case errors.Is(err, forward.ErrNoOwner):
-					why = fmt.Errorf("%w: node %s", err, node) // it is gone, or not started
-				case (errors.Is(err, forward.ErrOwnerLost) || errors.Is(err, forward.ErrOwnerSilent)) && idempotent:
-					if errors.Is(err, forward.ErrOwnerLost) {
-						b.cl.lost.Add(1)
-					}
-					why = fmt.Errorf("%w (node %s, partition %d)", err, node, p)
-					giveUp = giveUpAt()
-				case errors.Is(err, forward.ErrOwnerLost):
-					b.cl.lost.Add(1)
-					return nil, fmt.Errorf("%w (node %s, partition %d)", err, node, p)
-				case errors.Is(err, forward.ErrOwnerSilent):
-					b.cl.silent.Add(1)
-					return nil, fmt.Errorf("%w (node %s, partition %d); the request may or may not have taken effect", err, node, p)
-				default:
-					return nil, err
-				}
-			}
-		}
-		if !giveUp.IsZero() && time.Now().After(giveUp) {
-			if errors.Is(why, forward.ErrOwnerSilent) {
-				b.cl.silent.Add(1)
-			}
-			return nil, why
-		}
-		nap := backoff
-		if !giveUp.IsZero() {
-			nap = min(nap, max(time.Until(giveUp), 0))
-		}
-		select {
-		case <-time.After(nap):
-		case <-ctx.Done():
-			if why == nil {
-				why = fmt.Errorf("%w: no node holds partition %d", forward.ErrNoOwner, p)
-			}
-			return nil, why
-		}
-		backoff = min(2*backoff, 250*time.Millisecond)
-		// The view named no node that serves p: ask the bucket, which the
-		// view may lag by seconds after a node died.
-		// Not past giveUp: a bucket whose leader went silent answers
-		// nothing until it has a new one.
-		hctx, hcancel := ctx, context.CancelFunc(func() {})
-		if !giveUp.IsZero() {
-			hctx, hcancel = context.WithDeadline(ctx, giveUp)
-		}
-		var err error
-		if node, ok, err = m.Holder(hctx, p); err != nil {
-			node, ok = m.Owner(p)
-		}
-		hcancel()
-	}
-}
-
-// forwardWatched is forward.Do on subject (node's front), except that it
-// stops waiting when node's liveness changes (changed closes) to silent
-// (forward.ErrOwnerSilent) or gone (forward.ErrOwnerLost): the answer may never come.
-func (c *clusterNode) forwardWatched(ctx context.Context, node, subject string, r *http.Request, body []byte, changed <-chan struct{}) (*forward.Response, error) {
-	actx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		for {
-			select {
-			case <-actx.Done():
-				return
-			case <-changed:
-			}
-			var state liveness.State
-			state, changed = c.live.Watch(node)
-			switch state {
-			case liveness.Gone:
-				cancel(forward.ErrOwnerLost)
-				return
-			case liveness.Silent:
-				cancel(forward.ErrOwnerSilent)
-				return
-			}
-		}
-	}()
-	resp, err := forward.Do(actx, c.nc, subject, r, body)
-	if err != nil && ctx.Err() == nil {
-		if cause := context.Cause(actx); errors.Is(cause, forward.ErrOwnerLost) || errors.Is(cause, forward.ErrOwnerSilent) {
-			return nil, cause
-		}
-	}
-	return resp, err
+	return b.cl.router.Forward(ctx, m, p, service, r, body, how)
 }
 
 // CutOff returns forward.ErrCutOff while this node cannot reach any other node of
@@ -955,10 +810,10 @@ func (b *Broker) ClusterStatus() *sluicetype.ClusterStatus {
 	if b.cl == nil || b.cl.m.Load() == nil {
 		return nil
 	}
-	s := b.cl.m.Load().Status()
+	s, fc := b.cl.m.Load().Status(), b.cl.router.Counts()
 	out := &sluicetype.ClusterStatus{Node: s.Node, Members: s.Members, Owners: map[string]string{}, CatalogOwner: s.Owners[store.Catalog],
 		Owned: len(s.Owned), Failovers: s.Failovers, Handovers: s.Handovers, AcquireFailures: s.AcquireFailures, RenewFailures: s.RenewFailures, LeasesRetaken: s.Retaken,
-		Forwarded: b.cl.forwarded.Load(), Resent: b.cl.resent.Load(), OwnerLost: b.cl.lost.Load(), OwnerSilent: b.cl.silent.Load(),
+		Forwarded: fc.Forwarded, Resent: fc.Resent, OwnerLost: fc.Lost, OwnerSilent: fc.Silent,
 		CutOff: b.cl.live.Isolated()}
 	for p, name := range b.e.PartitionNames() {
 		out.Owners[name] = s.Owners[p]

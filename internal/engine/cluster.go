@@ -3,7 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/sluicemq/sluice/internal/partition"
@@ -16,7 +19,10 @@ import (
 
 // Cluster is what the engine asks of the cluster it is a node of
 // (Config.Cluster): the leases, the other nodes' queues and their
-// answers. Single is the no cluster of one node.
+// answers. Single is the no cluster of one node. Answers is the other
+// side of each call: what this node answers when another node's engine
+// asks it (Sources, Settings, Deliver, Marks, ForgetOrigin, FirstAttempt;
+// and Topics, for the cluster's views).
 type Cluster interface {
 	// Claim takes the lease of a partition this node creates (a queue's,
 	// on the catalog's owner) and returns its term.
@@ -73,6 +79,74 @@ func (Single) Marks(context.Context, store.PartitionID, string) (map[uint64]uint
 }
 func (Single) Deliver(context.Context, store.PartitionID, string, []st.SendInput, []queue.Origin) ([]error, error) {
 	return nil, partition.NotOwner()
+}
+
+// Answers is this node's side of the Cluster calls another node makes
+// (its cluster code serves them): each method answers for what this node
+// owns, for the Cluster method of the same name on the node that asks.
+type Answers struct{ e *Engine }
+
+// Answers returns what this node answers the other nodes.
+func (e *Engine) Answers() Answers { return Answers{e} }
+
+// Sources lists the queues this node owns whose dead-letter queue is arn.
+func (a Answers) Sources(arn string) []string { return a.e.sourcesHere(arn) }
+
+// Settings returns the attributes of queue name if this node owns it.
+func (a Answers) Settings(name string) (map[string]string, bool) {
+	o, err := a.e.Queue(name)
+	if err != nil {
+		return nil, false
+	}
+	return maps.Clone(o.Meta().Attrs), true
+}
+
+// Deliver delivers a topic's messages into the queue of partition p as
+// this node owns it now (partition.ErrNotOwner if it does not).
+func (a Answers) Deliver(ctx context.Context, p store.PartitionID, in []st.SendInput, from []queue.Origin) ([]error, error) {
+	o := a.e.Owner(p)
+	if o == nil {
+		return nil, partition.NotOwner()
+	}
+	_, errs, err := o.Deliver(ctx, in, from)
+	return errs, err
+}
+
+// Marks returns the origin marks of the queue of partition p as this node
+// owns it now: see Deliver.
+func (a Answers) Marks(p store.PartitionID) (map[uint64]uint64, error) {
+	o := a.e.Owner(p)
+	if o == nil {
+		return nil, partition.NotOwner()
+	}
+	return o.OriginMarks()
+}
+
+// ForgetOrigin makes the queues this node owns forget their marks of a
+// deleted topic's partition.
+func (a Answers) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
+	a.e.forgetHere(ctx, origin)
+}
+
+// FirstAttempt notes first receives (at) on another node of messages
+// delivered from topic partition p's publishes, if this node owns it.
+func (a Answers) FirstAttempt(p store.PartitionID, from []queue.Origin, at time.Time) {
+	if t := a.e.topicOf(p); t != nil {
+		for _, f := range from {
+			t.FirstAttempt(f, at)
+		}
+	}
+}
+
+// Topics returns the settings and subscriptions of the topics this node
+// owns, sorted by name.
+func (a Answers) Topics() []record.TopicInfo {
+	var out []record.TopicInfo
+	for _, o := range a.e.allTopics() {
+		out = append(out, o.Info())
+	}
+	slices.SortFunc(out, func(a, b record.TopicInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // ownsCatalog reports whether this engine writes the catalog.

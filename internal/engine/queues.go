@@ -151,20 +151,6 @@ func (e *Engine) remoteSettings(ctx context.Context, name string) (map[string]st
 	return attrs, nil
 }
 
-// LocalSettingsOf returns the attributes of queue name if this node owns
-// it (for another node's remoteSettings).
-func (e *Engine) LocalSettingsOf(name string) (map[string]string, bool) {
-	o, err := e.Queue(name)
-	if err != nil {
-		return nil, false
-	}
-	attrs := map[string]string{}
-	for k, v := range o.Meta().Attrs {
-		attrs[k] = v
-	}
-	return attrs, true
-}
-
 func cloneTags(m map[string]string) map[string]string {
 	if len(m) == 0 {
 		return nil
@@ -433,12 +419,12 @@ func (e *Engine) sourcesOf(arn string) []string {
 		slices.Sort(names)
 		return slices.Compact(names)
 	}
-	return e.LocalSourcesOf(arn)
+	return e.sourcesHere(arn)
 }
 
-// LocalSourcesOf lists the queues this node owns whose dead-letter queue
-// is arn.
-func (e *Engine) LocalSourcesOf(arn string) []string {
+// sourcesHere lists the queues this node owns whose dead-letter queue is
+// arn.
+func (e *Engine) sourcesHere(arn string) []string {
 	names := []string{}
 	for _, o := range e.all() {
 		if o.Config().DeadLetterTarget == arn {

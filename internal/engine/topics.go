@@ -103,27 +103,6 @@ func (q topicQueues) Marks(ctx context.Context, arn string) (map[uint64]uint64, 
 	return o.OriginMarks()
 }
 
-// LocalDeliver and LocalMarks serve Deliver and Marks for the queue of
-// partition p as this node owns it now (the cluster's services for other
-// nodes' topics).
-func (e *Engine) LocalDeliver(ctx context.Context, p store.PartitionID, in []st.SendInput, from []queue.Origin) ([]error, error) {
-	o := e.Owner(p)
-	if o == nil {
-		return nil, partition.NotOwner()
-	}
-	_, errs, err := o.Deliver(ctx, in, from)
-	return errs, err
-}
-
-// LocalMarks: see LocalDeliver.
-func (e *Engine) LocalMarks(p store.PartitionID) (map[uint64]uint64, error) {
-	o := e.Owner(p)
-	if o == nil {
-		return nil, partition.NotOwner()
-	}
-	return o.OriginMarks()
-}
-
 // firstAttempt tells each topic of the first receives of messages
 // delivered from its publishes (in a cluster, a topic another node owns
 // through the Cluster).
@@ -138,16 +117,6 @@ func (e *Engine) firstAttempt(from []queue.Origin, at time.Time) {
 	}
 	if len(remote) > 0 {
 		e.cl.FirstAttempt(remote, at)
-	}
-}
-
-// TopicFirstAttempt notes first receives (at) on another node of messages
-// delivered from topic partition p's publishes, if this node owns it.
-func (e *Engine) TopicFirstAttempt(p store.PartitionID, from []queue.Origin, at time.Time) {
-	if t := e.topicOf(p); t != nil {
-		for _, f := range from {
-			t.FirstAttempt(f, at)
-		}
 	}
 }
 
@@ -183,9 +152,9 @@ func (e *Engine) OriginAges() []OriginAge {
 	return out
 }
 
-// ForgetOrigin makes the queues this node owns forget their marks of a
+// forgetHere makes the queues this node owns forget their marks of a
 // deleted topic's partition.
-func (e *Engine) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
+func (e *Engine) forgetHere(ctx context.Context, origin store.PartitionID) {
 	for _, q := range e.all() {
 		if err := q.ForgetOrigin(ctx, uint64(origin)); err != nil && !errors.Is(err, partition.ErrNotOwner) {
 			e.log.Warn("forgetting a deleted topic's mark failed", "partition", origin, "queue", q.Meta().Name, "err", err)
@@ -196,7 +165,7 @@ func (e *Engine) ForgetOrigin(ctx context.Context, origin store.PartitionID) {
 // forgetEverywhere makes every queue forget a deleted topic's marks: this
 // node's, and in a cluster the other nodes' too.
 func (e *Engine) forgetEverywhere(ctx context.Context, origin store.PartitionID) {
-	e.ForgetOrigin(ctx, origin)
+	e.forgetHere(ctx, origin)
 	e.cl.ForgetOrigin(ctx, origin)
 }
 
@@ -382,17 +351,6 @@ func (e *Engine) allTopics() []*topic.Owner {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return slices.Collect(maps.Values(e.topics))
-}
-
-// LocalTopics returns the settings and subscriptions of the topics this
-// node owns.
-func (e *Engine) LocalTopics() []record.TopicInfo {
-	var out []record.TopicInfo
-	for _, o := range e.allTopics() {
-		out = append(out, o.Info())
-	}
-	slices.SortFunc(out, func(a, b record.TopicInfo) int { return strings.Compare(a.Name, b.Name) })
-	return out
 }
 
 // isTopicRecord reports whether a record is of a type only topics write.

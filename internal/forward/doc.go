@@ -75,9 +75,18 @@
 // attempt runs the handler at most once. ErrNoOwner means nobody served the
 // subject (the node serving it is gone): the handler did not run. A timed-out
 // or cancelled attempt, or one whose reply was lost, may still have been
-// executed by the owner, possibly after the forwarder gave up; retrying is
-// the caller's decision, and the caller's responsibility. Nothing here
+// executed by the owner, possibly after the forwarder gave up; Do never
 // retries.
+//
+// # Routing
+//
+// A Router is the retry loop around Do that a cluster node forwards with:
+// it sends a request to the node its Owners name for the request's
+// partition, follows the lease bucket while the partition is between
+// owners, and, told by its Watcher (the node's liveness tracker) that the
+// node it waits on went silent or away, stops waiting: an idempotent
+// request (How) goes to the next owner, any other ends ErrOwnerLost or
+// ErrOwnerSilent, as it may or may not have taken effect.
 //
 // A request and a response each travel in one NATS message, so each must
 // fit the connection's max payload (headers included). A request that does
@@ -85,5 +94,5 @@
 // is replaced by a 500 response saying so, after the handler ran.
 //
 // The package must not interpret requests: it neither authenticates, nor
-// parses bodies, nor decides who owns what.
+// parses bodies, nor decides who owns what (the Router asks its Owners).
 package forward
