@@ -395,8 +395,8 @@ type TopicInfo struct {
 // Subscription is one subscription of a topic.
 type Subscription struct {
 	Protocol string            `json:"protocol"`
-	Endpoint string            `json:"endpoint"` // a queue's ARN
-	Owner    string            `json:"owner,omitempty"`
+	Endpoint string            `json:"endpoint"`        // a queue's ARN
+	Account  string            `json:"owner,omitempty"` // the AWS account that subscribed (the wire's Owner)
 	Attrs    map[string]string `json:"attrs,omitempty"`
 	Created  int64             `json:"created"` // unix ms
 	// From is the number of the topic's last publish when it subscribed:

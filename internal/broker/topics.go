@@ -57,7 +57,7 @@ func topicIn(t TopicInfo) record.TopicInfo {
 	if t.Subs != nil {
 		r.Subs = make(map[string]record.Subscription, len(t.Subs))
 		for id, s := range t.Subs {
-			r.Subs[id] = record.Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Owner: s.Owner, Attrs: s.Attrs, Created: s.Created, From: s.From}
+			r.Subs[id] = record.Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Account: s.Account, Attrs: s.Attrs, Created: s.Created, From: s.From}
 		}
 	}
 	return r
@@ -68,7 +68,7 @@ func topicOut(r record.TopicInfo) TopicInfo {
 	if r.Subs != nil {
 		t.Subs = make(map[string]Subscription, len(r.Subs))
 		for id, s := range r.Subs {
-			t.Subs[id] = Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Owner: s.Owner, Attrs: s.Attrs, Created: s.Created, From: s.From}
+			t.Subs[id] = Subscription{Protocol: s.Protocol, Endpoint: s.Endpoint, Account: s.Account, Attrs: s.Attrs, Created: s.Created, From: s.From}
 		}
 	}
 	return t
@@ -188,10 +188,10 @@ func topicFormat(region, account, base string, sign *signkey.Key) topic.Formatte
 		arn := scope.TopicARN(info.Name)
 		t := snswire.ParseTopicSettings(info.Attrs)
 		t.FIFO = info.FIFO
-		n := snswire.Notification{MessageID: pub.Payload.ID, TopicARN: arn, Subject: pub.Name, Message: pub.Payload.Body,
-			Timestamp: time.UnixMilli(pub.First).UTC(), SequenceNumber: pub.Payload.SeqNum, GroupID: pub.Key,
+		n := snswire.Notification{MessageID: pub.Payload.ID, TopicARN: arn, Subject: pub.Subject, Message: pub.Payload.Body,
+			Timestamp: time.UnixMilli(pub.Published).UTC(), SequenceNumber: pub.Payload.SeqNum, GroupID: pub.Group,
 			DedupID: pub.Payload.Dedup, Topic: t}
-		if pub.Level == 1 {
+		if pub.JSON {
 			n.MessageStructure = "json"
 		}
 		if len(pub.Payload.Attrs) > 0 {
@@ -205,7 +205,7 @@ func topicFormat(region, account, base string, sign *signkey.Key) topic.Formatte
 		if t.FIFO || t.SignatureVersion == "" || target.Raw {
 			return plain.SQSMessage(n, target)
 		}
-		p, err := cache.get(preparedKey{info.ID, pub.Seq, t.SignatureVersion}, func() (*snswire.Prepared, error) { return signed.Prepare(n) })
+		p, err := cache.get(preparedKey{info.ID, pub.Number, t.SignatureVersion}, func() (*snswire.Prepared, error) { return signed.Prepare(n) })
 		if err != nil {
 			return sluicetype.SendInput{}, err
 		}

@@ -258,7 +258,7 @@ func (e *Engine) acquireCatalog(term uint64) error {
 	e.topicIDs = namesOf(cat.topics)
 	e.freeAt = cat.freeAt
 	e.mu.Unlock()
-	if err := e.catalogAppend(&record.Record{Type: record.Epoch, Name: e.cfg.Node, Seq: term}); err != nil {
+	if err := e.catalogAppend(&record.Record{Type: record.Epoch, Node: e.cfg.Node, Term: term}); err != nil {
 		e.mu.Lock()
 		e.catOwned = false
 		e.mu.Unlock()

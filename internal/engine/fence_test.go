@@ -53,7 +53,7 @@ func TestFencedQueueIsTakenOverAgain(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	epoch := record.Encode(&record.Record{Type: record.Epoch, Name: "intruder", Seq: 1})
+	epoch := record.Encode(&record.Record{Type: record.Epoch, Node: "intruder", Term: 1})
 	if err := r.e.st.Append(p, last, []store.Rec{{Data: epoch}}).Wait(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -167,7 +167,7 @@ func TestDeliverRefusedHoldsItsOriginBack(t *testing.T) {
 // queue's mark of its origin is elsewhere: a delivery refused in one call
 // is not passed over by the next one in a later call, which would make it
 // a "duplicate" when delivered again, and lose it. One call writes one
-// Delivered record an origin, however many it takes.
+// OriginMark record an origin, however many it takes.
 func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -208,8 +208,8 @@ func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 	var marks []uint64
 	err := s.Replay(func(e store.Entry) error {
 		r, err := record.Decode(e.Data, false)
-		if err == nil && r.Type == record.Delivered {
-			marks = append(marks, r.Seq)
+		if err == nil && r.Type == record.OriginMark {
+			marks = append(marks, r.OriginPos)
 		}
 		return err
 	})
@@ -217,7 +217,7 @@ func TestDeliveryNeverPassesOverARefusedOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !slices.Equal(marks, []uint64{1, 4}) {
-		t.Fatalf("Delivered records at %v, want one a write: [1 4]", marks)
+		t.Fatalf("OriginMark records at %v, want one a write: [1 4]", marks)
 	}
 }
 

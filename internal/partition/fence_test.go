@@ -25,7 +25,7 @@ func takeOver(t *testing.T, s store.Store, p store.PartitionID, node string) uin
 	}); err != nil {
 		t.Fatal(err)
 	}
-	r := &record.Record{Type: record.Epoch, Name: node, Seq: 2}
+	r := &record.Record{Type: record.Epoch, Node: node, Term: 2}
 	f := s.Append(p, last, []store.Rec{{Data: record.Encode(r)}})
 	if err := f.Wait(context.Background()); err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func (o *Owner) serve(ctx context.Context, ds []queue.Delivery, attemptID string
 	tracking := o.origins.some.Load()
 	for i := range ds {
 		if m := &ds[i].Msg; m.RecvCount() == 1 {
-			o.ctr.ObserveFirstAttempt(time.Duration(m.Delivered()-m.Sent)*time.Millisecond, ds[i].Old)
+			o.ctr.ObserveFirstAttempt(time.Duration(m.LastReceive()-m.Sent)*time.Millisecond, ds[i].Old)
 			if tracking {
 				first = append(first, m.Seq)
 			}

@@ -126,7 +126,7 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	var recs []*record.Record
 	var sent []int
 	var held []uint64   // with from: the origins with a message refused in this call
-	var marked []uint64 // the origins whose marks moved: one Delivered record each
+	var marked []uint64 // the origins whose marks moved: one OriginMark record each
 	for i, spec := range specs {
 		if from != nil && (errs[i] != nil || slices.Contains(held, from[i].Partition)) {
 			// Nothing after a refused message of an origin is taken: the

@@ -128,7 +128,7 @@ func (o *Owner) ChangeVisibility(ctx context.Context, in []st.VisibilityChange) 
 			}
 			continue // standard: an expired handle is answered 200, as SQS
 		}
-		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.Delivered())) > 12*time.Hour {
+		if now.Add(time.Duration(c.Seconds)*time.Second).Sub(time.UnixMilli(m.LastReceive())) > 12*time.Hour {
 			errs[i] = st.Errorf(st.CodeInvalidParameterValue, "Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", c.Seconds)
 			continue
 		}

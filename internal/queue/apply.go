@@ -87,13 +87,13 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 	case record.State:
 		q.dedup.SetLast(r.NextSeqNum)
 		q.purgeUntil = max(q.purgeUntil, r.Until)
-	case record.Delivered:
-		if r.Seq == 0 { // ForgetRecord
+	case record.OriginMark:
+		if r.OriginPos == 0 { // ForgetRecord
 			delete(q.origins, r.Partition)
 			break
 		}
 		mk := q.origins[r.Partition]
-		mk.durable = max(mk.durable, r.Seq)
+		mk.durable = max(mk.durable, r.OriginPos)
 		if mk.pending <= mk.durable {
 			mk.pending = 0
 		}
@@ -152,7 +152,7 @@ func (q *Queue) applyUpdate(now time.Time, m *Msg, u *record.Msg) {
 	}
 	q.unlink(m)
 	m.Level, m.VisibleAt = u.Level, u.VisibleAt
-	m.SetDelivery(u.Count, m.FirstRecv(), m.Delivered(), m.Fence())
+	m.SetDelivery(u.Count, m.FirstRecv(), m.LastReceive(), m.Fence())
 	if u.Fail != nil {
 		m.SetFail(&FailInfo{Reason: u.Fail.Reason, LastError: u.Fail.LastError, First: u.Fail.First, Failures: u.Fail.Failures})
 	} else {
@@ -339,7 +339,7 @@ func (q *Queue) SnapshotEach(now time.Time, emit func(*record.Record) bool) {
 	})
 	for _, p := range slices.Sorted(maps.Keys(q.origins)) {
 		if more && q.origins[p].durable > 0 {
-			more = emit(&record.Record{Type: record.Delivered, Partition: p, Seq: q.origins[p].durable})
+			more = emit(&record.Record{Type: record.OriginMark, Partition: p, OriginPos: q.origins[p].durable})
 		}
 	}
 	q.forgetTasks(t)

@@ -38,7 +38,7 @@ type SendResult struct {
 	Dup   bool
 	DupID string
 	// Marked: a delivery from a new origin position (taken, or a FIFO
-	// duplicate) moved its origin's mark; Marks makes the Delivered
+	// duplicate) moved its origin's mark; Marks makes the OriginMark
 	// record to persist with the call's records.
 	Marked bool
 	// Gap: a delivery that does not follow its origin's mark (Mark, the
@@ -98,23 +98,23 @@ func (q *Queue) OriginMarks() map[uint64]uint64 {
 	return out
 }
 
-// ForgetRecord is the record that forgets origin p's mark (a Delivered
+// ForgetRecord is the record that forgets origin p's mark (an OriginMark
 // record at position 0 there), for an origin that is gone: its topic was
 // deleted. Nil when the queue holds no mark of p.
 func (q *Queue) ForgetRecord(p uint64) *record.Record {
 	if _, ok := q.origins[p]; !ok {
 		return nil
 	}
-	return &record.Record{Type: record.Delivered, Pos: q.take(), Partition: p}
+	return &record.Record{Type: record.OriginMark, Pos: q.take(), Partition: p}
 }
 
-// Marks returns the Delivered records of the origins whose marks moved
+// Marks returns the OriginMark records of the origins whose marks moved
 // (Marked) since their last ones: one an origin, however many deliveries
 // of it one write holds.
 func (q *Queue) Marks(origins []uint64) []*record.Record {
 	var recs []*record.Record
 	for _, p := range origins {
-		recs = append(recs, &record.Record{Type: record.Delivered, Pos: q.take(), Partition: p, Seq: q.origins[p].pending})
+		recs = append(recs, &record.Record{Type: record.OriginMark, Pos: q.take(), Partition: p, OriginPos: q.origins[p].pending})
 	}
 	return recs
 }
@@ -161,8 +161,8 @@ func (q *Queue) send(t int64, now time.Time, in *SendSpec) SendResult {
 // Send's FIFO deduplication id, a delivery's origin position.
 func (q *Queue) Unwritten(r *record.Record) {
 	switch {
-	case r.Type == record.Delivered:
-		if mk, ok := q.origins[r.Partition]; ok && r.Seq <= mk.pending {
+	case r.Type == record.OriginMark:
+		if mk, ok := q.origins[r.Partition]; ok && r.OriginPos <= mk.pending {
 			mk.pending = 0 // the writes behind it failed too
 			q.origins[r.Partition] = mk
 		}
@@ -327,7 +327,7 @@ func (q *Queue) Defer(now time.Time, seq uint64, delay time.Duration) (rec *reco
 	prev = *m
 	u := *m
 	if rc := u.RecvCount(); rc > 0 {
-		u.SetDelivery(rc-1, u.FirstRecv(), u.Delivered(), u.Fence())
+		u.SetDelivery(rc-1, u.FirstRecv(), u.LastReceive(), u.Fence())
 	}
 	u.VisibleAt = ms(now) + max(delay, 0).Milliseconds()
 	q.stats.Deferred++
@@ -427,7 +427,7 @@ func (q *Queue) PurgeAllowed(now time.Time) bool {
 // EpochRecord is the record a new owner writes before it serves: node is
 // its name, term its lease's revision (0 without a lease).
 func (q *Queue) EpochRecord(node string, term uint64) *record.Record {
-	return &record.Record{Type: record.Epoch, Pos: q.take(), Name: node, Seq: term}
+	return &record.Record{Type: record.Epoch, Pos: q.take(), Node: node, Term: term}
 }
 
 // MetaRecord is the record of the queue's settings (the owner applies it).

@@ -92,8 +92,8 @@ func (m *Msg) RecvCount() int32 { return m.deliveryOf().count }
 // FirstRecv is the unix ms of the first receive, 0 if none.
 func (m *Msg) FirstRecv() int64 { return m.deliveryOf().first }
 
-// Delivered is the unix ms of the latest receive, 0 if none.
-func (m *Msg) Delivered() int64 { return m.deliveryOf().last }
+// LastReceive is the unix ms of the latest receive, 0 if none.
+func (m *Msg) LastReceive() int64 { return m.deliveryOf().last }
 
 // Fence counts deliveries: a receipt handle carries the fence of its
 // delivery, so an older handle is recognisable.

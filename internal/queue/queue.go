@@ -646,7 +646,7 @@ func ToRecord(m *Msg) *record.Msg {
 // indexOf is ToRecord by value.
 func indexOf(m *Msg) record.Msg {
 	r := record.Msg{Seq: m.Seq, Sent: m.Sent, VisibleAt: m.VisibleAt, Group: m.Group(), DLQSource: m.DLQSource(),
-		Count: m.RecvCount(), First: m.FirstRecv(), Last: m.Delivered(), Fence: m.Fence(), State: uint8(m.State), Level: m.Level}
+		Count: m.RecvCount(), First: m.FirstRecv(), Last: m.LastReceive(), Fence: m.Fence(), State: uint8(m.State), Level: m.Level}
 	if t := m.Tenant(); t != m.Group() {
 		r.Tenant = t
 	}

@@ -242,8 +242,8 @@ func describe(recs []*record.Record) []string {
 			}
 		case record.Dedup:
 			out = append(out, fmt.Sprintf("dedup %s %s", r.Key, r.ID))
-		case record.Delivered:
-			out = append(out, fmt.Sprintf("delivered %d up to %d", r.Partition, r.Seq))
+		case record.OriginMark:
+			out = append(out, fmt.Sprintf("origin mark %d up to %d", r.Partition, r.OriginPos))
 		}
 	}
 	return out

@@ -117,8 +117,8 @@ func Append(b []byte, r *Record) []byte {
 	case State:
 		e.u(r.NextSeqNum)
 		e.i(r.Until)
-		if r.Seq != 0 { // a topic's: its last publish number
-			e.u(r.Seq)
+		if r.Number != 0 { // a topic's: its last publish number
+			e.u(r.Number)
 		}
 	case Create:
 		e.u(r.Partition)
@@ -131,12 +131,12 @@ func Append(b []byte, r *Record) []byte {
 		}
 	case Catalog:
 		e.u(r.NextPartition)
-	case Delivered:
+	case OriginMark:
 		e.u(r.Partition)
-		e.u(r.Seq)
+		e.u(r.OriginPos)
 	case Epoch:
-		e.str(r.Name)
-		e.u(r.Seq)
+		e.str(r.Node)
+		e.u(r.Term)
 	case Entered:
 		e.str(r.Key)
 		e.i(r.Until)
@@ -152,12 +152,16 @@ func Append(b []byte, r *Record) []byte {
 		}
 		e.bytes(raw)
 	case Publish:
-		e.u(r.Seq)
+		e.u(r.Number)
 		encodePayload(e, r.Payload)
-		e.str(r.Name)
-		e.str(r.Key)
-		e.i(r.First)
-		e.byte1(r.Level)
+		e.str(r.Subject)
+		e.str(r.Group)
+		e.i(r.Published)
+		if r.JSON {
+			e.byte1(1)
+		} else {
+			e.byte1(0)
+		}
 	}
 	return e.b
 }
@@ -455,7 +459,7 @@ func Decode(b []byte, body bool) (*Record, error) {
 			r.Until = d.i()
 		}
 		if len(d.b) > 0 { // a topic's
-			r.Seq = d.u()
+			r.Number = d.u()
 		}
 	case Create:
 		r.Partition, r.Name = d.u(), d.str()
@@ -466,10 +470,10 @@ func Decode(b []byte, body bool) (*Record, error) {
 		}
 	case Catalog:
 		r.NextPartition = d.u()
-	case Delivered:
-		r.Partition, r.Seq = d.u(), d.u()
+	case OriginMark:
+		r.Partition, r.OriginPos = d.u(), d.u()
 	case Epoch:
-		r.Name, r.Seq = d.str(), d.u()
+		r.Node, r.Term = d.str(), d.u()
 	case Entered:
 		r.Key, r.Until = d.str(), d.i()
 	case Task:
@@ -485,9 +489,10 @@ func Decode(b []byte, body bool) (*Record, error) {
 			}
 		}
 	case Publish:
-		r.Seq = d.u()
+		r.Number = d.u()
 		r.Payload = decodePayload(d, true)
-		r.Name, r.Key, r.First, r.Level = d.str(), d.str(), d.i(), d.byte1()
+		r.Subject, r.Group, r.Published = d.str(), d.str(), d.i()
+		r.JSON = d.byte1() == 1
 	}
 	if d.err != nil {
 		return nil, fmt.Errorf("record: %s: %w", r.Type, d.err)

@@ -6,7 +6,7 @@
 // record states a result, not a change, so that one replayed on top of a
 // snapshot that already holds it does no harm. A queue fed from another
 // partition (a topic's subscription) also holds how far it has taken that
-// partition (Delivered), written with the message it delivered. A
+// partition (OriginMark), written with the message it delivered. A
 // dead-letter queue holds its message move tasks (Task), each record the
 // task's whole latest state.
 //
@@ -41,7 +41,7 @@ const (
 	Drop    // a queue deleted
 	Catalog // snapshot: the catalog's counters
 	// Queue partitions (numbered after the others: the numbers are on disk).
-	Delivered // the queue has taken every record of an origin partition up to a position
+	OriginMark // the queue has taken every record of an origin partition up to a position
 	// Any partition.
 	Epoch // a new owner took the partition over: its node and term
 	// Queue partitions.
@@ -56,7 +56,7 @@ const (
 	maxType
 )
 
-var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "delivered", "epoch", "entered", "task",
+var typeNames = [...]string{"", "meta", "send", "receive", "visibility", "delete", "purge", "update", "index", "dedup", "state", "create", "drop", "catalog", "origin-mark", "epoch", "entered", "task",
 	"topic-create", "topic-drop", "topic-meta", "publish"}
 
 func (t Type) String() string {
@@ -90,20 +90,18 @@ const (
 //	Drop: Partition, and the queue's Name with Until (unix ms: the name
 //	      is not used again before then; older Drops have neither). A
 //	      catalog snapshot keeps those not yet past as Drops of partition 0.
-//	Delivered: Partition, Seq (the origin partition and the position there; Seq 0: the origin is gone, forget its mark)
-//	Epoch: Name (the owner's node), Seq (its term: a lease revision, or 0)
+//	OriginMark: Partition, OriginPos (the origin partition and the position there; 0: the origin is gone, forget its mark)
+//	Epoch: Node (the owner's), Term (a lease revision, or 0)
 //	Entered: Key (the hand-over's key), Until (unix ms: remembered before then)
 //	Task: Task
 //	TopicCreate, TopicDrop: Partition, Name
 //	TopicMeta: Topic
-//	Publish: Seq (the publish's number in its topic: subscriptions' queues
-//	         mark it, as it keeps its number in snapshots, unlike its
+//	Publish: Number (the publish's number in its topic: subscriptions'
+//	         queues mark it, as it keeps its number in snapshots, unlike its
 //	         position), Payload (ID, Body: the message as subscribers get
-//	         it, Dedup, SeqNum, Sender: the publisher, Attrs), Name (the
-//	         Subject), Key (the MessageGroupId), First (unix ms), Level
-//	         (1: MessageStructure json, the message a JSON object of
-//	         messages by protocol)
-//	Topic partitions' snapshots hold TopicMeta, State (Seq: the last
+//	         it, Dedup, SeqNum, Sender: the publisher, Attrs), Subject,
+//	         Group, Published, JSON
+//	Topic partitions' snapshots hold TopicMeta, State (Number: the last
 //	publish number), Dedup and the Publishes some subscription has not
 //	taken yet.
 type Record struct {
@@ -112,6 +110,7 @@ type Record struct {
 	// the record and by replay; not encoded: the log holds it).
 	Pos uint64
 
+	// Seq is a message's sequence number in its queue.
 	Seq       uint64
 	Count     int32
 	First     int64
@@ -141,8 +140,24 @@ type Record struct {
 	NextSeqNum      uint64
 
 	Partition     uint64
-	Name          string
+	Name          string // a queue's or a topic's
 	NextPartition uint64
+
+	// OriginPos is a position in an origin partition (OriginMark).
+	OriginPos uint64
+	// Node and Term are a partition's new owner: its node's name and its
+	// term (Epoch).
+	Node string
+	Term uint64
+	// Number is a publish's number in its topic (Publish; a topic's State:
+	// the last one handed out). Subject, Group (the MessageGroupId),
+	// Published (unix ms) and JSON (MessageStructure json: the message a
+	// JSON object of messages by protocol) are a Publish's.
+	Number    uint64
+	Subject   string
+	Group     string
+	Published int64
+	JSON      bool
 }
 
 // IndexChunk is how many index entries a snapshot's Index record holds:
@@ -181,8 +196,8 @@ type TopicInfo struct {
 // Subscription is one subscription of a topic.
 type Subscription struct {
 	Protocol string            `json:"protocol"`
-	Endpoint string            `json:"endpoint"` // a queue's ARN
-	Owner    string            `json:"owner,omitempty"`
+	Endpoint string            `json:"endpoint"`        // a queue's ARN
+	Account  string            `json:"owner,omitempty"` // the AWS account that subscribed (the wire's Owner)
 	Attrs    map[string]string `json:"attrs,omitempty"`
 	Created  int64             `json:"created"`
 	// From is the number of the topic's last publish when it subscribed:

@@ -400,7 +400,7 @@ func (s *Service) subscribe(ctx context.Context, in *wire.SubscribeInput) (wire.
 				attrs[k] = v
 			}
 		}
-		t.Subs[id] = st.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Owner: s.scope.Account, Attrs: attrs}
+		t.Subs[id] = st.Subscription{Protocol: in.Protocol, Endpoint: in.Endpoint, Account: s.scope.Account, Attrs: attrs}
 		subARN = topicARN + ":" + id
 		return nil
 	})

@@ -318,8 +318,10 @@ type Store interface {
 	Close() error
 }
 
-// Owner is what a compacting store asks of the owner of its records.
-type Owner interface {
+// Keeper is what a compacting store asks of whoever keeps the index of
+// its records (the engine): which kept records are still needed, and
+// where the ones it moved are now.
+type Keeper interface {
 	// Live reports whether the kept record (p, pos) at h is still needed.
 	Live(p PartitionID, pos uint64, h Hint) bool
 	// Moved tells that the kept record (p, pos) moved from old to new. It
@@ -332,7 +334,7 @@ type Owner interface {
 type Compactor interface {
 	// Compact copies at most budget bytes of kept records out of the
 	// sparsest files and returns how many it copied.
-	Compact(budget int64, o Owner) int64
+	Compact(budget int64, k Keeper) int64
 }
 
 // done is a finished Future.

@@ -328,8 +328,8 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 		}
 		entries = append(entries, entry{pub: p, idx: len(in)})
 		in = append(in, m)
-		from = append(from, queue.Origin{Partition: uint64(o.p), Pos: p.Seq, After: after, At: p.First})
-		after = p.Seq
+		from = append(from, queue.Origin{Partition: uint64(o.p), Pos: p.Number, After: after, At: p.Published})
+		after = p.Number
 	}
 	var errs []error
 	if len(in) > 0 {
@@ -364,10 +364,10 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 			switch {
 			case err == nil:
 				d.mu.Lock()
-				c.mark = e.pub.Seq
+				c.mark = e.pub.Number
 				d.mu.Unlock()
 				d.Delivered.Add(1)
-				d.observeLag(o.h.Clock.Now().Sub(time.UnixMilli(e.pub.First)))
+				d.observeLag(o.h.Clock.Now().Sub(time.UnixMilli(e.pub.Published)))
 			case transient(err) && !errors.Is(err, ErrNoQueue):
 				return true // this one and what follows: again later
 			default:
@@ -377,7 +377,7 @@ func (o *Owner) deliver(ctx context.Context, info *record.TopicInfo, id string, 
 			}
 		}
 		d.mu.Lock()
-		c.scanned = e.pub.Seq
+		c.scanned = e.pub.Number
 		d.mu.Unlock()
 	}
 	return cut
@@ -419,7 +419,7 @@ func (o *Owner) trim() {
 	defer o.mu.Unlock()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	low := o.t.Seq()
+	low := o.t.LastNumber()
 	for id := range o.t.info.Subs {
 		c := d.cursors[id]
 		if c == nil || !c.known {

@@ -152,7 +152,7 @@ func (o *Owner) Update(f func(*record.TopicInfo) error) error {
 		if _, ok := old.Subs[id]; !ok {
 			// A new subscription gets what is published from now on
 			// (publishes are numbered under this lock).
-			sub.From = o.t.Seq()
+			sub.From = o.t.LastNumber()
 			sub.Created = o.h.Clock.Now().UnixMilli()
 			info.Subs[id] = sub
 		}

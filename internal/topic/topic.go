@@ -68,7 +68,7 @@ func (t *Topic) MetaRecord(info record.TopicInfo) *record.Record {
 // EpochRecord returns the record a new owner of the topic's partition
 // writes first (in a cluster): it fences off the former owner's appends.
 func (t *Topic) EpochRecord(node string, term uint64) *record.Record {
-	return &record.Record{Type: record.Epoch, Pos: t.take(), Name: node, Seq: term}
+	return &record.Record{Type: record.Epoch, Pos: t.take(), Node: node, Term: term}
 }
 
 // PublishSpec is a message to publish, checked already (package wire).
@@ -111,10 +111,7 @@ func (t *Topic) Publish(now time.Time, in PublishSpec) PublishResult {
 		p.SeqNum = t.dedup.Next(uint64(now.UnixNano()))
 	}
 	t.seq++
-	r := &record.Record{Type: record.Publish, Pos: t.take(), Seq: t.seq, Payload: p, Name: in.Subject, Key: in.Group, First: now.UnixMilli()}
-	if in.JSON {
-		r.Level = 1
-	}
+	r := &record.Record{Type: record.Publish, Pos: t.take(), Number: t.seq, Payload: p, Subject: in.Subject, Group: in.Group, Published: now.UnixMilli(), JSON: in.JSON}
 	if t.info.FIFO {
 		t.dedup.Hold(key, dedup.Entry{ID: p.ID, SeqNum: p.SeqNum, Until: now.Add(dedup.Window).UnixMilli(), Pending: r.Pos})
 	}
@@ -134,11 +131,11 @@ func (t *Topic) Unwritten(r *record.Record) {
 	if r.Type != record.Publish {
 		return
 	}
-	if r.Seq == t.seq {
+	if r.Number == t.seq {
 		t.seq--
 	}
 	if t.info.FIFO && r.Payload != nil {
-		t.dedup.Failed(t.dedupKey(r.Key, r.Payload.Dedup), r.Pos)
+		t.dedup.Failed(t.dedupKey(r.Group, r.Payload.Dedup), r.Pos)
 	}
 }
 
@@ -153,23 +150,23 @@ func (t *Topic) Apply(r *record.Record) error {
 		}
 		t.info = cloneInfo(*r.Topic)
 	case record.Publish:
-		if r.Payload == nil || r.Seq == 0 {
+		if r.Payload == nil || r.Number == 0 {
 			return fmt.Errorf("topic: a publish record without a message or number")
 		}
-		t.seq = max(t.seq, r.Seq)
-		if r.Seq <= t.trimmed || len(t.pubs) > 0 && r.Seq <= t.pubs[len(t.pubs)-1].Seq {
+		t.seq = max(t.seq, r.Number)
+		if r.Number <= t.trimmed || len(t.pubs) > 0 && r.Number <= t.pubs[len(t.pubs)-1].Number {
 			return nil // trimmed, or held already
 		}
 		t.pubs = append(t.pubs, r)
 		if t.info.FIFO {
-			t.dedup.Confirm(t.dedupKey(r.Key, r.Payload.Dedup),
-				dedup.Entry{ID: r.Payload.ID, SeqNum: r.Payload.SeqNum, Until: r.First + dedup.Window.Milliseconds()}, r.Pos)
+			t.dedup.Confirm(t.dedupKey(r.Group, r.Payload.Dedup),
+				dedup.Entry{ID: r.Payload.ID, SeqNum: r.Payload.SeqNum, Until: r.Published + dedup.Window.Milliseconds()}, r.Pos)
 		}
 	case record.Dedup:
 		t.dedup.Confirm(r.Key, dedup.Entry{ID: r.ID, SeqNum: r.SeqNum, Until: r.Until}, 0)
 	case record.State:
 		t.dedup.SetLast(r.NextSeqNum)
-		t.seq = max(t.seq, r.Seq)
+		t.seq = max(t.seq, r.Number)
 	case record.Epoch:
 		// Only its position: it fences off a former owner's appends.
 	default:
@@ -183,9 +180,9 @@ func (t *Topic) Apply(r *record.Record) error {
 func (t *Topic) After(seq uint64, n int) []*record.Record {
 	i, _ := slices.BinarySearchFunc(t.pubs, seq+1, func(r *record.Record, s uint64) int {
 		switch {
-		case r.Seq < s:
+		case r.Number < s:
 			return -1
-		case r.Seq > s:
+		case r.Number > s:
 			return 1
 		}
 		return 0
@@ -194,8 +191,8 @@ func (t *Topic) After(seq uint64, n int) []*record.Record {
 	return t.pubs[i:end]
 }
 
-// Seq is the number of the last publish (handed out or applied).
-func (t *Topic) Seq() uint64 { return t.seq }
+// LastNumber is the number of the last publish (handed out or applied).
+func (t *Topic) LastNumber() uint64 { return t.seq }
 
 // Trim lets go of every publish up to number seq: each subscription went
 // past it (took it, or filtered it out). The next snapshot holds none of
@@ -206,7 +203,7 @@ func (t *Topic) Trim(seq uint64) {
 		return
 	}
 	i := 0
-	for i < len(t.pubs) && t.pubs[i].Seq <= seq {
+	for i < len(t.pubs) && t.pubs[i].Number <= seq {
 		t.pubs[i] = nil
 		i++
 	}
@@ -226,7 +223,7 @@ func (t *Topic) Snapshot(now time.Time) []*record.Record {
 	recs := []*record.Record{{Type: record.TopicMeta, Topic: &info}}
 	// Seq is the last number: with every publish trimmed, the next one
 	// still gets a number no queue has marked.
-	recs = append(recs, &record.Record{Type: record.State, NextSeqNum: t.dedup.Last(), Seq: t.seq})
+	recs = append(recs, &record.Record{Type: record.State, NextSeqNum: t.dedup.Last(), Number: t.seq})
 	t.dedup.Each(now.UnixMilli(), func(key string, e dedup.Entry) bool {
 		recs = append(recs, &record.Record{Type: record.Dedup, Key: key, ID: e.ID, SeqNum: e.SeqNum, Until: e.Until})
 		return true

@@ -16,9 +16,9 @@ var t0 = time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
 // publish number, and the publishes it holds (number, id, message).
 func state(t *Topic) string {
 	info := t.Info()
-	s := fmt.Sprintf("topic=%s fifo=%v subs=%d seq=%d", info.Name, info.FIFO, len(info.Subs), t.Seq())
+	s := fmt.Sprintf("topic=%s fifo=%v subs=%d seq=%d", info.Name, info.FIFO, len(info.Subs), t.LastNumber())
 	for _, p := range t.pubs {
-		s += fmt.Sprintf(" [%d %s %q %s %s]", p.Seq, p.Payload.ID, p.Payload.Body, p.Payload.SeqNum, p.Key)
+		s += fmt.Sprintf(" [%d %s %q %s %s]", p.Number, p.Payload.ID, p.Payload.Body, p.Payload.SeqNum, p.Group)
 	}
 	return s
 }
@@ -82,8 +82,8 @@ func TestReplayMatchesLive(t *testing.T) {
 					info.Subs[fmt.Sprint("s", step)] = record.Subscription{Protocol: "sqs", Endpoint: fmt.Sprint("arn:aws:sqs:us-east-1:000000000000:q", step)}
 					write(live.MetaRecord(info))
 				case op < 17:
-					if back := uint64(rng.IntN(5)); live.Seq() >= back {
-						trimmed = max(trimmed, live.Seq()-back)
+					if back := uint64(rng.IntN(5)); live.LastNumber() >= back {
+						trimmed = max(trimmed, live.LastNumber()-back)
 					}
 					live.Trim(trimmed)
 				default:
@@ -129,8 +129,8 @@ func TestReplayMatchesLive(t *testing.T) {
 					}
 				}
 				a, b := live.Publish(now, PublishSpec{ID: "n", Dedup: "new"}), re.Publish(now, PublishSpec{ID: "n", Dedup: "new"})
-				if a.Record.Seq != b.Record.Seq {
-					t.Fatalf("rebuilt from %d: next publish number %d, live %d", start, b.Record.Seq, a.Record.Seq)
+				if a.Record.Number != b.Record.Number {
+					t.Fatalf("rebuilt from %d: next publish number %d, live %d", start, b.Record.Number, a.Record.Number)
 				}
 				live.Unwritten(a.Record)
 				live.SetLast(a.Record.Pos - 1)
@@ -163,7 +163,7 @@ func TestNumbersOutliveTrimming(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := re.Publish(t0, PublishSpec{ID: "next", Message: "m"}).Record.Seq; got != 6 {
+	if got := re.Publish(t0, PublishSpec{ID: "next", Message: "m"}).Record.Number; got != 6 {
 		t.Fatalf("the next publish after a snapshot of a trimmed topic is number %d, want 6", got)
 	}
 }
@@ -184,8 +184,8 @@ func TestFIFODeduplication(t *testing.T) {
 	tp.Unwritten(first.Record)
 	tp.SetLast(first.Record.Pos - 1)
 	second := tp.Publish(t0.Add(2*time.Second), PublishSpec{ID: "c", Message: "m", Group: "g", Dedup: "d"})
-	if second.Dup || second.Record.Seq != 1 {
-		t.Fatalf("after the first write failed: %+v (number %d, want 1)", second, second.Record.Seq)
+	if second.Dup || second.Record.Number != 1 {
+		t.Fatalf("after the first write failed: %+v (number %d, want 1)", second, second.Record.Number)
 	}
 	if err := tp.Apply(encoded(t, second.Record)); err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestAfterReadsFromTheCursor(t *testing.T) {
 	seqs := func(rs []*record.Record) []uint64 {
 		var out []uint64
 		for _, r := range rs {
-			out = append(out, r.Seq)
+			out = append(out, r.Number)
 		}
 		return out
 	}

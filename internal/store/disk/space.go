@@ -207,7 +207,7 @@ func (l *Log) Wanted() []store.PartitionID {
 // floor (less than half of what was kept in them still is), at most
 // budget bytes, and returns the bytes copied. A segment left with nothing
 // kept is unlinked. Not under the disk alarm: copies need space first.
-func (l *Log) Compact(budget int64, o store.Owner) int64 {
+func (l *Log) Compact(budget int64, k store.Keeper) int64 {
 	if l.inAlarm() {
 		return 0
 	}
@@ -254,7 +254,7 @@ func (l *Log) Compact(budget int64, o store.Owner) int64 {
 		if copied >= budget {
 			break
 		}
-		copied += l.compactSegment(c.seg, budget-copied, o)
+		copied += l.compactSegment(c.seg, budget-copied, k)
 	}
 	return copied
 }
@@ -284,7 +284,7 @@ func (l *Log) countWritten(n uint32) (size int64, ratio float64, ok bool) {
 	return size, float64(s.kept) / float64(s.written), true
 }
 
-func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
+func (l *Log) compactSegment(seg uint32, budget int64, k store.Keeper) int64 {
 	var moves []format.Record
 	var olds []store.Hint
 	var size int64
@@ -294,7 +294,7 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 				continue
 			}
 			h := store.Hint{A: seg, B: uint32(off), C: uint32(flen), D: uint32(i)}
-			if !o.Live(r.P, r.Pos, h) {
+			if !k.Live(r.P, r.Pos, h) {
 				continue
 			}
 			moves = append(moves, format.Record{Kind: format.KindMoved, P: r.P, Pos: r.Pos, Data: append([]byte(nil), r.Data...)})
@@ -343,7 +343,7 @@ func (l *Log) compactSegment(seg uint32, budget int64, o store.Owner) int64 {
 		}
 		for i, nh := range c.f.Hints() {
 			r := c.moves[i]
-			if o.Moved(r.P, r.Pos, c.olds[i], nh) {
+			if k.Moved(r.P, r.Pos, c.olds[i], nh) {
 				l.releaseHint(r.P, r.Pos, c.olds[i])
 			} else {
 				l.releaseHint(r.P, r.Pos, nh)

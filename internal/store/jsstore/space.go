@@ -328,12 +328,12 @@ func (s *Store) compactMin() uint64 {
 // Compact copies kept records out of the oldest messages below each
 // partition's newest snapshot (they hold its purge floor down), at most
 // budget bytes: the copies are appended (fenced, taking no position) as
-// moved records, the owner learns their new hints (Owner.Moved), the
+// moved records, the keeper learns their new hints (Keeper.Moved), the
 // originals are released and the floor passes them. It returns the bytes
 // copied. Not under the disk alarm (the copies need space first), nor
 // before Recovered; only where the messages below the snapshot are mostly
 // dead.
-func (s *Store) Compact(budget int64, o store.Owner) int64 {
+func (s *Store) Compact(budget int64, k store.Keeper) int64 {
 	if s.Disk().Alarm {
 		return 0
 	}
@@ -386,7 +386,7 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 				break // whole messages only: a message half moved still holds the floor
 			}
 			h := hintOf(c.l.seq, c.l.idx, c.r.chunks)
-			if !o.Live(p, c.r.pos, h) {
+			if !k.Live(p, c.r.pos, h) {
 				continue
 			}
 			data, err := s.Read(p, c.r.pos, h)
@@ -397,7 +397,7 @@ func (s *Store) Compact(budget int64, o store.Owner) int64 {
 			moves = append(moves, moved{pos: c.r.pos, old: h, data: data})
 			copied += int64(len(data))
 		}
-		s.move(p, moves, o)
+		s.move(p, moves, k)
 	}
 	return copied
 }
@@ -438,7 +438,7 @@ type moved struct {
 
 // move appends the copies (in operations of at most half a batch), tells
 // the owner, releases what the owner no longer refers to, and purges.
-func (s *Store) move(p store.PartitionID, moves []moved, o store.Owner) {
+func (s *Store) move(p store.PartitionID, moves []moved, k store.Keeper) {
 	type sub struct {
 		f     store.Future
 		moves []moved
@@ -467,7 +467,7 @@ func (s *Store) move(p store.PartitionID, moves []moved, o store.Owner) {
 		}
 		for i, nh := range sb.f.Hints() {
 			m := sb.moves[i]
-			if o.Moved(p, m.pos, m.old, nh) {
+			if k.Moved(p, m.pos, m.old, nh) {
 				s.release(p, m.pos, m.old)
 			} else {
 				s.release(p, m.pos, nh)
