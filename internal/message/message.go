@@ -14,6 +14,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/sluicemq/sluice/internal/ascii"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -53,7 +54,7 @@ func ValidBodyChars(s string) bool {
 			if c < 0x20 && c != 0x9 && c != 0xA && c != 0xD {
 				return false
 			}
-			i++
+			i = max(i+1, ascii.Printable(s, i)) // plain text eight bytes at a time
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])

@@ -33,10 +33,17 @@ func refBodyChars(s string) bool {
 var bodySeeds = []string{"", "plain", "tab\tcr\rlf\n", "nul\x00", "bell\x07", "del\x7f", "é✓😀", "\uFFFD", "\uFFFE",
 	"\uFFFF", "\uE000", "\uD7FF", "\xed\xa0\x80" /* a surrogate */, "\xff", "ok\xc3", "\U0010FFFF", "\xf4\x90\x80\x80"}
 
+// TestValidBodyChars: each seed alone, and inside plain text at every
+// offset of the eight-byte words the check skips plain text by.
 func TestValidBodyChars(t *testing.T) {
-	for _, s := range bodySeeds {
-		if got, want := ValidBodyChars(s), refBodyChars(s); got != want {
-			t.Errorf("%q: %v, want %v", s, got, want)
+	const plain = "The quick brown fox jumps over the lazy dog"
+	for _, seed := range bodySeeds {
+		for at := 0; at <= 17; at++ {
+			for _, s := range []string{seed, plain[:at] + seed + plain, plain[:at] + seed + plain[:at] + seed} {
+				if got, want := ValidBodyChars(s), refBodyChars(s); got != want {
+					t.Errorf("%q: %v, want %v", s, got, want)
+				}
+			}
 		}
 	}
 }

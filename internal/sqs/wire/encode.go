@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sluicemq/sluice/internal/ascii"
 )
 
 // The response model: an ordered tree that renders as JSON (AWS JSON 1.0)
@@ -117,15 +118,30 @@ func AppendJSON(b []byte, v any) []byte {
 }
 
 // appendJSONString quotes s; invalid UTF-8 becomes U+FFFD, as
-// encoding/json does.
+// encoding/json does. A run of plain ASCII at its start (a message body
+// is mostly one) is copied as it is, eight bytes checked at a time.
 func appendJSONString(b []byte, s string) []byte {
-	b, _ = jsontext.AppendQuote(b, s)
-	return b
+	i := ascii.JSONPlain(s, 0)
+	if i == 0 {
+		b, _ = jsontext.AppendQuote(b, s)
+		return b
+	}
+	b = append(append(b, '"'), s[:i]...)
+	// The rest, quoted on its own, without its opening quote: s[:i] is
+	// whole characters, so quoting the two apart is quoting s.
+	at := len(b)
+	b, _ = jsontext.AppendQuote(b, s[i:])
+	return append(b[:at], b[at+1:]...)
 }
 
 func xmlText(buf *bytes.Buffer, s string) {
+	// A run of plain ASCII at its start (a message body is mostly one) is
+	// written as it is, eight bytes checked at a time; s[:i] is whole
+	// characters, so escaping the rest apart is escaping s.
+	i := ascii.XMLPlain(s, 0)
+	buf.WriteString(s[:i])
 	// xml.EscapeText writes CR as &#xD;, so parsers keep it.
-	_ = xml.EscapeText(buf, []byte(s))
+	_ = xml.EscapeText(buf, []byte(s[i:]))
 }
 
 func renderXMLValue(buf *bytes.Buffer, name string, v any) {
