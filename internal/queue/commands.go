@@ -192,10 +192,12 @@ type Delivery struct {
 // the dead-letter queue instead (Effects.Handoffs).
 func (q *Queue) Receive(now time.Time, max int, vis time.Duration, part, spare int) []Delivery {
 	q.Advance(now)
-	var out []Delivery
 	if q.cfg.FIFO {
 		return q.receiveFIFO(now, max, vis)
 	}
+	// Room for a receive's usual batch at once: a Delivery is large, and
+	// growing the slice by appends copied it up to four times.
+	out := make([]Delivery, 0, min(max, 10))
 	for len(out) < max && q.inFlight < MaxInFlight {
 		seq, ok := q.s.Pop(ms(now), part, spare)
 		if !ok {

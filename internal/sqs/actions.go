@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,12 +428,14 @@ func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 	}
 	// Entries that failed to decode are not sent (the broker checks the
 	// batch's total size, with the one formula that counts a message).
-	send := make([]st.SendInput, 0, len(ins))
-	idx := make([]int, 0, len(ins))
-	for i := range ins {
-		if pre[i] == nil {
-			send = append(send, ins[i])
-			idx = append(idx, i)
+	send, idx := ins, []int(nil) // idx nil: send is ins, every entry decoded
+	if slices.ContainsFunc(pre, func(err error) bool { return err != nil }) {
+		send = make([]st.SendInput, 0, len(ins))
+		for i := range ins {
+			if pre[i] == nil {
+				send = append(send, ins[i])
+				idx = append(idx, i)
+			}
 		}
 	}
 	results := make([]st.SendResult, len(es))
@@ -442,11 +445,15 @@ func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 		if err != nil {
 			return nil, err
 		}
-		for j, i := range idx {
+		for j := range send {
+			i := j
+			if idx != nil {
+				i = idx[j]
+			}
 			results[i], errs[i] = res[j], berrs[j]
 		}
 	}
-	var ok, failed []any
+	ok, failed := make([]any, 0, len(es)), []any(nil)
 	for i := range es {
 		if errs[i] != nil {
 			failed = append(failed, failure(ids[i], errs[i]))

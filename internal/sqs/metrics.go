@@ -1,6 +1,7 @@
 package sqs
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,10 @@ import (
 type requestMetrics struct {
 	duration *prometheus.HistogramVec
 	errors   *prometheus.CounterVec
+	// durationOf holds duration's histogram of each action seen (a known
+	// one, or "unknown"), looked up once, not hashed again on every
+	// request.
+	durationOf sync.Map // action → prometheus.Observer
 }
 
 func newRequestMetrics() *requestMetrics {
@@ -37,7 +42,11 @@ func (m *requestMetrics) observe(action string, d time.Duration, code string) {
 	if _, ok := actions[action]; !ok {
 		action = "unknown"
 	}
-	m.duration.WithLabelValues(action).Observe(d.Seconds())
+	o, ok := m.durationOf.Load(action)
+	if !ok {
+		o, _ = m.durationOf.LoadOrStore(action, m.duration.WithLabelValues(action))
+	}
+	o.(prometheus.Observer).Observe(d.Seconds())
 	if code != "" {
 		m.errors.WithLabelValues(action, code).Inc()
 	}
