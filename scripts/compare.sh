@@ -8,8 +8,10 @@
 # Each round measures, old then new: send+receive+delete in process
 # (BenchmarkSendReceiveDelete, 300,000 operations, ops/s), and end to end
 # (`sluice serve` on loopback with a fresh data directory, loaded for 10 s
-# by this checkout's `sluice bench`, msgs/s). It ends with the geometric
-# mean of the new/old ratios of each.
+# by this checkout's `sluice bench`, msgs/s, with the server's CPU time
+# per message through: user and system time over the bench divided by the
+# messages sent, received and deleted). It ends with the geometric mean of
+# the new/old ratios of each (for CPU per message, below 1 is better).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 base=${1:?usage: scripts/compare.sh BASE_REV [ROUNDS]}
@@ -31,6 +33,9 @@ benchpkg() { if [ -f "$1/internal/broker/broker_benchmark_test.go" ]; then echo 
 (cd "$work/old" && go test -c -o "$work/old.test" "$(benchpkg .)" && go build -o "$work/sluice-old" ./cmd/sluice)
 go test -c -o "$work/new.test" "$(benchpkg .)" && go build -o "$work/sluice-new" ./cmd/sluice
 
+# cpu_ticks is a process's user and system CPU time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
 inproc() {
   (cd "$work" && "./$1.test" -test.run '^$' -test.bench 'SendReceiveDelete$' -test.benchtime 300000x) |
     sed -n 's/.* \([0-9.]*\) ops\/s.*/\1/p' | head -n 1
@@ -45,8 +50,16 @@ e2e() {
     (exec 3<> /dev/tcp/127.0.0.1/$port) 2> /dev/null && break
     sleep 0.1 # a process starting up: nothing to wait on but its port
   done
-  "$work/sluice-new" bench --endpoint http://127.0.0.1:$port --duration 10s --producers 16 --consumers 32 --inflight 10 2> /dev/null |
-    sed -n 's/^end-to-end rate *\([0-9]*\) msgs\/s.*/\1/p'
+  local before after out
+  before=$(cpu_ticks "$pid")
+  out=$("$work/sluice-new" bench --endpoint http://127.0.0.1:$port --duration 10s --producers 16 --consumers 32 --inflight 10 2> /dev/null)
+  after=$(cpu_ticks "$pid")
+  # msgs/s, then the server's CPU per message through (sent, received and
+  # deleted): its user and system time over the bench, in microseconds.
+  echo "$out" | awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
+    /^end-to-end rate/ { rate = $3 }
+    /: sent [0-9]+, received [0-9]+ in/ { for (i = 1; i <= NF; i++) if ($i == "received") got = $(i + 1) + 0 }
+    END { printf "%s %.2f\n", rate, got > 0 ? ticks / hz * 1e6 / got : 0 }'
   kill "$pid"
   wait "$pid" 2> /dev/null || true
   pid=
@@ -55,12 +68,15 @@ e2e() {
 
 results=$work/results
 for i in $(seq "$rounds"); do
-  for kind in inproc e2e; do
-    old=$($kind old)
-    new=$($kind new)
-    echo "round $i  $kind  old $old  new $new"
-    echo "$kind $old $new" >> "$results"
-  done
+  old=$(inproc old)
+  new=$(inproc new)
+  echo "round $i  inproc  old $old  new $new"
+  echo "inproc $old $new" >> "$results"
+  read -r old oldcpu <<< "$(e2e old)"
+  read -r new newcpu <<< "$(e2e new)"
+  echo "round $i  e2e     old $old  new $new   server CPU per message: old $oldcpu µs  new $newcpu µs"
+  echo "e2e $old $new" >> "$results"
+  echo "cpu-per-message $oldcpu $newcpu" >> "$results"
 done
 awk '{ n[$1]++; s[$1] += log($3 / $2) }
      END { for (k in n) printf "%s: geometric mean new/old %.3f over %d rounds\n", k, exp(s[k] / n[k]), n[k] }' "$results"
