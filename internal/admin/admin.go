@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,12 +75,12 @@ func New(b Broker, opts Options) *Server {
 	reg.MustRegister(opts.Collectors...)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slogAdapter{opts.Logger}}))
 	s.mux.HandleFunc("GET /api/queues", s.queues)
-	s.mux.HandleFunc("GET /api/queues/{queue}", s.queue)
-	s.mux.HandleFunc("GET /api/queues/{queue}/history", s.history)
-	s.mux.HandleFunc("GET /api/queues/{queue}/tenants", s.tenants)
-	s.mux.HandleFunc("GET /api/queues/{queue}/tenants/{tenant}", s.tenant)
-	s.mux.HandleFunc("PUT /api/queues/{queue}/tenants/{tenant}", s.setTenant)
-	s.mux.HandleFunc("POST /api/queues/{queue}/drop-before", s.dropBefore)
+	s.mux.HandleFunc("GET /api/queues/{queue}", s.onQueue(s.queue))
+	s.mux.HandleFunc("GET /api/queues/{queue}/history", s.onQueue(s.history))
+	s.mux.HandleFunc("GET /api/queues/{queue}/tenants", s.onQueue(s.tenants))
+	s.mux.HandleFunc("GET /api/queues/{queue}/tenants/{tenant}", s.onQueue(s.tenant))
+	s.mux.HandleFunc("PUT /api/queues/{queue}/tenants/{tenant}", s.onQueue(s.setTenant))
+	s.mux.HandleFunc("POST /api/queues/{queue}/drop-before", s.onQueue(s.dropBefore))
 	s.mux.HandleFunc("GET /api/store", s.store)
 	s.mux.HandleFunc("GET /api/cluster", s.cluster)
 	s.mux.HandleFunc("GET /api/cluster/streams", s.streams)
@@ -241,7 +242,7 @@ func toJSON(q st.QueueStats) queueJSON {
 }
 
 func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
-	stats := s.b.ClusterStats(r.Context()) // in a cluster, every node's
+	stats := s.visible(r, s.b.ClusterStats(r.Context())) // in a cluster, every node's
 	out := make([]queueJSON, 0, len(stats))
 	sources := map[string][]string{}
 	for _, q := range stats {
@@ -260,7 +261,7 @@ func (s *Server) queues(w http.ResponseWriter, r *http.Request) {
 func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("queue")
 	var sources []string
-	for _, q := range s.b.Stats() {
+	for _, q := range s.visible(r, s.b.Stats()) {
 		if q.DLQ == name {
 			sources = append(sources, q.Name)
 		}
@@ -274,10 +275,23 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	apiError(w, st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist."))
+	apiError(w, noQueue())
+}
+
+// visible is the queues of stats the request's caller may see.
+func (s *Server) visible(r *http.Request, stats []st.QueueStats) []st.QueueStats {
+	c := callerOf(r)
+	if c.operator {
+		return stats
+	}
+	return slices.DeleteFunc(stats, func(q st.QueueStats) bool { return !c.allows(q.Name) })
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	if _, err := s.b.GetQueue(r.PathValue("queue")); err != nil {
+		apiError(w, err)
+		return
+	}
 	writeJSON(w, http.StatusOK, s.hist.get(r.PathValue("queue")))
 }
 

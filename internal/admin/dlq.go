@@ -19,9 +19,9 @@ import (
 // task (rate-limited, with progress under /api/movetasks); a filtered one
 // moves the matching messages at once.
 func (s *Server) routesDLQ() {
-	s.mux.HandleFunc("GET /api/queues/{queue}/messages", s.peek)
-	s.mux.HandleFunc("POST /api/queues/{queue}/purge", s.purge)
-	s.mux.HandleFunc("POST /api/queues/{queue}/redrive", s.redrive)
+	s.mux.HandleFunc("GET /api/queues/{queue}/messages", s.onQueue(s.peek))
+	s.mux.HandleFunc("POST /api/queues/{queue}/purge", s.onQueue(s.purge))
+	s.mux.HandleFunc("POST /api/queues/{queue}/redrive", s.onQueue(s.redrive))
 	s.mux.HandleFunc("GET /api/movetasks", s.moveTasks)
 }
 
@@ -115,6 +115,10 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		dest := ""
+		if in.To != "" && !callerOf(r).allows(in.To) {
+			apiError(w, noQueue())
+			return
+		}
 		if in.To != "" {
 			to, err := s.b.GetQueue(in.To)
 			if err != nil {
@@ -129,6 +133,10 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"task_handle": h, "source_arn": info.ARN})
+		return
+	}
+	if in.To != "" && !callerOf(r).allows(in.To) {
+		apiError(w, noQueue())
 		return
 	}
 	if in.Rate > 0 { // paced: a task with progress under /api/movetasks
@@ -152,6 +160,15 @@ func (s *Server) moveTasks(w http.ResponseWriter, r *http.Request) {
 	src := r.URL.Query().Get("source")
 	if src == "" {
 		badRequest(w, "source (a queue ARN or name) is required.")
+		return
+	}
+	name := src
+	if n, err := s.b.QueueNameFromARN(src); err == nil {
+		name = n
+	}
+	if !callerOf(r).allows(name) {
+		// What ListMoveTasks answers for a source that does not exist.
+		apiError(w, &st.Error{Code: st.CodeResourceNotFound, Message: "The resource that you specified for the SourceArn parameter doesn't exist."})
 		return
 	}
 	if info, err := s.b.GetQueue(src); err == nil {

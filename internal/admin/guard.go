@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+
+	"github.com/sluicemq/sluice/internal/sigv4"
 )
 
 // GuardOptions say who may use the admin address.
@@ -17,6 +20,12 @@ type GuardOptions struct {
 	// authentication (any user name), so a browser's own prompt opens the
 	// dashboard.
 	Token string
+	// Credentials, when set, are the principals who may sign requests
+	// (SigV4) to act as themselves, each on its own queues and topics
+	// (Access); a request neither signed nor with the token is refused.
+	Credentials *sigv4.Credentials
+	// Now dates signatures. Default time.Now.
+	Now func() time.Time
 	// AllowedHosts are Host header names accepted besides loopback ones
 	// (for an admin address reached through a proxy or a DNS name). Without
 	// a token only loopback and these are accepted: a page on another site
@@ -28,7 +37,9 @@ type GuardOptions struct {
 // serves: /healthz, /debug/pprof) with what a browser or a stranger on
 // the network must not get past:
 //
-//   - the token, when one is set;
+//   - who the request acts as (Access): the operator (the token, or no
+//     token and no credentials), or a principal whose signature holds,
+//     and then only on the paths about queues and topics;
 //   - the Host header: loopback names, or AllowedHosts (any host when a
 //     token is set and AllowedHosts is empty: the token is the guard);
 //   - for every request that changes something (not GET or HEAD): a JSON
@@ -44,17 +55,27 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 			allowed[h] = true
 		}
 	}
+	// Who the request acts as first (refused before anything else is
+	// said), then what a browser must not do.
+	inner := Authenticated(sameSiteWrites(next), &Access{Token: o.Token, Credentials: o.Credentials, Now: o.Now})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := hostOnly(r.Host)
-		if !isLoopbackHost(host) && !allowed[host] && (o.Token == "" || len(allowed) > 0) {
+		if !isLoopbackHost(host) && !allowed[host] && (o.Token == "" && o.Credentials == nil || len(allowed) > 0) {
 			refuse(w, http.StatusForbidden, "ForbiddenHost", fmt.Sprintf("The Host %q is not one this admin address answers to (loopback names, or --admin-allowed-hosts).", r.Host))
 			return
 		}
-		if o.Token != "" && r.URL.Path != "/healthz" && !tokenOK(r, o.Token) {
-			w.Header().Set("WWW-Authenticate", `Basic realm="sluice admin", charset="UTF-8"`)
-			refuse(w, http.StatusUnauthorized, "Unauthorized", "The admin API needs the admin token: Authorization: Bearer <token>, or Basic with the token as password.")
+		if r.URL.Path == "/healthz" {
+			next.ServeHTTP(w, r)
 			return
 		}
+		inner.ServeHTTP(w, r)
+	})
+}
+
+// sameSiteWrites refuses a request that changes something (not GET or
+// HEAD) unless it is JSON from this site.
+func sameSiteWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			if site := r.Header.Get("Sec-Fetch-Site"); site == "cross-site" {
 				refuse(w, http.StatusForbidden, "CrossSiteRequest", "A request from another site may not change anything here.")

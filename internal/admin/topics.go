@@ -66,7 +66,7 @@ type topicFiguresJSON struct {
 
 func (s *Server) routesTopics() {
 	s.mux.HandleFunc("GET /api/topics", s.topics)
-	s.mux.HandleFunc("GET /api/topics/{topic}", s.topic)
+	s.mux.HandleFunc("GET /api/topics/{topic}", s.onTopic(s.topic))
 }
 
 func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
@@ -74,7 +74,9 @@ func (s *Server) topics(w http.ResponseWriter, r *http.Request) {
 	queues := s.queueIndex(r)
 	out := make([]topicJSON, 0, len(infos))
 	for _, info := range infos {
-		out = append(out, s.topicToJSON(info, queues))
+		if callerOf(r).allows(info.Name) {
+			out = append(out, s.topicToJSON(info, queues, callerOf(r)))
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -83,17 +85,19 @@ func (s *Server) topic(w http.ResponseWriter, r *http.Request) {
 	info, err := s.b.Topic(r.PathValue("topic"))
 	if err != nil {
 		if errors.Is(err, st.ErrNoTopic) {
-			err = &st.Error{Code: st.CodeResourceNotFound, Message: "Topic does not exist."}
+			err = noTopic()
 		}
 		apiError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.topicToJSON(info, s.queueIndex(r)))
+	writeJSON(w, http.StatusOK, s.topicToJSON(info, s.queueIndex(r), callerOf(r)))
 }
 
-// queueIndex is every queue's figures by name (in a cluster, every node's).
+// queueIndex is the figures of every queue the caller may see, by name
+// (in a cluster, every node's). A subscription's queue outside it shows
+// neither its backlog nor that it is missing.
 func (s *Server) queueIndex(r *http.Request) map[string]st.QueueStats {
-	stats := s.b.ClusterStats(r.Context())
+	stats := s.visible(r, s.b.ClusterStats(r.Context()))
 	out := make(map[string]st.QueueStats, len(stats))
 	for _, q := range stats {
 		out[q.Name] = q
@@ -101,7 +105,7 @@ func (s *Server) queueIndex(r *http.Request) map[string]st.QueueStats {
 	return out
 }
 
-func (s *Server) topicToJSON(info st.TopicInfo, queues map[string]st.QueueStats) topicJSON {
+func (s *Server) topicToJSON(info st.TopicInfo, queues map[string]st.QueueStats, c caller) topicJSON {
 	t := topicJSON{Name: info.Name, FIFO: info.FIFO, Subscriptions: make([]subscriptionJSON, 0, len(info.Subs))}
 	for id, sub := range info.Subs {
 		j := subscriptionJSON{ID: id, Protocol: sub.Protocol, Endpoint: sub.Endpoint,
@@ -114,7 +118,7 @@ func (s *Server) topicToJSON(info st.TopicInfo, queues map[string]st.QueueStats)
 		}
 		if q, ok := queues[j.Queue]; ok && ours && sub.Protocol == "sqs" {
 			j.Backlog = &backlogJSON{Visible: q.Visible, InFlight: q.InFlight, Delayed: q.Delayed, OldestAge: q.OldestAge.Seconds()}
-		} else {
+		} else if !ours || c.allows(j.Queue) {
 			j.QueueMissing = true
 		}
 		t.Subscriptions = append(t.Subscriptions, j)

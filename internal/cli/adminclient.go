@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/sluicemq/sluice/internal/cmdkit"
 )
 
@@ -20,14 +27,57 @@ import (
 type adminClient struct {
 	base  string
 	token string // --admin-token, SLUICE_ADMIN_TOKEN
-	hc    *http.Client
+	// creds sign each request (SigV4) when there is no token: the caller
+	// acts as the principal of its access key, on its own queues and
+	// topics. Nil: requests go unsigned (a server with no credentials).
+	creds  aws.CredentialsProvider
+	region string
+	hc     *http.Client
+}
+
+// adminCredentials are the credentials the admin commands sign with
+// when no token is given: the usual AWS chain as far as a command line
+// needs it: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (with
+// AWS_SESSION_TOKEN), else the profile (AWS_PROFILE, or the default one)
+// of the shared config and credentials files. Nil when there are none.
+func adminCredentials(ctx context.Context, env cmdkit.Env) aws.CredentialsProvider {
+	if key := env.Getenv("AWS_ACCESS_KEY_ID"); key != "" {
+		return credentials.NewStaticCredentialsProvider(key, env.Getenv("AWS_SECRET_ACCESS_KEY"), env.Getenv("AWS_SESSION_TOKEN"))
+	}
+	opts := []func(*config.LoadOptions) error{
+		config.WithEC2IMDSClientEnableState(imds.ClientDisabled), // not on a laptop's command line
+	}
+	if p := env.Getenv("AWS_PROFILE"); p != "" {
+		opts = append(opts, config.WithSharedConfigProfile(p))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil || cfg.Credentials == nil {
+		return nil
+	}
+	if _, err := cfg.Credentials.Retrieve(ctx); err != nil {
+		return nil
+	}
+	return cfg.Credentials
+}
+
+// sign signs req, whose body is body, with the client's credentials.
+func (a *adminClient) sign(ctx context.Context, req *http.Request, body []byte) error {
+	c, err := a.creds.Retrieve(ctx)
+	if err != nil {
+		return fmt.Errorf("admin API: no credentials to sign with: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+	req.Header.Set("X-Amz-Content-Sha256", hash)
+	return v4.NewSigner().SignHTTP(ctx, c, req, hash, "sluice", a.region, time.Now())
 }
 
 func (a *adminClient) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
+	var raw []byte
 	if in != nil {
-		raw, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if raw, err = json.Marshal(in); err != nil {
 			return err
 		}
 		body = bytes.NewReader(raw)
@@ -39,20 +89,25 @@ func (a *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if a.token != "" {
+	switch {
+	case a.token != "":
 		req.Header.Set("Authorization", "Bearer "+a.token)
+	case a.creds != nil:
+		if err := a.sign(ctx, req, raw); err != nil {
+			return err
+		}
 	}
 	resp, err := a.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("admin API at %s: %w (is --admin right?)", a.base, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	raw, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return err
 	}
 	if resp.StatusCode == http.StatusUnauthorized {
-		return fmt.Errorf("admin API at %s: unauthorized: pass the server's admin token with --admin-token or SLUICE_ADMIN_TOKEN", a.base)
+		return fmt.Errorf("admin API at %s: unauthorized: pass the server's admin token with --admin-token or SLUICE_ADMIN_TOKEN, or AWS credentials of a principal of its credentials file (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)", a.base)
 	}
 	if resp.StatusCode >= 300 {
 		var e struct{ Code, Message string }

@@ -17,7 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
+	st "github.com/sluicemq/sluice/sluicetype"
 
 	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/broker"
@@ -597,5 +599,77 @@ func TestServeNATSToken(t *testing.T) {
 				t.Errorf("serve %v: the error quotes a token: %s", tc.args, errb.String())
 			}
 		}
+	}
+}
+
+// TestAdminCommandsActAsThePrincipal: with a principal's AWS credentials
+// in the environment and no admin token, the admin commands sign their
+// requests and act as that principal: its own queues answer, another
+// principal's are missing, and without credentials the server's answer
+// says what to pass.
+func TestAdminCommandsActAsThePrincipal(t *testing.T) {
+	creds, err := sigv4.ParseCredentials([]byte(`{"principals": [
+	  {"name": "team-a", "access_key_id": "AKIDTEAMA", "secret_access_key": "secret-a", "queues": ["a-*"]},
+	  {"name": "team-b", "access_key_id": "AKIDTEAMB", "secret_access_key": "secret-b", "queues": ["b-*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, b := serveBroker(t, broker.Config{Dir: t.TempDir()})
+	adm := httptest.NewServer(admin.Guard(admin.New(b, admin.Options{}), admin.GuardOptions{Credentials: creds}))
+	t.Cleanup(adm.Close)
+	ctx := context.Background()
+	for _, q := range []string{"a-q", "a-dlq", "b-q", "b-dlq"} {
+		if _, err := b.CreateQueue(ctx, q, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Send(ctx, q, st.SendInput{Body: q + " message", GroupID: "acme"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(key, secret string, args ...string) (string, int) {
+		t.Helper()
+		var out, errb bytes.Buffer
+		env := Env{Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+			switch k {
+			case "SLUICE_ENDPOINT":
+				return ep
+			case "AWS_ACCESS_KEY_ID":
+				return key
+			case "AWS_SECRET_ACCESS_KEY":
+				return secret
+			case "AWS_PROFILE":
+				return "sluice-test-no-such-profile" // not the machine's own default
+			}
+			return ""
+		}}
+		code := Run(ctx, append(args, "--admin", adm.URL), env)
+		if code != 0 {
+			return errb.String(), code
+		}
+		return out.String(), code
+	}
+	for _, c := range []struct {
+		key, secret string
+		args        []string
+		ok          bool
+		want        string
+	}{
+		{"AKIDTEAMA", "secret-a", []string{"tenants", "a-q"}, true, "acme"},
+		{"AKIDTEAMA", "secret-a", []string{"tenants", "b-q"}, false, "QueueDoesNotExist"},
+		{"AKIDTEAMB", "secret-b", []string{"tenants", "b-q"}, true, "acme"},
+		{"AKIDTEAMA", "secret-a", []string{"dlq", "peek", "a-dlq"}, true, "a-dlq message"},
+		{"AKIDTEAMA", "secret-a", []string{"dlq", "peek", "b-dlq"}, false, "QueueDoesNotExist"},
+		{"AKIDTEAMA", "secret-a", []string{"dlq", "purge", "b-dlq", "--contains", "message"}, false, "QueueDoesNotExist"}, // filtered: the admin API
+		{"AKIDTEAMA", "secret-a", []string{"tenants", "set", "b-q", "acme", "--weight", "3"}, false, "QueueDoesNotExist"},
+		{"AKIDTEAMA", "wrong", []string{"tenants", "a-q"}, false, "SignatureDoesNotMatch"},
+		{"", "", []string{"tenants", "a-q"}, false, "AWS_ACCESS_KEY_ID"},
+	} {
+		out, code := run(c.key, c.secret, c.args...)
+		if (code == 0) != c.ok || !strings.Contains(out, c.want) {
+			t.Errorf("as %q: sluice %v: exit %d, %s; want ok=%v and %q", c.key, c.args, code, out, c.ok, c.want)
+		}
+	}
+	if n, _ := b.GetQueueAttributes("b-dlq", []string{"ApproximateNumberOfMessages"}); n["ApproximateNumberOfMessages"] != "1" {
+		t.Errorf("b-dlq after team a's purge: %v, want its one message", n)
 	}
 }

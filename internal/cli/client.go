@@ -115,7 +115,10 @@ func client(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	k.c = cmdkit.NewSQS(k.endpoint, k.region, env)
-	k.admin = &adminClient{base: adminURL, token: *adminToken, hc: &http.Client{Timeout: 30 * time.Second}}
+	k.admin = &adminClient{base: adminURL, token: *adminToken, region: k.region, hc: &http.Client{Timeout: 30 * time.Second}}
+	if k.admin.token == "" {
+		k.admin.creds = adminCredentials(ctx, env)
+	}
 	need := func(n int, what string) error {
 		if len(pos) < n {
 			return fmt.Errorf("%s %s: missing %s", cmd, sub, what)

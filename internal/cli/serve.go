@@ -392,7 +392,8 @@ func serve(ctx context.Context, args []string, env Env) error {
 	adm.Start()
 	defer adm.Stop()
 	b.ServeForwarded("sqs", srv) // in a cluster: requests other nodes forward here
-	b.ServeForwarded("admin", adm)
+	// Forwarded admin requests act as who sent them, checked again here.
+	b.ServeForwarded("admin", admin.Authenticated(adm, &admin.Access{Token: token, Credentials: creds}))
 	mux := http.NewServeMux()
 	mux.Handle("/", adm) // metrics, the JSON API and the dashboard
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
@@ -405,10 +406,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 	if c.AdminHosts != "" {
 		hosts = strings.Split(c.AdminHosts, ",")
 	}
-	if token == "" && creds != nil {
-		log.Warn("the admin address has no token: anyone who can reach " + c.AdminAddr + " can read and purge every queue; set --admin-token")
-	}
-	adminSrv := adminHTTPServer(admin.Guard(mux, admin.GuardOptions{Token: token, AllowedHosts: hosts}))
+	adminSrv := adminHTTPServer(admin.Guard(mux, admin.GuardOptions{Token: token, Credentials: creds, AllowedHosts: hosts}))
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	go func() {
@@ -421,7 +419,7 @@ func serve(ctx context.Context, args []string, env Env) error {
 		auth = "SigV4 with " + c.Credentials
 	}
 	log.Info("sluice serving", "sqs", "http://"+ln.Addr().String(), "admin", "http://"+aln.Addr().String(),
-		"data_dir", c.DataDir, "sync", c.Sync, "auth", auth, "cluster", c.Cluster, "node", c.Node)
+		"data_dir", c.DataDir, "sync", c.Sync, "auth", auth, "admin_access", adminAccess(token, creds), "cluster", c.Cluster, "node", c.Node)
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down: finishing in-flight requests")
@@ -441,4 +439,17 @@ func serve(ctx context.Context, args []string, env Env) error {
 	}
 	log.Info("stopped; store flushed and closed")
 	return nil
+}
+
+// adminAccess says at start who may use the admin address.
+func adminAccess(token string, creds *sigv4.Credentials) string {
+	switch {
+	case token == "" && creds == nil:
+		return "open: no token and no credentials, anyone who reaches the address by a loopback name is the operator (a developer's laptop)"
+	case creds == nil:
+		return "the admin token only (the operator)"
+	case token == "":
+		return "principals only, each signing with its access key and seeing its own queues and topics; no admin token, so nobody has the operator's views (/metrics, the store, the cluster): set --admin-token"
+	}
+	return "the admin token (the operator), and principals signing with their access keys, each seeing its own queues and topics"
 }
