@@ -3,6 +3,7 @@ package admin
 import (
 	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -37,7 +38,8 @@ type Access struct {
 	// Now is the clock signatures are dated against. Default time.Now.
 	Now func() time.Time
 
-	seen replays
+	seen     replays
+	sessions sessions // the dashboard's (session.go)
 }
 
 // maxSignedBody bounds the body of a signed request, read to check its
@@ -75,39 +77,49 @@ type refusal struct {
 // (r.Body is then that body, read). A forwarded request (another node of
 // the cluster took it and checked it already) is not checked for replay
 // again, as it is the same request.
-func (a *Access) authenticate(r *http.Request) (caller, *refusal) {
+//
+// A browser's request acts as its session (session.go), if its cookie
+// names one: a change must then carry the session's CSRF token.
+func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 	if a.Token != "" && tokenOK(r, a.Token) {
-		return caller{operator: true}, nil
+		return caller{operator: true}, nil, nil
+	}
+	if _, ses := a.sessionOf(r); ses != nil {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead &&
+			subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(ses.csrf)) != 1 {
+			return caller{}, nil, &refusal{http.StatusForbidden, "CrossSiteRequest", "A change in a dashboard session must carry the session's " + csrfHeader + " header."}
+		}
+		return ses.caller, ses, nil
 	}
 	// Without credentials, a signature means nothing (as on the SQS port,
 	// where any goes): the request is taken as unsigned.
 	signed := a.Credentials != nil && (strings.HasPrefix(r.Header.Get("Authorization"), "AWS4-") || r.URL.Query().Has("X-Amz-Algorithm"))
 	if !signed {
 		if a.Token == "" && a.Credentials == nil {
-			return caller{operator: true}, nil
+			return caller{operator: true}, nil, nil
 		}
 		how := "the admin token (Authorization: Bearer <token>, or Basic with it as password)"
 		if a.Credentials != nil {
 			how = "a request signed with your access key (SigV4, as the AWS SDKs and `sluice` sign), or " + how
 		}
-		return caller{}, &refusal{http.StatusUnauthorized, "Unauthorized", "The admin API needs " + how + "."}
+		return caller{}, nil, &refusal{http.StatusUnauthorized, "Unauthorized", "The admin API needs " + how + "."}
 	}
 	now := a.now()
 	sig, p, err := sigv4.Identify(r, a.Credentials, now)
 	if err != nil {
-		return caller{}, identifyRefusal(err)
+		return caller{}, nil, identifyRefusal(err)
 	}
 	body, ref := readSigned(r)
 	if ref != nil {
-		return caller{}, ref
+		return caller{}, nil, ref
 	}
 	if !sig.Verify(r, body, p.SecretAccessKey) {
-		return caller{}, &refusal{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."}
+		return caller{}, nil, &refusal{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."}
 	}
 	if !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
-		return caller{}, &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
+		return caller{}, nil, &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
 	}
-	return caller{principal: p}, nil
+	return caller{principal: p}, nil, nil
 }
 
 func (a *Access) now() time.Time {
@@ -169,7 +181,7 @@ func withCaller(r *http.Request, c caller) *http.Request {
 // not about a queue or topic a principal may own (the dashboard's files
 // are public; what they show comes from the API).
 func operatorOnly(path string) bool {
-	for _, p := range []string{"/api/queues", "/api/topics", "/api/movetasks", "/ui", "/healthz"} {
+	for _, p := range []string{"/api/queues", "/api/topics", "/api/movetasks", "/api/session", "/ui", "/healthz"} {
 		if path == p || strings.HasPrefix(path, p+"/") {
 			return false
 		}
@@ -182,10 +194,26 @@ func operatorOnly(path string) bool {
 // Guard, which also checks Host names and cross-site writes, does this
 // for requests that come to the admin address).
 func Authenticated(h http.Handler, a *Access) http.Handler {
+	signIn := sameSiteWrites(http.HandlerFunc(a.signIn))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, ref := a.authenticate(r)
+		if r.URL.Path == "/api/session" && r.Method == http.MethodPost {
+			signIn.ServeHTTP(w, r)
+			return
+		}
+		c, ses, ref := a.authenticate(r)
 		if ref != nil {
-			refuseAuth(w, ref)
+			refuseAuth(w, r, ref)
+			return
+		}
+		if r.URL.Path == "/api/session" {
+			switch r.Method {
+			case http.MethodGet:
+				writeJSON(w, http.StatusOK, whoJSON(c, ses))
+			case http.MethodDelete:
+				a.signOut(w, r)
+			default:
+				refuse(w, http.StatusMethodNotAllowed, "MethodNotAllowed", "/api/session takes GET (who), POST (sign in) and DELETE (sign out).")
+			}
 			return
 		}
 		if !c.operator && operatorOnly(r.URL.Path) {
@@ -196,8 +224,8 @@ func Authenticated(h http.Handler, a *Access) http.Handler {
 	})
 }
 
-func refuseAuth(w http.ResponseWriter, ref *refusal) {
-	if ref.status == http.StatusUnauthorized {
+func refuseAuth(w http.ResponseWriter, r *http.Request, ref *refusal) {
+	if ref.status == http.StatusUnauthorized && r.Header.Get(uiHeader) == "" { // the dashboard signs in on its own page
 		w.Header().Set("WWW-Authenticate", `Basic realm="sluice admin", charset="UTF-8"`)
 	}
 	refuse(w, ref.status, ref.code, ref.message)

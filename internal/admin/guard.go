@@ -64,7 +64,9 @@ func Guard(next http.Handler, o GuardOptions) http.Handler {
 			refuse(w, http.StatusForbidden, "ForbiddenHost", fmt.Sprintf("The Host %q is not one this admin address answers to (loopback names, or --admin-allowed-hosts).", r.Host))
 			return
 		}
-		if r.URL.Path == "/healthz" {
+		if r.URL.Path == "/healthz" || o.Credentials != nil && (r.URL.Path == "/ui" || strings.HasPrefix(r.URL.Path, "/ui/")) {
+			// The dashboard's own files are public where principals sign
+			// in: its page asks who is there before it shows anything.
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -41,7 +41,17 @@ var principalsJSON = `{"principals": [
 type principalsSetup struct {
 	b   *broker.Broker
 	srv *httptest.Server
+	// refusals counts the purges the address refused (4xx).
+	refusals atomic.Int64
 }
+
+// statusWriter keeps the status an answer was written with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) { w.status = code; w.ResponseWriter.WriteHeader(code) }
 
 func setupPrincipals(t *testing.T) *principalsSetup {
 	t.Helper()
@@ -55,8 +65,16 @@ func setupPrincipals(t *testing.T) *principalsSetup {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", admin.New(b, admin.Options{}))
-	srv := httptest.NewServer(admin.Guard(mux, admin.GuardOptions{Token: operatorToken, Credentials: creds}))
-	t.Cleanup(func() { srv.Close(); b.Close() })
+	p := &principalsSetup{b: b}
+	guard := admin.Guard(mux, admin.GuardOptions{Token: operatorToken, Credentials: creds})
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		guard.ServeHTTP(sw, r)
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/purge") && sw.status >= 400 && sw.status < 500 {
+			p.refusals.Add(1)
+		}
+	}))
+	t.Cleanup(func() { p.srv.Close(); b.Close() })
 	for _, team := range []string{"a", "b"} {
 		dlq := team + "-dlq"
 		info, err := b.CreateQueue(ctx, dlq, nil, nil)
@@ -79,7 +97,7 @@ func setupPrincipals(t *testing.T) *principalsSetup {
 			t.Fatal(err)
 		}
 	}
-	return &principalsSetup{b: b, srv: srv}
+	return p
 }
 
 // as is who sends a request: a principal's keys, the operator's token,

@@ -4,17 +4,70 @@
 const app = document.getElementById('app');
 const statusEl = document.getElementById('status');
 
+// who is who the dashboard acts as (GET /api/session): the operator, or
+// a principal signed in, with its session's CSRF token; null until known.
+let who = null;
+
+class SignInNeeded extends Error {}
+
 async function api(path, opts) {
+  opts = Object.assign({}, opts);
+  // X-Sluice-UI: a refusal comes without the browser's own prompt (this
+  // page signs in); X-Sluice-CSRF: a session's changes carry its token.
+  opts.headers = Object.assign({'X-Sluice-UI': '1'}, opts.headers,
+    who && who.csrf && opts.method && opts.method !== 'GET' ? {'X-Sluice-CSRF': who.csrf} : {});
   const r = await fetch(path, opts);
   const body = await r.json();
+  if (r.status === 401) throw new SignInNeeded((body && body.message) || r.statusText);
   if (!r.ok) throw new Error((body && body.message) || r.statusText);
   return body;
 }
 
 // post sends a change: JSON, as the admin API requires of every change
 // (a cross-site form cannot).
-function post(path, body) {
-  return api(path, {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body || {})});
+function post(path, body, method) {
+  return api(path, {method: method || 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body || {})});
+}
+
+// signInPage asks for a principal's access key and secret, or the admin
+// token, and trades them for a session (the secret goes to the server
+// once, and is not kept here).
+function signInPage(why) {
+  who = null;
+  nav('');
+  document.getElementById('whoami').textContent = '';
+  app.innerHTML = '<h2>Sign in</h2><form id="signin" class="signin">' +
+    '<label>Access key ID <input id="signin-key" autocomplete="username"></label>' +
+    '<label>Secret access key <input id="signin-secret" type="password" autocomplete="current-password"></label>' +
+    '<p class="note">or, for the operator:</p>' +
+    '<label>Admin token <input id="signin-token" type="password"></label>' +
+    '<button id="signin-submit" type="submit">Sign in</button><p id="signin-error" class="bad"></p></form>' +
+    '<p class="note">' + esc(why || '') + '</p>';
+  document.getElementById('signin').addEventListener('submit', async ev => {
+    ev.preventDefault();
+    const key = document.getElementById('signin-key').value, secret = document.getElementById('signin-secret').value;
+    const token = document.getElementById('signin-token').value;
+    try {
+      who = await post('/api/session', token ? {token} : {access_key_id: key, secret_access_key: secret});
+      app.textContent = 'Loading…'; // the form goes: render shows the pages again
+      if (location.hash !== '#/') location.hash = '#/'; else render();
+    } catch (e) {
+      document.getElementById('signin-error').textContent = e.message;
+    }
+  });
+}
+
+async function signOut() {
+  try { await post('/api/session', {}, 'DELETE'); } catch (e) { /* signed out already */ }
+  signInPage('Signed out.');
+}
+
+// whoami shows who the dashboard acts as, with a sign-out for a session.
+function whoami() {
+  const el = document.getElementById('whoami');
+  if (!who || (!who.principal && !who.csrf)) { el.textContent = ''; return; }
+  el.innerHTML = 'signed in as <b>' + esc(who.principal || 'the operator') + '</b> · <a href="#" id="signout">sign out</a>';
+  document.getElementById('signout').onclick = ev => { ev.preventDefault(); signOut(); };
 }
 
 // banners show what the store reports that an operator must act on: the
@@ -22,6 +75,7 @@ function post(path, body) {
 // the server started (bodies that could not be read back, and releases
 // the store could tell were wrong), which are never dropped silently.
 async function banners() {
+  if (!who.operator) return; // the store's figures are the operator's
   const st = await api('/api/store');
   const el = document.getElementById('alarm');
   const mib = b => (b / (1 << 20)).toFixed(0) + ' MiB';
@@ -347,7 +401,10 @@ function nav(page) {
 
 async function render() {
   const m = location.hash.match(/^#\/queue\/(.+)$/);
+  if (document.getElementById('signin')) return; // signing in: the form stays
   try {
+    if (!who) who = await api('/api/session');
+    whoami();
     await banners();
     if (m) {
       nav('queues');
@@ -361,6 +418,10 @@ async function render() {
     }
     statusEl.textContent = 'updated ' + new Date().toLocaleTimeString();
   } catch (e) {
+    if (e instanceof SignInNeeded) {
+      signInPage(e.message);
+      return;
+    }
     statusEl.textContent = 'error: ' + e.message;
   }
 }
