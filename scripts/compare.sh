@@ -59,7 +59,7 @@ e2e() {
   echo "$out" | awk -v ticks=$((after - before)) -v hz="$(getconf CLK_TCK)" '
     /^end-to-end rate/ { rate = $3 }
     /: sent [0-9]+, received [0-9]+ in/ { for (i = 1; i <= NF; i++) if ($i == "received") got = $(i + 1) + 0 }
-    END { printf "%s %.2f\n", rate, got > 0 ? ticks / hz * 1e6 / got : 0 }'
+    END { printf "%s %.2f\n", rate, (got > 0 ? ticks / hz * 1e6 / got : 0) }'
   kill "$pid"
   wait "$pid" 2> /dev/null || true
   pid=
