@@ -44,6 +44,10 @@ inproc() {
 e2e() {
   local port=19460 dir
   dir=$(mktemp -d "$work/data.XXXX")
+  if (exec 3<> /dev/tcp/127.0.0.1/$port) 2> /dev/null; then
+    echo "compare.sh: port $port is taken (a server left running?): the bench would measure it" >&2
+    return 1
+  fi
   "$work/sluice-$1" serve --data-dir "$dir" --sqs-addr 127.0.0.1:$port --admin-addr 127.0.0.1:$((port + 1)) 2> /dev/null &
   pid=$!
   for _ in $(seq 100); do
@@ -74,6 +78,10 @@ for i in $(seq "$rounds"); do
   echo "inproc $old $new" >> "$results"
   read -r old oldcpu <<< "$(e2e old)"
   read -r new newcpu <<< "$(e2e new)"
+  if [ -z "$old" ] || [ -z "$new" ] || [ "$oldcpu" = 0.00 ] || [ "$newcpu" = 0.00 ]; then
+    echo "compare.sh: round $i's end-to-end measurement failed" >&2
+    exit 1
+  fi
   echo "round $i  e2e     old $old  new $new   server CPU per message: old $oldcpu µs  new $newcpu µs"
   echo "e2e $old $new" >> "$results"
   echo "cpu-per-message $oldcpu $newcpu" >> "$results"
