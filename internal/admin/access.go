@@ -109,12 +109,23 @@ func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 	if err != nil {
 		return caller{}, nil, identifyRefusal(err)
 	}
+	mismatch := &refusal{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."}
+	// A request that signs its body's hash (X-Amz-Content-Sha256) is
+	// checked before its body is read, and the body against the hash
+	// after; one that does not, once its body is read.
+	claimed := sig.ClaimedPayload(r)
+	if claimed != "" && !sig.VerifyClaimed(r, p.SecretAccessKey) {
+		return caller{}, nil, mismatch
+	}
 	body, ref := readSigned(r)
 	if ref != nil {
 		return caller{}, nil, ref
 	}
 	if !sig.Verify(r, body, p.SecretAccessKey) {
-		return caller{}, nil, &refusal{http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method."}
+		if claimed != "" {
+			return caller{}, nil, &refusal{http.StatusBadRequest, "XAmzContentSHA256Mismatch", "The body does not have the SHA-256 hash the request's X-Amz-Content-Sha256 header states."}
+		}
+		return caller{}, nil, mismatch
 	}
 	if !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
 		return caller{}, nil, &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
@@ -189,6 +200,36 @@ func operatorOnly(path string) bool {
 	return true
 }
 
+// callerHeader says, on an admin request one node forwards to another
+// (the queue's or topic's owner), who the node that took it found the
+// caller to be: "operator", or "principal <access key>". The owner trusts
+// it on forwarded requests alone (they come over the cluster's NATS, which
+// only nodes reach); on any other request it is dropped.
+const callerHeader = "X-Sluice-Admin-Caller"
+
+// header is c as callerHeader says it.
+func (c caller) header() string {
+	if c.operator {
+		return "operator"
+	}
+	return "principal " + c.principal.AccessKeyID
+}
+
+// forwardedCaller is who a forwarded request acts as, by callerHeader
+// (ok false: the forwarding node did not say, as one from before it did).
+func (a *Access) forwardedCaller(r *http.Request) (c caller, ok bool, ref *refusal) {
+	v := r.Header.Get(callerHeader)
+	switch key, isPrincipal := strings.CutPrefix(v, "principal "); {
+	case v == "":
+		return caller{}, false, nil
+	case v == "operator":
+		return caller{operator: true}, true, nil
+	case isPrincipal && a.Credentials != nil && a.Credentials.Lookup(key) != nil:
+		return caller{principal: a.Credentials.Lookup(key)}, true, nil
+	}
+	return caller{}, true, &refusal{http.StatusForbidden, "InvalidClientTokenId", "The forwarding node names a caller this node does not know (are the nodes' credentials files the same?)."}
+}
+
 // Authenticated serves h to the callers a allows, each as who it is: what
 // a node serves for the admin requests other nodes forward to it (the
 // Guard, which also checks Host names and cross-site writes, does this
@@ -200,7 +241,21 @@ func Authenticated(h http.Handler, a *Access) http.Handler {
 			signIn.ServeHTTP(w, r)
 			return
 		}
-		c, ses, ref := a.authenticate(r)
+		var c caller
+		var ses *session
+		var ref *refusal
+		fc, said, fref := caller{}, false, (*refusal)(nil)
+		if forward.Forwarded(r) {
+			fc, said, fref = a.forwardedCaller(r)
+		} else {
+			r.Header.Del(callerHeader) // only a node may say it
+		}
+		switch {
+		case said:
+			c, ref = fc, fref
+		default:
+			c, ses, ref = a.authenticate(r)
+		}
 		if ref != nil {
 			refuseAuth(w, r, ref)
 			return

@@ -96,7 +96,12 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, route string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
-	resp, err := s.b.Forward(ctx, route, r, body, forward.How{Idempotent: r.Method == http.MethodGet || r.Method == http.MethodHead})
+	// The owner acts for whom this node found the caller to be: a
+	// dashboard session lives on this node only, and a signed request
+	// was checked (and noted against replays) here.
+	fr := r.Clone(ctx)
+	fr.Header.Set(callerHeader, callerOf(r).header())
+	resp, err := s.b.Forward(ctx, route, fr, body, forward.How{Idempotent: r.Method == http.MethodGet || r.Method == http.MethodHead})
 	if err != nil {
 		what := "did not answer"
 		if errors.Is(err, forward.ErrOwnerLost) {

@@ -299,7 +299,7 @@ func TestBadlySignedRefused(t *testing.T) {
 		req    *http.Request
 		status int
 		code   string
-	}{"body changed after signing", tampered, http.StatusForbidden, "SignatureDoesNotMatch"})
+	}{"body changed after signing", tampered, http.StatusBadRequest, "XAmzContentSHA256Mismatch"})
 	for _, c := range cases {
 		if r := p.send(t, c.req); r.status != c.status || r.code != c.code {
 			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.raw, c.status, c.code)
@@ -335,13 +335,16 @@ func (c *countingBody) Read(b []byte) (int, error) {
 	return int(n), nil
 }
 
-// TestRefusedBeforeTheBody: a 256 MiB body, unsigned or signed by an
-// unknown key, is refused without being read: the client gets its answer
-// having sent no more than the socket buffers hold.
+// TestRefusedBeforeTheBody: a 256 MiB body, unsigned, signed by an
+// unknown key, expired, or wrongly signed (its signature covers the
+// body's hash, in X-Amz-Content-Sha256, as the SDKs send it), is refused
+// without being read: the client gets its answer having sent no more
+// than the socket buffers hold.
 func TestRefusedBeforeTheBody(t *testing.T) {
 	p := setupPrincipals(t)
 	const size = 256 << 20
-	for _, who := range []as{nobody, {key: "AKIDNOBODY", secret: "x"}, {key: "AKIDTEAMA", secret: "secret-a", at: time.Now().Add(-time.Hour)}} {
+	for _, who := range []as{nobody, {key: "AKIDNOBODY", secret: "x"}, {key: "AKIDTEAMA", secret: "secret-a", at: time.Now().Add(-time.Hour)},
+		{key: "AKIDTEAMA", secret: "not-secret-a"}} { // wrongly signed: its signature covers the body's hash, checked first
 		body := &countingBody{}
 		body.left.Store(size)
 		req := p.request(t, who, "POST", "/api/queues/a-dlq/purge", "")

@@ -198,6 +198,21 @@ func uriEncode(s string, slash bool) string {
 // Compute is the signature the request should carry, signed with secret
 // over body (or over UNSIGNED-PAYLOAD).
 func (s *Signature) Compute(r *http.Request, body []byte, secret string, unsignedPayload bool) string {
+	payload := r.Header.Get("X-Amz-Content-Sha256")
+	if unsignedPayload {
+		payload = "UNSIGNED-PAYLOAD"
+	}
+	if payload != "UNSIGNED-PAYLOAD" {
+		// The hash of the body the server received, whatever the header says.
+		sum := sha256.Sum256(body)
+		payload = hex.EncodeToString(sum[:])
+	}
+	return s.computeOver(r, payload, secret)
+}
+
+// computeOver is the signature over a payload hash (hex, or
+// UNSIGNED-PAYLOAD).
+func (s *Signature) computeOver(r *http.Request, payload, secret string) string {
 	// Canonical query: every parameter but the signature, sorted.
 	q := r.URL.Query()
 	q.Del("X-Amz-Signature")
@@ -227,15 +242,6 @@ func (s *Signature) Compute(r *http.Request, body []byte, secret string, unsigne
 		}
 		ch.WriteString(h + ":" + strings.Join(strings.Fields(v), " ") + "\n")
 	}
-	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if unsignedPayload {
-		payload = "UNSIGNED-PAYLOAD"
-	}
-	if payload != "UNSIGNED-PAYLOAD" {
-		// The hash of the body the server received, whatever the header says.
-		sum := sha256.Sum256(body)
-		payload = hex.EncodeToString(sum[:])
-	}
 	uri := r.URL.EscapedPath()
 	if uri == "" {
 		uri = "/"
@@ -263,4 +269,28 @@ func (s *Signature) Verify(r *http.Request, body []byte, secret string) bool {
 		ok = hmac.Equal([]byte(s.Compute(r, body, secret, true)), []byte(s.Signature))
 	}
 	return ok
+}
+
+// ClaimedPayload is the body's hash the request states in a signed
+// X-Amz-Content-Sha256 header ("" when it states none, or does not sign
+// it): a server can check the signature over it before it reads the
+// body, then the body against it.
+func (s *Signature) ClaimedPayload(r *http.Request) string {
+	h := strings.ToLower(r.Header.Get("X-Amz-Content-Sha256"))
+	if len(h) != 64 || strings.Trim(h, "0123456789abcdef") != "" {
+		return ""
+	}
+	for _, sh := range s.SignedHeaders {
+		if sh == "x-amz-content-sha256" {
+			return h
+		}
+	}
+	return ""
+}
+
+// VerifyClaimed reports whether the request's signature matches one
+// computed with secret over its ClaimedPayload (which must not be "").
+// Constant-time.
+func (s *Signature) VerifyClaimed(r *http.Request, secret string) bool {
+	return hmac.Equal([]byte(s.computeOver(r, s.ClaimedPayload(r), secret)), []byte(s.Signature))
 }
