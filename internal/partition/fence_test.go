@@ -203,3 +203,30 @@ func receiveAll(t *testing.T, o *Owner) int {
 		n += len(ms)
 	}
 }
+
+// TestWriteErrorSaysWhatHappened: a fenced append (another owner took
+// the queue: nothing written) is "not the owner", retryable and sent on
+// to the new owner; an append whose outcome is unknown is retryable but
+// not "not the owner" (it may be in the queue: a forwarding node must not
+// send it again by itself); a failed disk is an internal error.
+func TestWriteErrorSaysWhatHappened(t *testing.T) {
+	fenced := &store.AppendError{Err: store.ErrFenced, P: 3, Last: 9}
+	unknown := &store.AppendError{Err: fmt.Errorf("%w (%w): partition 3", store.ErrOutcomeUnknown, store.ErrFenced), P: 3, Last: 9}
+	for _, c := range []struct {
+		name     string
+		err      error
+		code     st.Code
+		notOwner bool
+	}{
+		{"fenced", fenced, st.CodeServiceUnavailable, true},
+		{"outcome unknown", unknown, st.CodeServiceUnavailable, false},
+		{"closed", store.ErrClosed, st.CodeServiceUnavailable, false},
+		{"no space", &store.AppendError{Err: store.ErrNoSpace}, st.CodeInternal, false},
+		{"disk", &store.AppendError{Err: errors.New("write: input/output error")}, st.CodeInternal, false},
+	} {
+		err := WriteError(c.err)
+		if st.CodeOf(err) != c.code || errors.Is(err, ErrNotOwner) != c.notOwner {
+			t.Errorf("%s: %v (code %s, not the owner %v), want %s, not the owner %v", c.name, err, st.CodeOf(err), errors.Is(err, ErrNotOwner), c.code, c.notOwner)
+		}
+	}
+}

@@ -393,8 +393,18 @@ func WriteError(err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	if errors.Is(err, store.ErrClosed) {
+	switch {
+	case errors.Is(err, store.ErrClosed):
 		return &st.Error{Code: st.CodeServiceUnavailable, Message: "The server is shutting down; the request was not persisted.", Cause: err}
+	case errors.Is(err, store.ErrOutcomeUnknown):
+		// Not "not the owner": the request may be in the queue, and a
+		// forwarding node must not send it again on its own.
+		return &st.Error{Code: st.CodeServiceUnavailable, RetryAfter: time.Second,
+			Message: "The queue's owner lost its hold on the queue while it wrote the request, which may or may not have been persisted; retry the request.", Cause: err}
+	case errors.Is(err, store.ErrFenced):
+		// Another node took the queue over: nothing was written, and the
+		// request may go to the new owner.
+		return NotOwner()
 	}
 	msg := "The server could not persist the request."
 	if errors.Is(err, store.ErrNoSpace) {

@@ -205,9 +205,15 @@ type Future interface {
 // Errors.
 var (
 	ErrClosed = errors.New("store: closed")
-	// ErrFenced: the append's prev is not the partition's last position.
-	ErrFenced  = errors.New("store: fenced: the partition's last position is not the one given")
-	ErrCorrupt = errors.New("store: corrupt record")
+	// ErrFenced: the append's prev is not the partition's last position:
+	// nothing of it was written (unless the error also wraps
+	// ErrOutcomeUnknown).
+	ErrFenced = errors.New("store: fenced: the partition's last position is not the one given")
+	// ErrOutcomeUnknown: an append may or may not have been written (a
+	// replicated store lost its acknowledgement and could not ask); the
+	// partition must be taken over again before it is written.
+	ErrOutcomeUnknown = errors.New("store: the write's outcome is unknown")
+	ErrCorrupt        = errors.New("store: corrupt record")
 	// ErrDamaged: data that was durable fails its checks (DamageError).
 	ErrDamaged = errors.New("store: damaged data")
 	ErrNoSpace = errors.New("store: no space left on device")

@@ -26,7 +26,7 @@ import (
 // before RetryFor passed or the store closed). The error also wraps
 // store.ErrFenced: the store no longer writes the partition until
 // ReplayPartition has read what is really there.
-var ErrOutcomeUnknown = errors.New("jsstore: the write's outcome is unknown")
+var ErrOutcomeUnknown = store.ErrOutcomeUnknown
 
 // Message headers of the store's own (besides JetStream's).
 const (
