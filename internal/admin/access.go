@@ -114,8 +114,14 @@ func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 	// checked before its body is read, and the body against the hash
 	// after; one that does not, once its body is read.
 	claimed := sig.ClaimedPayload(r)
-	if claimed != "" && !sig.VerifyClaimed(r, p.SecretAccessKey) {
-		return caller{}, nil, mismatch
+	replayed := &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
+	if claimed != "" {
+		if !sig.VerifyClaimed(r, p.SecretAccessKey) {
+			return caller{}, nil, mismatch
+		}
+		if !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
+			return caller{}, nil, replayed
+		}
 	}
 	body, ref := readSigned(r)
 	if ref != nil {
@@ -127,8 +133,8 @@ func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 		}
 		return caller{}, nil, mismatch
 	}
-	if !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
-		return caller{}, nil, &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
+	if claimed == "" && !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
+		return caller{}, nil, replayed
 	}
 	return caller{principal: p}, nil, nil
 }

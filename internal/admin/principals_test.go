@@ -361,10 +361,33 @@ func TestRefusedBeforeTheBody(t *testing.T) {
 			t.Errorf("%+v: the client sent %d MiB of a refused 256 MiB body", who, n>>20)
 		}
 	}
+	// A replay: a signed request handed to the address again as it was,
+	// with a body that fails the test if anything reads it: its signature
+	// covers the body's hash, so it is refused as a replay unread.
+	first := p.request(t, teamA, "POST", "/api/queues/a-dlq/purge", `{"contains":"nothing matches"}`)
+	again := first.Clone(context.Background())
+	if r := p.send(t, first); r.status != http.StatusOK {
+		t.Fatalf("the first time: %d %s", r.status, r.raw)
+	}
+	again.RequestURI, again.Body = "", io.NopCloser(unreadable{t})
+	again.Host = strings.TrimPrefix(p.srv.URL, "http://")
+	rec := httptest.NewRecorder()
+	p.srv.Config.Handler.ServeHTTP(rec, again)
+	if !strings.Contains(rec.Body.String(), "RequestReplayed") {
+		t.Errorf("the replay: %d %s, want RequestReplayed", rec.Code, rec.Body)
+	}
 	// A signed request over the body limit is refused, not read whole.
 	big := bytes.Repeat([]byte(" "), 1<<20)
 	req := p.request(t, teamA, "POST", "/api/queues/a-dlq/purge", `{}`+string(big))
 	if r := p.send(t, req); r.status != http.StatusRequestEntityTooLarge {
 		t.Errorf("a signed 1 MiB body: %d %s, want 413", r.status, r.raw)
 	}
+}
+
+// unreadable is a body no one may read.
+type unreadable struct{ t *testing.T }
+
+func (u unreadable) Read([]byte) (int, error) {
+	u.t.Error("a refused request's body was read")
+	return 0, io.EOF
 }
