@@ -197,7 +197,11 @@ func (q *Queue) Receive(now time.Time, max int, vis time.Duration, part, spare i
 	}
 	// Room for a receive's usual batch at once: a Delivery is large, and
 	// growing the slice by appends copied it up to four times.
-	out := make([]Delivery, 0, min(max, 10))
+	room := min(max, 10)
+	if room < 0 {
+		room = 0
+	}
+	out := make([]Delivery, 0, room)
 	for len(out) < max && q.inFlight < MaxInFlight {
 		seq, ok := q.s.Pop(ms(now), part, spare)
 		if !ok {
