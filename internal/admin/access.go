@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/forward"
+	"github.com/sluicemq/sluice/internal/partition"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
@@ -335,29 +336,26 @@ func (s *replays) first(sig string, now time.Time) bool {
 // onQueue serves h to a caller the queue of the path ({queue}) is
 // allowed to; to anyone else, the answer a missing queue gets.
 func (s *Server) onQueue(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !callerOf(r).allows(r.PathValue("queue")) {
-			apiError(w, noQueue())
-			return
-		}
-		h(w, r)
-	}
+	return onScoped("queue", partition.NoQueue, h)
 }
 
 // onTopic is onQueue for the topic of the path ({topic}).
 func (s *Server) onTopic(h http.HandlerFunc) http.HandlerFunc {
+	return onScoped("topic", noTopic, h)
+}
+
+// onScoped serves h to a caller allowed the name in path value param,
+// and answers anyone else with missing().
+func onScoped(param string, missing func() error, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if !callerOf(r).allows(r.PathValue("topic")) {
-			apiError(w, noTopic())
+		if !callerOf(r).allows(r.PathValue(param)) {
+			apiError(w, missing())
 			return
 		}
 		h(w, r)
 	}
 }
 
-func noQueue() error {
-	return st.Errorf(st.CodeQueueDoesNotExist, "The specified queue does not exist.")
-}
 func noTopic() error {
 	return &st.Error{Code: st.CodeResourceNotFound, Message: "Topic does not exist."}
 }

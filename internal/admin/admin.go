@@ -275,7 +275,7 @@ func (s *Server) queue(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	apiError(w, noQueue())
+	apiError(w, partition.NoQueue())
 }
 
 // visible is the queues of stats the request's caller may see.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/partition"
 	st "github.com/sluicemq/sluice/sluicetype"
 )
 
@@ -108,6 +109,10 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := r.PathValue("queue")
+	if in.To != "" && !callerOf(r).allows(in.To) { // a destination the caller may not use is missing
+		apiError(w, partition.NoQueue())
+		return
+	}
 	if in.filterJSON.empty() {
 		info, err := s.b.GetQueue(name)
 		if err != nil {
@@ -115,10 +120,6 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		dest := ""
-		if in.To != "" && !callerOf(r).allows(in.To) {
-			apiError(w, noQueue())
-			return
-		}
 		if in.To != "" {
 			to, err := s.b.GetQueue(in.To)
 			if err != nil {
@@ -133,10 +134,6 @@ func (s *Server) redrive(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"task_handle": h, "source_arn": info.ARN})
-		return
-	}
-	if in.To != "" && !callerOf(r).allows(in.To) {
-		apiError(w, noQueue())
 		return
 	}
 	if in.Rate > 0 { // paced: a task with progress under /api/movetasks
