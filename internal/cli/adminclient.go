@@ -30,9 +30,13 @@ type adminClient struct {
 	// creds sign each request (SigV4) when there is no token: the caller
 	// acts as the principal of its access key, on its own queues and
 	// topics. Nil: requests go unsigned (a server with no credentials).
-	creds  aws.CredentialsProvider
-	region string
-	hc     *http.Client
+	creds aws.CredentialsProvider
+	// env is where creds come from, looked up at the first request (not
+	// for every command, most of which never call the admin API).
+	env       cmdkit.Env
+	credsDone bool
+	region    string
+	hc        *http.Client
 }
 
 // adminCredentials are the credentials the admin commands sign with
@@ -88,6 +92,9 @@ func (a *adminClient) do(ctx context.Context, method, path string, in, out any) 
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if a.token == "" && !a.credsDone {
+		a.creds, a.credsDone = adminCredentials(ctx, a.env), true
 	}
 	switch {
 	case a.token != "":

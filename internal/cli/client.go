@@ -115,10 +115,7 @@ func client(ctx context.Context, args []string, env Env) error {
 		return err
 	}
 	k.c = cmdkit.NewSQS(k.endpoint, k.region, env)
-	k.admin = &adminClient{base: adminURL, token: *adminToken, region: k.region, hc: &http.Client{Timeout: 30 * time.Second}}
-	if k.admin.token == "" {
-		k.admin.creds = adminCredentials(ctx, env)
-	}
+	k.admin = &adminClient{base: adminURL, token: *adminToken, region: k.region, env: env, hc: &http.Client{Timeout: 30 * time.Second}}
 	need := func(n int, what string) error {
 		if len(pos) < n {
 			return fmt.Errorf("%s %s: missing %s", cmd, sub, what)
