@@ -57,6 +57,12 @@ func do(t *testing.T, srv *httptest.Server, method, path string, hdr map[string]
 		}
 		req.Header.Set(k, v)
 	}
+	return sendFor(t, srv, req)
+}
+
+// sendFor sends req to srv and reads its answer.
+func sendFor(t *testing.T, srv *httptest.Server, req *http.Request) answer {
+	t.Helper()
 	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -148,36 +148,22 @@ func (p *principalsSetup) request(t *testing.T, who as, method, path, body strin
 	return req
 }
 
-type reply struct {
-	status int
-	code   string
-	raw    []byte
-}
-
-func (p *principalsSetup) send(t *testing.T, req *http.Request) reply {
+func (p *principalsSetup) send(t *testing.T, req *http.Request) answer {
 	t.Helper()
-	resp, err := p.srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var e struct{ Code string }
-	_ = json.Unmarshal(raw, &e)
-	return reply{resp.StatusCode, e.Code, raw}
+	return sendFor(t, p.srv, req)
 }
 
-func (p *principalsSetup) do(t *testing.T, who as, method, path, body string) reply {
+func (p *principalsSetup) do(t *testing.T, who as, method, path, body string) answer {
 	t.Helper()
 	return p.send(t, p.request(t, who, method, path, body))
 }
 
 // names lists the "name" of each object of a JSON array answer.
-func names(t *testing.T, r reply) []string {
+func names(t *testing.T, r answer) []string {
 	t.Helper()
 	var items []struct{ Name string }
-	if err := json.Unmarshal(r.raw, &items); err != nil {
-		t.Fatalf("%s: %v", r.raw, err)
+	if err := json.Unmarshal([]byte(r.body), &items); err != nil {
+		t.Fatalf("%s: %v", r.body, err)
 	}
 	var out []string
 	for _, it := range items {
@@ -214,7 +200,7 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	}{{"a", teamA}, {"b", teamB}} {
 		for _, e := range endpoints(team.name) {
 			if r := p.do(t, team.who, e.method, e.path, e.body); r.status >= 300 {
-				t.Errorf("team %s: %s %s on its own: %d %s", team.name, e.method, e.path, r.status, r.raw)
+				t.Errorf("team %s: %s %s on its own: %d %s", team.name, e.method, e.path, r.status, r.body)
 			}
 		}
 	}
@@ -225,14 +211,14 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 		r := p.do(t, teamA, e.method, e.path, e.body)
 		m := missing[i]
 		want := p.do(t, teamA, m.method, m.path, m.body)
-		if r.status != want.status || r.status < 400 || string(r.raw) != string(want.raw) {
-			t.Errorf("team a: %s %s on team b's: %d %s, want what a missing one gets: %d %s", e.method, e.path, r.status, r.raw, want.status, want.raw)
+		if r.status != want.status || r.status < 400 || r.body != want.body {
+			t.Errorf("team a: %s %s on team b's: %d %s, want what a missing one gets: %d %s", e.method, e.path, r.status, r.body, want.status, want.body)
 		}
 	}
 	// A redrive or a move into the other team's queue, out of its own.
 	for _, body := range []string{`{"to": "b-q"}`, `{"to": "b-q", "contains": "dead"}`, `{"to": "b-q", "contains": "dead", "rate": 5}`} {
 		if r := p.do(t, teamA, "POST", "/api/queues/a-dlq/redrive", body); r.status != http.StatusNotFound {
-			t.Errorf("team a: redrive %s into team b's queue: %d %s, want 404", body, r.status, r.raw)
+			t.Errorf("team a: redrive %s into team b's queue: %d %s, want 404", body, r.status, r.body)
 		}
 	}
 	for _, q := range []string{"b-q", "b-dlq"} {
@@ -256,11 +242,11 @@ func TestPrincipalsSeeOnlyTheirOwn(t *testing.T) {
 	// The operator's alone: server-wide views.
 	for _, path := range []string{"/metrics", "/api/store", "/api/cluster", "/debug/pprof/"} {
 		if r := p.do(t, teamA, "GET", path, ""); r.status != http.StatusForbidden || r.code != "OperatorOnly" {
-			t.Errorf("team a: GET %s: %d %s, want 403 OperatorOnly", path, r.status, r.raw)
+			t.Errorf("team a: GET %s: %d %s, want 403 OperatorOnly", path, r.status, r.body)
 		}
 	}
 	if r := p.do(t, operator, "GET", "/api/store", ""); r.status != http.StatusOK {
-		t.Errorf("operator: GET /api/store: %d %s", r.status, r.raw)
+		t.Errorf("operator: GET /api/store: %d %s", r.status, r.body)
 	}
 }
 
@@ -302,7 +288,7 @@ func TestBadlySignedRefused(t *testing.T) {
 	}{"body changed after signing", tampered, http.StatusBadRequest, "XAmzContentSHA256Mismatch"})
 	for _, c := range cases {
 		if r := p.send(t, c.req); r.status != c.status || r.code != c.code {
-			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.raw, c.status, c.code)
+			t.Errorf("%s: %d %s, want %d %s", c.name, r.status, r.body, c.status, c.code)
 		}
 	}
 	if n := visibleIn(t, p.b, "a-dlq"); n != "3" {
@@ -312,10 +298,10 @@ func TestBadlySignedRefused(t *testing.T) {
 	req := p.request(t, teamA, "GET", "/api/queues/a-q", "")
 	again := req.Clone(context.Background())
 	if r := p.send(t, req); r.status != http.StatusOK {
-		t.Fatalf("the first time: %d %s", r.status, r.raw)
+		t.Fatalf("the first time: %d %s", r.status, r.body)
 	}
 	if r := p.send(t, again); r.status != http.StatusForbidden || r.code != "RequestReplayed" {
-		t.Errorf("the same signed request again: %d %s, want 403 RequestReplayed", r.status, r.raw)
+		t.Errorf("the same signed request again: %d %s, want 403 RequestReplayed", r.status, r.body)
 	}
 }
 
@@ -367,7 +353,7 @@ func TestRefusedBeforeTheBody(t *testing.T) {
 	first := p.request(t, teamA, "POST", "/api/queues/a-dlq/purge", `{"contains":"nothing matches"}`)
 	again := first.Clone(context.Background())
 	if r := p.send(t, first); r.status != http.StatusOK {
-		t.Fatalf("the first time: %d %s", r.status, r.raw)
+		t.Fatalf("the first time: %d %s", r.status, r.body)
 	}
 	again.RequestURI, again.Body = "", io.NopCloser(unreadable{t})
 	again.Host = strings.TrimPrefix(p.srv.URL, "http://")
@@ -380,7 +366,7 @@ func TestRefusedBeforeTheBody(t *testing.T) {
 	big := bytes.Repeat([]byte(" "), 1<<20)
 	req := p.request(t, teamA, "POST", "/api/queues/a-dlq/purge", `{}`+string(big))
 	if r := p.send(t, req); r.status != http.StatusRequestEntityTooLarge {
-		t.Errorf("a signed 1 MiB body: %d %s, want 413", r.status, r.raw)
+		t.Errorf("a signed 1 MiB body: %d %s, want 413", r.status, r.body)
 	}
 }
 
