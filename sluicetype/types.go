@@ -137,6 +137,11 @@ type QueueStats struct {
 	// Counters since the broker opened.
 	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered int64
 	Sidelined, Spilled                                              uint64
+	// SendsHeld counts the sends flow control held back while consumers
+	// took messages off a backlog, SendsHeldOut those that went ahead when
+	// their hold ran out, SendsHeldTime their time held.
+	SendsHeld, SendsHeldOut int64
+	SendsHeldTime           time.Duration
 	// HeldBack counts receives that passed over a tenant above its share
 	// to keep TenantHeadroom receivers waiting.
 	HeldBack uint64

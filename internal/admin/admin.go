@@ -210,6 +210,8 @@ type queueJSON struct {
 	EmptyReceives int64             `json:"empty_receives"`
 	Waiting       int               `json:"waiting_receives"`
 	HeldBack      uint64            `json:"held_back"`
+	SendsHeld     int64             `json:"sends_held"`
+	SendsHeldOut  int64             `json:"sends_held_timed_out"`
 	Deleted       int64             `json:"deleted"`
 	DeadLettered  int64             `json:"dead_lettered"`
 	Sidelined     uint64            `json:"sidelined"`
@@ -231,7 +233,7 @@ func toJSON(q st.QueueStats) queueJSON {
 		OldestAge: q.OldestAge.Seconds(), QuietOldest: q.QuietOldestAge.Seconds(), NoisyOldest: q.NoisyOldestAge.Seconds(), NoisyTenants: q.NoisyTenants,
 		Retried: q.Retried, Redriven: q.Redriven,
 		Sent: q.Sent, Throttled: q.Throttled, Received: q.Received, EmptyReceives: q.EmptyReceives, Deleted: q.Deleted,
-		Waiting: q.WaitingReceives, HeldBack: q.HeldBack,
+		Waiting: q.WaitingReceives, HeldBack: q.HeldBack, SendsHeld: q.SendsHeld, SendsHeldOut: q.SendsHeldOut,
 		DeadLettered: q.DeadLettered, Sidelined: q.Sidelined, Unreadable: q.Unreadable, Dropped: q.Dropped, Lanes: q.Lanes,
 		Order: q.Order, FreshFirst: q.FreshFirstTenants, OldMessages: q.OldMessages, OldOldestAge: q.OldOldestAge.Seconds()}
 	if !q.FreshFirstSince.IsZero() {

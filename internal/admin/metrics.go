@@ -14,17 +14,17 @@ import (
 type collector struct {
 	b Broker
 
-	messages, oldest, quietOldest, noisyOldest, noisy, lane               *prometheus.Desc
-	redriven, retried, deferred, rejected, dead, relocated                *prometheus.Desc
-	diskBytes, liveBytes, deadBytes                                       *prometheus.Desc
-	sent, throttled, received, empty, deleted, deadLettered               *prometheus.Desc
-	sidelined, spilled, heldBack, waiting, dropped, firstAttempt          *prometheus.Desc
-	tenantMessages, tenantOldest                                          *prometheus.Desc
-	freshFirst, freshFirstSince, oldMessages, oldOldest, firstAttemptOld  *prometheus.Desc
-	tenantFreshFirst                                                      *prometheus.Desc
-	live, segments, logBytes, ckpBytes, ckps, written, failed, resent, fs *prometheus.Desc
-	diskFree, diskReserve, diskAlarm, queueSeries                         *prometheus.Desc
-	unreadable, segsRemoved, badReleases, allUnreadable                   *prometheus.Desc
+	messages, oldest, quietOldest, noisyOldest, noisy, lane                                              *prometheus.Desc
+	redriven, retried, deferred, rejected, dead, relocated                                               *prometheus.Desc
+	diskBytes, liveBytes, deadBytes                                                                      *prometheus.Desc
+	sent, throttled, received, empty, deleted, deadLettered                                              *prometheus.Desc
+	sidelined, spilled, heldBack, waiting, dropped, firstAttempt, sendsHeld, sendsHeldOut, sendsHeldTime *prometheus.Desc
+	tenantMessages, tenantOldest                                                                         *prometheus.Desc
+	freshFirst, freshFirstSince, oldMessages, oldOldest, firstAttemptOld                                 *prometheus.Desc
+	tenantFreshFirst                                                                                     *prometheus.Desc
+	live, segments, logBytes, ckpBytes, ckps, written, failed, resent, fs                                *prometheus.Desc
+	diskFree, diskReserve, diskAlarm, queueSeries                                                        *prometheus.Desc
+	unreadable, segsRemoved, badReleases, allUnreadable                                                  *prometheus.Desc
 	// Cluster mode.
 	members, owned, owner, failovers, handovers, acquireFailed, renewFailed, forwarded, fwdResent, fwdLost, fwdSilent, cutOff *prometheus.Desc
 
@@ -76,6 +76,9 @@ func boundQueues(stats []sluicetype.QueueStats, max int) ([]sluicetype.QueueStat
 		o.Sidelined += q.Sidelined
 		o.Spilled += q.Spilled
 		o.HeldBack += q.HeldBack
+		o.SendsHeld += q.SendsHeld
+		o.SendsHeldOut += q.SendsHeldOut
+		o.SendsHeldTime += q.SendsHeldTime
 		o.WaitingReceives += q.WaitingReceives
 		o.Redriven += q.Redriven
 		o.Retried += q.Retried
@@ -151,6 +154,9 @@ func newCollector(b Broker, maxQueues int) *collector {
 		deadLettered:      d("queue_dead_lettered_total", "Messages moved to the dead-letter queue (receive limit or age).", q...),
 		sidelined:         d("queue_sidelined_total", "Messages moved to the backlog lane: older than SidelineAgeSeconds, or, in the backlog mode, on the old side of a standing backlog.", q...),
 		spilled:           d("queue_spilled_total", "Times a tenant over its receive rate moved to the spillover lane.", q...),
+		sendsHeld:         d("queue_sends_held_total", "Sends flow control held back while consumers took messages off a backlog (FlowControl).", q...),
+		sendsHeldOut:      d("queue_sends_held_timed_out_total", "Held sends that went ahead when their hold (100 ms) ran out before consumers took as many messages.", q...),
+		sendsHeldTime:     d("queue_sends_held_seconds_total", "Time sends were held back by flow control, summed.", q...),
 		heldBack:          d("queue_held_back_total", "Receives that passed over a tenant above its share to keep TenantHeadroom receivers waiting.", q...),
 		waiting:           d("queue_waiting_receives", "Long polls waiting on the queue for a message.", q...),
 		dropped:           d("queue_dropped_total", "Messages dropped, by reason (retention, max_age, watermark).", "queue", "reason"),
@@ -247,6 +253,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ctr(c.sidelined, float64(s.Sidelined), q)
 		ctr(c.spilled, float64(s.Spilled), q)
 		ctr(c.heldBack, float64(s.HeldBack), q)
+		ctr(c.sendsHeld, float64(s.SendsHeld), q)
+		ctr(c.sendsHeldOut, float64(s.SendsHeldOut), q)
+		ctr(c.sendsHeldTime, s.SendsHeldTime.Seconds(), q)
 		g(c.waiting, float64(s.WaitingReceives), q)
 		for _, r := range []string{"retention", "max_age", "watermark", "exhausted", "rejected"} {
 			ctr(c.dropped, float64(s.Dropped[r]), q, r)

@@ -67,6 +67,7 @@ var specs = map[string]spec{
 	"LowerLaneShare":        {check: checkFloat(0.01, 0.5)},
 	"TenantHeadroom":        {isInt: true, min: 0, max: 1000},
 	"RetryDelays":           {check: checkRetryDelays},
+	"FlowControl":           {check: checkBool},
 }
 
 // FormerNames are the earlier names of attributes that were renamed:
@@ -484,6 +485,9 @@ type Config struct {
 	TenantAttribute    string // TenantFromAttribute: its name
 	DeadLetterTarget   string // the dead-letter queue's ARN ("" when none)
 	RedriveAllowPolicy *RedriveAllowPolicy
+	// FlowControl holds sends back while consumers take messages off a
+	// backlog (internal/partition/flow); on unless FlowControl=false.
+	FlowControl bool
 }
 
 // Parse derives a queue's configuration from its metadata (attributes
@@ -494,6 +498,7 @@ func Parse(meta *record.QueueMeta) Config {
 		MaxMessageSize: effInt(set, "MaximumMessageSize"),
 		ReceiveWait:    time.Duration(effInt(set, "ReceiveMessageWaitTimeSeconds")) * time.Second,
 		Shards:         max(1, effInt(set, "Shards")),
+		FlowControl:    set["FlowControl"] != "false",
 	}
 	switch k := set["TenantKey"]; {
 	case k == "Principal":

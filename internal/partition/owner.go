@@ -29,6 +29,7 @@ import (
 	"github.com/sluicemq/sluice/internal/message"
 	"github.com/sluicemq/sluice/internal/partition/attempts"
 	"github.com/sluicemq/sluice/internal/partition/figures"
+	"github.com/sluicemq/sluice/internal/partition/flow"
 	"github.com/sluicemq/sluice/internal/partition/waitlist"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
@@ -142,6 +143,9 @@ type Owner struct {
 	// origins times first receives of messages delivered from a topic
 	// (origins.go).
 	origins originTrack
+	// flow holds sends back while consumers take messages off a backlog
+	// (flow.go).
+	flow flow.Gate
 }
 
 // state is where an owner is in its life: it serves from acquire (or
@@ -195,6 +199,7 @@ func New(h *Host, p store.PartitionID, meta record.QueueMeta) *Owner {
 	o.cond = sync.NewCond(&o.mu)
 	o.waiting.Changed = o.cond.Broadcast
 	o.q = queue.New(o.cfg.Queue)
+	o.setFlowLocked()
 	return o
 }
 
@@ -315,6 +320,7 @@ func (o *Owner) applyMetaLocked(m *record.QueueMeta) {
 	o.meta = meta
 	o.cfg = attr.Parse(&meta)
 	o.q.SetConfig(o.cfg.Queue)
+	o.setFlowLocked()
 }
 
 // persistLocked submits recs, applied once durable, waits, and returns

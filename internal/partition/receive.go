@@ -133,6 +133,7 @@ func (o *Owner) receiveOnce(ctx context.Context, a ask, p *waitlist.Waiter, canW
 	next := o.q.NextWake()
 	var w *write
 	if len(ds) > 0 {
+		o.flow.Took(now, len(ds))
 		recs := make([]*record.Record, len(ds))
 		for i := range ds {
 			recs[i] = ds[i].Record

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sluicemq/sluice/internal/message"
+	"github.com/sluicemq/sluice/internal/partition/flow"
 	"github.com/sluicemq/sluice/internal/queue"
 	"github.com/sluicemq/sluice/internal/record"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -71,10 +72,18 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	}
 	// Everything that needs no lock first: the queue's rules (read under
 	// the lock briefly), each message's checks, its MD5 and its payload.
+	h := o.h
 	o.mu.Lock()
 	cfg := o.cfg
+	var waiter *flow.Waiter
+	if from == nil {
+		waiter = o.flow.Enter(h.Clock.Now(), len(in), o.q.Ready())
+	}
+	hold := o.flow.Hold
 	o.mu.Unlock()
-	h := o.h
+	if waiter != nil {
+		o.holdSend(ctx, waiter, hold)
+	}
 	res := make([]st.SendResult, len(in))
 	errs := make([]error, len(in))
 	specs := make([]*queue.SendSpec, len(in))

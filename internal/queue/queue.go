@@ -243,11 +243,15 @@ type Counts struct {
 	OldestSent                 int64 // unix ms of the oldest live message, 0 if none
 }
 
+// Ready returns the number of messages ready to receive as of the last
+// operation (Counts also expires the timers due).
+func (q *Queue) Ready() int { return q.t.Len() - q.inFlight - q.delayed - q.leaving }
+
 // Counts returns the current counts after expiring timers at now.
 func (q *Queue) Counts(now time.Time) Counts {
 	q.Advance(now)
 	c := Counts{InFlight: q.inFlight, Delayed: q.delayed}
-	c.Visible = q.t.Len() - q.inFlight - q.delayed - q.leaving
+	c.Visible = q.Ready()
 	if m := q.t.Oldest(); m != nil {
 		c.OldestSent = m.Sent
 	}

@@ -24,6 +24,10 @@ import (
 type Counters struct {
 	Sent, Throttled, Received, EmptyReceives, Deleted, DeadLettered atomic.Int64
 	Redriven, DroppedExhausted, DroppedRejected                     atomic.Int64
+	// SendsHeld counts the sends flow control held back, SendsHeldOut
+	// those that went ahead when their hold ran out, HeldMillis their
+	// time held.
+	SendsHeld, SendsHeldOut, HeldMillis atomic.Int64
 	// Unreadable counts messages dropped because their body could not be
 	// read back (found at recovery, or at a read).
 	Unreadable atomic.Int64
@@ -79,6 +83,8 @@ func Queue(s State, c *Counters) st.QueueStats {
 		out.OldestAge = max(0, now.Sub(time.UnixMilli(s.Counts.OldestSent)))
 	}
 	out.Sent, out.Throttled, out.Received = c.Sent.Load(), c.Throttled.Load(), c.Received.Load()
+	out.SendsHeld, out.SendsHeldOut = c.SendsHeld.Load(), c.SendsHeldOut.Load()
+	out.SendsHeldTime = time.Duration(c.HeldMillis.Load()) * time.Millisecond
 	out.EmptyReceives, out.Deleted, out.DeadLettered = c.EmptyReceives.Load(), c.Deleted.Load(), c.DeadLettered.Load()
 	out.FirstAttempt = make([]int64, len(c.firstAttempt))
 	for i := range c.firstAttempt {
