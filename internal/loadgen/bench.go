@@ -70,6 +70,7 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	}
 	fs.StringVar(&clusterEndpoints, "cluster-endpoints", clusterEndpoints,
 		"sluice-cluster: the SQS endpoints of the cluster's nodes, comma-separated; each call goes to the next (default $SLUICE_CLUSTER_ENDPOINTS or scripts/peers.sh start-cluster's)")
+	adminURL := fs.String("admin", "http://127.0.0.1:9325", "Sluice's admin address, where the server's CPU time is read (process_cpu_seconds_total) for its CPU per message; empty: not measured")
 	amqpURL := fs.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ's address")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS's address")
 	peer := fs.String("peer", "", "one peer: rabbitmq, nats, sluice or sluice-cluster (same as --peers with one name)")
@@ -151,7 +152,7 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 			if err != nil {
 				return err
 			}
-			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue}
+			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue, Metrics: metricsURL(*adminURL)}
 		case "sluice-cluster":
 			api, err := newClusterSQS(splitList(clusterEndpoints), client, *producers+*consumers)
 			if err != nil {
@@ -178,8 +179,12 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(env.Stderr, "round %d  %-14s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, errors %d)\n",
-						r, n, s, qn, res.Rate, res.Sent, res.Received, res.Errors)
+					cpu := ""
+					if res.ServerCPUMicros > 0 {
+						cpu = fmt.Sprintf(", server CPU %.1f µs/msg", res.ServerCPUMicros)
+					}
+					fmt.Fprintf(env.Stderr, "round %d  %-14s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, backlog at window end %d, errors %d%s)\n",
+						r, n, s, qn, res.Rate, res.Sent, res.Received, res.Backlog, res.Errors, cpu)
 					rep.Results = append(rep.Results, res)
 				}
 			}
@@ -209,10 +214,22 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	return nil
 }
 
+// metricsURL is the Prometheus endpoint of an admin address ("" for none).
+func metricsURL(admin string) string {
+	if admin == "" {
+		return ""
+	}
+	return strings.TrimSuffix(admin, "/") + "/metrics"
+}
+
 // printRun prints one run in full.
 func printRun(env cmdkit.Env, res peers.Result) {
 	fmt.Fprintf(env.Stdout, "%s: sent %d, received %d in %.1fs (errors %d)\n", res.Peer, res.Sent, res.Received, res.DurationS, res.Errors)
 	fmt.Fprintf(env.Stdout, "send rate        %.0f msgs/s\nend-to-end rate  %.0f msgs/s\n", res.SendRate, res.Rate)
+	fmt.Fprintf(env.Stdout, "backlog          %d messages sent and not yet through at the window's end\n", res.Backlog)
+	if res.ServerCPUMicros > 0 {
+		fmt.Fprintf(env.Stdout, "server CPU       %.1f µs per message through\n", res.ServerCPUMicros)
+	}
 	for _, l := range []struct {
 		name string
 		v    map[string]float64
@@ -242,7 +259,7 @@ func printTable(env cmdkit.Env, rep peers.Report) {
 	for r := 1; r <= rep.Config.Rounds; r++ {
 		header = append(header, "round "+strconv.Itoa(r))
 	}
-	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "durability")
+	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "backlog at window end", "server CPU µs/msg", "durability")
 	var rows [][]string
 	for _, s := range sums {
 		row := []string{s.Peer, charts.SizeLabel(s.Size), strconv.Itoa(s.Queues)}
@@ -257,9 +274,17 @@ func printTable(env cmdkit.Env, rep peers.Report) {
 		if sl, ok := sluiceAt[[2]int{s.Size, s.Queues}]; ok && s.Median > 0 {
 			ratio = strconv.FormatFloat(sl/s.Median, 'f', 2, 64) + "x"
 		}
+		backlogs := make([]string, len(s.Backlogs))
+		for i, b := range s.Backlogs {
+			backlogs[i] = thousands(float64(b))
+		}
+		cpu := "-"
+		if s.CPUMicros > 0 {
+			cpu = strconv.FormatFloat(s.CPUMicros, 'f', 1, 64)
+		}
 		row = append(row, thousands(s.Median), ratio,
 			fmt.Sprintf("%.1f / %.1f", s.SendMS["p50"], s.SendMS["p99"]),
-			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), s.Durability)
+			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), strings.Join(backlogs, ", "), cpu, s.Durability)
 		rows = append(rows, row)
 	}
 	cmdkit.Table(env.Stdout, header, rows)

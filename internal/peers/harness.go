@@ -135,6 +135,21 @@ type Result struct {
 	ReceiveCalls     int64              `json:"receive_calls,omitempty"`
 	EmptyReceives    int64              `json:"empty_receives,omitempty"`
 	MsgsPerReceive   float64            `json:"messages_per_receive,omitempty"`
+	// Backlog is the messages acknowledged to producers in the window and
+	// not yet through (received and deleted) at its end: how far the
+	// consumers fell behind.
+	Backlog int64 `json:"backlog_at_window_end"`
+	// ServerCPUMicros is the server's CPU time per message through, in
+	// microseconds, over the run with its drain (peers that report it,
+	// a ServerCPU; 0 otherwise).
+	ServerCPUMicros float64 `json:"server_cpu_us_per_message,omitempty"`
+}
+
+// ServerCPU is a peer that can tell its server process's CPU time so far.
+type ServerCPU interface {
+	// CPUSeconds is the server's user and system CPU time so far; ok is
+	// false when it cannot be read.
+	CPUSeconds(ctx context.Context) (secs float64, ok bool)
 }
 
 // Run runs w against p once.
@@ -149,6 +164,12 @@ func Run(ctx context.Context, p Peer, w Workload) (Result, error) {
 	}
 	defer s.Close()
 	m := newMeter(w)
+	cpu, _ := p.(ServerCPU)
+	var cpu0 float64
+	cpuOK := false
+	if cpu != nil {
+		cpu0, cpuOK = cpu.CPUSeconds(ctx)
+	}
 	var errMu sync.Mutex
 	var firstErr error
 	fail := func(err error) {
@@ -206,6 +227,12 @@ func Run(ctx context.Context, p Peer, w Workload) (Result, error) {
 		Rate: float64(receivedInWindow) / window.Seconds(), SendRate: float64(sentInWindow) / window.Seconds(),
 		SendLatencyMS: m.sendLat.percentiles(), E2ELatencyMS: m.e2e.percentiles(),
 		ReceiveCalls: m.recvCalls.Load(), EmptyReceives: m.emptyRecvs.Load(),
+		Backlog: max(0, sentInWindow-receivedInWindow),
+	}
+	if cpuOK {
+		if cpu1, ok := cpu.CPUSeconds(ctx); ok && res.Received > 0 {
+			res.ServerCPUMicros = (cpu1 - cpu0) * 1e6 / float64(res.Received)
+		}
 	}
 	if m.recvLat.len() > 0 {
 		res.ReceiveLatencyMS = m.recvLat.percentiles()

@@ -54,6 +54,10 @@ type Summary struct {
 	Median float64
 	// SendMS and E2EMS are each latency percentile's median over rounds.
 	SendMS, E2EMS map[string]float64
+	// Backlogs are each round's backlog at the window's end; CPUMicros is
+	// the median server CPU per message (0: not measured).
+	Backlogs  []int64
+	CPUMicros float64
 }
 
 // Summaries groups results by size, queue count and peer, in the order
@@ -78,10 +82,16 @@ func Summaries(results []Result) []Summary {
 		slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(a.Round, b.Round) })
 		s := Summary{Peer: k.peer, Durability: rs[0].Durability, Size: k.size, Queues: k.queues,
 			SendMS: map[string]float64{}, E2EMS: map[string]float64{}}
+		var cpu []float64
 		for _, r := range rs {
 			s.Rates = append(s.Rates, r.Rate)
+			s.Backlogs = append(s.Backlogs, r.Backlog)
+			if r.ServerCPUMicros > 0 {
+				cpu = append(cpu, r.ServerCPUMicros)
+			}
 		}
 		s.Median = Median(s.Rates)
+		s.CPUMicros = Median(cpu)
 		for _, p := range append(PercentileKeys(), "max") {
 			var send, e2e []float64
 			for _, r := range rs {

@@ -1,8 +1,11 @@
 package peers
 
 import (
+	"bufio"
 	"context"
+	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -42,9 +45,43 @@ type Sluice struct {
 	// end, since SQS refuses a second purge within 60 s and a run that
 	// could not drain would leave its backlog to the next.
 	Queue string
+	// Metrics, when set, is the server's Prometheus endpoint (its admin
+	// address's /metrics): the run reads the server's CPU time there
+	// (process_cpu_seconds_total) for its CPU per message.
+	Metrics string
 }
 
 func (s Sluice) Name() string { return "sluice" }
+
+// CPUSeconds reads process_cpu_seconds_total at s.Metrics.
+func (s Sluice) CPUSeconds(ctx context.Context) (float64, bool) {
+	if s.Metrics == "" {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.Metrics, nil)
+	if err != nil {
+		return 0, false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, false
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "process_cpu_seconds_total "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
 
 func (s Sluice) Durability() string { return "fsync before answer (sync=always)" }
 
