@@ -276,7 +276,8 @@ func openCluster(ctx context.Context, cfg Config) (*clusterNode, store.Store, er
 	}
 	cfg.Logger.Info("JetStream is ready", "cluster", cc.Name, "node", cc.Node)
 	c.router = &forward.Router{Conn: c.nc, Live: c.live, Subject: c.partitionSubject}
-	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger, SnapshotBytes: cc.SnapshotBytes}
+	jc := jsstore.Config{Conn: c.nc, Prefix: cc.Name, Replicas: cc.Replicas, Logger: cfg.Logger, SnapshotBytes: cc.SnapshotBytes,
+		Isolated: c.live.Isolated}
 	if c.node != nil {
 		jc.StoreLimit = natsnode.DefaultMaxStore // the embedded server's limit: the disk alarm's measure
 	}

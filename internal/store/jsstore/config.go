@@ -39,6 +39,12 @@ type Config struct {
 	// the store decides from the stream's tail or gives up; and how long
 	// stream creation and deletion wait for a meta leader. Default 15 s.
 	RetryFor time.Duration
+	// Isolated, when set, reports that this node cannot reach any other
+	// node of its cluster. A write in doubt is then given up at once, its
+	// outcome unknown, instead of retried for the rest of RetryFor: no
+	// answer can come before the network heals, and by then another node
+	// has taken the partition over, so its callers are better told now.
+	Isolated func() bool
 	// Logger gets the store's warnings and errors. Default: discard.
 	Logger *slog.Logger
 	// MaxBodyCache is the bytes of recently written or read messages that

@@ -593,7 +593,7 @@ func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verd
 			s.mu.Unlock()
 			s.log.Warn("jsstore: a write is unanswered; retrying it with the same message ids", "partition", pt.id, "after", tail, "err", err)
 		}
-		if time.Now().Add(wait).After(deadline) || !s.sleep(wait) {
+		if s.isolated() || time.Now().Add(wait).After(deadline) || !s.sleep(wait) {
 			break
 		}
 		wait = min(2*wait, 500*time.Millisecond)
@@ -601,13 +601,19 @@ func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verd
 	if !maybe {
 		return failedOut, seamError(last)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AckTimeout)
-	defer cancel()
-	if v := s.verify(ctx, pt.stream, tail, base); v != unknownOut {
-		return v, last
+	if !s.isolated() {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.AckTimeout)
+		defer cancel()
+		if v := s.verify(ctx, pt.stream, tail, base); v != unknownOut {
+			return v, last
+		}
 	}
 	return unknownOut, fmt.Errorf("%w (%w): partition %d, after sequence %d: %v", ErrOutcomeUnknown, store.ErrFenced, pt.id, tail, last)
 }
+
+// isolated reports whether this node is cut off from every other one
+// (Config.Isolated).
+func (s *Store) isolated() bool { return s.cfg.Isolated != nil && s.cfg.Isolated() }
 
 // streamGone reports whether the stream is known not to exist (a quick
 // question: no answer means it may).
