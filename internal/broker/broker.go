@@ -103,7 +103,10 @@ type Config struct {
 	AccountID string
 	// MaxQueues caps the number of queues. Default 10000.
 	MaxQueues int
-	// Clock is the time source. Default: the real clock.
+	// Clock is the time source. Default: the real clock. Queues hold
+	// sends back while consumers take messages off a backlog (flow
+	// control, the FlowControl attribute) only on the real clock: under
+	// one its caller moves, a held send would wait for the caller.
 	Clock Clock
 	// Rand is the source of message ids and receipt handle nonces.
 	// Default: crypto/rand. A simulator passes a seeded one.
@@ -322,7 +325,14 @@ func openStore(cfg Config, readOnly bool) (store.Store, error) {
 func engineConfig(cfg Config, st store.Store, sign *signkey.Key) engine.Config {
 	return engine.Config{Store: st, Region: cfg.Region, AccountID: cfg.AccountID, MaxQueues: cfg.MaxQueues,
 		Clock: cfg.Clock, Rand: cfg.Rand, Logger: cfg.Logger, CompactInterval: cfg.CompactInterval,
+		FlowControl: realClock(cfg.Clock),
 		TopicFormat: topicFormat(cfg.Region, cfg.AccountID, snsBase(cfg), sign)}
+}
+
+// realClock reports whether c is the real clock (nil: the default, real).
+func realClock(c Clock) bool {
+	_, ok := c.(clock.Real)
+	return c == nil || ok
 }
 
 // VerifyReport is what Verify found; QueueCheck its part for one queue.

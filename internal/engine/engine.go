@@ -46,6 +46,9 @@ type Config struct {
 	// TopicFormat makes the message a topic's subscription delivers into
 	// its queue (the SNS front's envelope or raw message).
 	TopicFormat topic.Formatter
+	// FlowControl lets queues hold sends back while consumers take
+	// messages off a backlog (partition.Host.FlowControl).
+	FlowControl bool
 	// Cluster makes the engine one node of a cluster (nil: a single
 	// node). Open replays nothing; partitions are acquired and released
 	// as the cluster's leases say (Acquire, Release), and the catalog is
@@ -159,7 +162,8 @@ func newEngine(cfg Config) *Engine {
 		e.cl = Single{}
 	}
 	e.host = &partition.Host{Store: cfg.Store, Clock: cfg.Clock, Log: cfg.Logger, Region: cfg.Region, AccountID: cfg.AccountID,
-		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted, FirstAttempt: e.firstAttempt}
+		Rand: cfg.Rand, Resolve: e.lookupARN, Closing: e.closing, Fenced: e.fenced, Started: e.ownerStarted, FirstAttempt: e.firstAttempt,
+		FlowControl: cfg.FlowControl}
 	if e.cfg.Node == "" {
 		e.cfg.Node = "local"
 	}

@@ -18,7 +18,7 @@ const (
 
 // setFlowLocked applies the queue's FlowControl setting.
 func (o *Owner) setFlowLocked() {
-	if !o.cfg.FlowControl {
+	if !o.h.FlowControl || !o.cfg.FlowControl {
 		o.flow.Drop()
 		o.flow.Floor = 0
 		return

@@ -47,6 +47,7 @@ func TestFlowControlHoldsSendsBehindConsumers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		h := testHost(t, store.NewMemory(), clk)
+		h.FlowControl = true
 		o := New(h, 1, record.QueueMeta{ID: 1, Name: "q"})
 		if err := o.Create(); err != nil {
 			t.Fatal(err)

@@ -61,6 +61,11 @@ type Host struct {
 	// after a recovery, a takeover, a hand-over to this node), so that
 	// the work kept in the partition (move tasks) goes on here.
 	Started func(o *Owner)
+	// FlowControl lets the queues hold sends back while consumers take
+	// messages off a backlog (flow.go); a queue's FlowControl attribute
+	// turns it off for that queue. Only with a clock that moves by itself:
+	// under one its caller moves, a held send would wait for it.
+	FlowControl bool
 	// Unreadable counts the messages of every queue dropped because their
 	// body could not be read back.
 	Unreadable atomic.Int64

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -507,15 +506,7 @@ func (r *runner) createQueues() error {
 			return err
 		}
 	}
-	// The simulated producers are arrivals at a rate: nothing holds them
-	// back (and a held send would stop the simulation's clock with it), so
-	// the queue's flow control is off.
-	attrs := maps.Clone(r.sc.Queue)
-	if attrs == nil {
-		attrs = map[string]string{}
-	}
-	attrs["FlowControl"] = "false"
-	if _, err := r.eng.CreateQueue(ctx, r.sc.QueueName(), attrs, nil); err != nil {
+	if _, err := r.eng.CreateQueue(ctx, r.sc.QueueName(), r.sc.Queue, nil); err != nil {
 		return fmt.Errorf("%w: queue: %w", ErrScenario, err)
 	}
 	q, err := r.eng.Queue(r.sc.QueueName())
