@@ -61,7 +61,7 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	}
 	endpoint := env.Getenv("SLUICE_ENDPOINT")
 	if endpoint == "" {
-		endpoint = "http://127.0.0.1:9324"
+		endpoint = defaultEndpoint
 	}
 	fs.StringVar(&endpoint, "endpoint", endpoint, "Sluice's SQS endpoint (default $SLUICE_ENDPOINT or loopback)")
 	clusterEndpoints := env.Getenv("SLUICE_CLUSTER_ENDPOINTS")
@@ -70,7 +70,7 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	}
 	fs.StringVar(&clusterEndpoints, "cluster-endpoints", clusterEndpoints,
 		"sluice-cluster: the SQS endpoints of the cluster's nodes, comma-separated; each call goes to the next (default $SLUICE_CLUSTER_ENDPOINTS or scripts/peers.sh start-cluster's)")
-	adminURL := fs.String("admin", "http://127.0.0.1:9325", "Sluice's admin address, where the server's CPU time is read (process_cpu_seconds_total) for its CPU per message; empty: not measured")
+	adminURL := fs.String("admin", "", "Sluice's admin address, where the server's CPU time is read (process_cpu_seconds_total) for its CPU per message (default: http://127.0.0.1:9325 when --endpoint is the default one, else not measured)")
 	amqpURL := fs.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ's address")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS's address")
 	peer := fs.String("peer", "", "one peer: rabbitmq, nats, sluice or sluice-cluster (same as --peers with one name)")
@@ -152,7 +152,11 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 			if err != nil {
 				return err
 			}
-			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue, Metrics: metricsURL(*adminURL)}
+			admin := *adminURL
+			if admin == "" && strings.TrimRight(endpoint, "/") == defaultEndpoint {
+				admin = defaultAdmin // the admin address of the server at the default endpoint
+			}
+			byName[n] = peers.Sluice{API: api, Batch: *batch, Tenants: *tenants, Queue: *queue, Metrics: metricsURL(admin)}
 		case "sluice-cluster":
 			api, err := newClusterSQS(splitList(clusterEndpoints), client, *producers+*consumers)
 			if err != nil {
@@ -213,6 +217,12 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	printTable(env, rep)
 	return nil
 }
+
+// The SQS and admin addresses of `sluice serve` with its defaults.
+const (
+	defaultEndpoint = "http://127.0.0.1:9324"
+	defaultAdmin    = "http://127.0.0.1:9325"
+)
 
 // metricsURL is the Prometheus endpoint of an admin address ("" for none).
 func metricsURL(admin string) string {
