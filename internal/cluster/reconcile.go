@@ -223,13 +223,8 @@ func (m *Manager) reconcile(ls *loopState) {
 	ls.forget(listed)
 }
 
-// staleParallel bounds the bucket reads of one checkStale; each read is
-// tried in attempts of staleAttempt, at most staleAttempts (staleGet).
-const (
-	staleParallel = 32
-	staleAttempt  = 250 * time.Millisecond
-	staleAttempts = 4
-)
+// staleParallel bounds the bucket reads of one checkStale.
+const staleParallel = 32
 
 // checkStale asks the bucket about the keys of other nodes that the
 // watcher has not seen renewed for longer than a lease lasts, and, at
@@ -275,7 +270,9 @@ func (m *Manager) checkStale() {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			e, err := m.staleGet(k)
+			ctx, cancel := context.WithTimeout(m.ctx, time.Second)
+			e, err := m.kv.Get(ctx, k)
+			cancel()
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			switch {
@@ -292,28 +289,6 @@ func (m *Manager) checkStale() {
 		})
 	}
 	wg.Wait()
-}
-
-// staleGet reads key k from the bucket in attempts of staleAttempt, up
-// to staleAttempts. A key is read from any of the bucket's replicas (a
-// direct get), and one on a silent node takes the request and never
-// answers (its route looks alive for minutes): a short attempt asked
-// again reaches another replica, where one long one made every
-// checkStale, and with it every takeover of a silent node's partitions,
-// wait a second a round (the slowest of 100 partitions seen free after
-// five rounds).
-func (m *Manager) staleGet(k string) (jetstream.KeyValueEntry, error) {
-	var e jetstream.KeyValueEntry
-	var err error
-	for range staleAttempts {
-		ctx, cancel := context.WithTimeout(m.ctx, staleAttempt)
-		e, err = m.kv.Get(ctx, k)
-		cancel()
-		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) || m.ctx.Err() != nil {
-			break
-		}
-	}
-	return e, err
 }
 
 // forget drops what is remembered of partitions the Host no longer lists
