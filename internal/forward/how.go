@@ -15,7 +15,7 @@ type How struct {
 	// OwnerWait is how long from the call the request may wait for a
 	// node that serves its partition when the owner the leases name is
 	// silent or gone, before it is answered with an error a client
-	// retries; at least 750 ms from when it found the owner silent or
+	// retries; at least 500 ms (MinOwnerWait) from when it found the owner silent or
 	// gone. A long poll may wait its wait time (its client waits that
 	// long anyway), and is served by the new owner if there is one by
 	// then.
