@@ -23,18 +23,18 @@ func (o *Owner) setFlowLocked() {
 		o.flow.Floor = 0
 		return
 	}
-	o.flow.Floor, o.flow.Hold, o.flow.Active = flowFloor, flowHold, flowActive
+	o.flow.Floor, o.flow.Active = flowFloor, flowActive
 }
 
 // holdSend waits while the queue's flow control holds a send back: until
-// consumers' takes admit it, its hold runs out, its caller gives up, or
-// the owner stops serving. Then the send goes ahead.
-func (o *Owner) holdSend(ctx context.Context, w *flow.Waiter, hold time.Duration) {
+// consumers' takes admit it, its hold (flowHold) runs out, its caller
+// gives up, or the owner stops serving. Then the send goes ahead.
+func (o *Owner) holdSend(ctx context.Context, w *flow.Waiter) {
 	o.ctr.SendsHeld.Add(1)
 	t0 := o.h.Clock.Now()
 	defer func() { o.ctr.HeldMillis.Add(o.h.Clock.Now().Sub(t0).Milliseconds()) }()
 	timer := make(chan struct{})
-	t := o.h.Clock.AfterFunc(hold, func() { close(timer) })
+	t := o.h.Clock.AfterFunc(flowHold, func() { close(timer) })
 	defer t.Stop()
 	select {
 	case <-w.Admitted():

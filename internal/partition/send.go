@@ -79,10 +79,9 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 	if from == nil {
 		waiter = o.flow.Enter(h.Clock.Now(), len(in), o.q.Ready())
 	}
-	hold := o.flow.Hold
 	o.mu.Unlock()
 	if waiter != nil {
-		o.holdSend(ctx, waiter, hold)
+		o.holdSend(ctx, waiter)
 	}
 	res := make([]st.SendResult, len(in))
 	errs := make([]error, len(in))

@@ -5,8 +5,8 @@
 // instead of crowding them out and growing the backlog without end.
 //
 // It holds sends back, it never refuses one: a send waits for credit (one
-// message taken earns one message sent) at most Hold, then goes ahead
-// anyway. With no backlog, or no consumer taking anything, nothing waits:
+// message taken earns one message sent) for a bounded time (the caller's
+// to time), then goes ahead anyway. With no backlog, or no consumer taking anything, nothing waits:
 // a queue still absorbs a burst, or a consumer outage, as a queue should.
 // Sends are admitted in the order they came.
 //
@@ -21,8 +21,6 @@ type Gate struct {
 	// Floor is the backlog (ready messages) under which no send waits;
 	// also the most credit kept, so a burst of that size goes at once.
 	Floor int
-	// Hold is the longest a send waits.
-	Hold time.Duration
 	// Active is how long after consumers last took a message they count
 	// as taking: with none for longer, sends go at once.
 	Active time.Duration
@@ -51,8 +49,8 @@ func (g *Gate) taking(now time.Time) bool {
 
 // Enter is a send of n messages arriving at now, with backlog messages
 // ready in the queue: nil when it may go at once, else a Waiter whose
-// Admitted channel closes when credit comes; the caller waits at most
-// Hold for it and then calls Leave.
+// Admitted channel closes when credit comes; the caller waits a bounded
+// time for it and then calls Leave.
 func (g *Gate) Enter(now time.Time, n, backlog int) *Waiter {
 	if g.Floor <= 0 || backlog < g.Floor || !g.taking(now) {
 		// Not holding: whoever waits goes, and the next hold starts with

@@ -15,7 +15,7 @@ func admitted(w *Waiter) bool {
 }
 
 func newGate() *Gate {
-	return &Gate{Floor: 100, Hold: 100 * time.Millisecond, Active: time.Second}
+	return &Gate{Floor: 100, Active: time.Second}
 }
 
 var t0 = time.Date(2026, 12, 5, 0, 0, 0, 0, time.UTC)
