@@ -230,3 +230,101 @@ func TestWriteErrorSaysWhatHappened(t *testing.T) {
 		}
 	}
 }
+
+// lateWrite is a store whose next ReplayPartition is followed, once, by
+// late(): a write that lands after a takeover's replay read the
+// partition's end, as a former owner's write in doubt can.
+type lateWrite struct {
+	store.Store
+	late    func()
+	replays int
+}
+
+func (s *lateWrite) ReplayPartition(p store.PartitionID, from uint64, fn func(store.Entry) error) error {
+	err := s.Store.ReplayPartition(p, from, fn)
+	if s.replays++; s.replays == 1 && s.late != nil {
+		s.late()
+	}
+	return err
+}
+
+// A takeover whose epoch record is fenced by a write that landed after
+// its replay replays again and claims after it, without giving the
+// partition up: the late message is there. A write that landed is a newer
+// owner's epoch record instead: the takeover does not claim over it.
+func TestAcquireReplaysAgainAfterALateWrite(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	s := &lateWrite{Store: store.NewMemory()}
+	h := testHost(t, s, clk)
+	a := New(h, 4, record.QueueMeta{ID: 4, Name: "q", Attrs: map[string]string{}})
+	if err := a.Create(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "early"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	s.late = func() {
+		if _, _, err := a.Send(ctx, []st.SendInput{{Body: "late"}}, false); err != nil {
+			t.Errorf("the former owner's late send: %v", err)
+		}
+	}
+	b, _, err := Acquire(h, 4, clk.Now(), "n2", 7)
+	if err != nil {
+		t.Fatalf("acquire after a late write: %v", err)
+	}
+	b.Start()
+	if s.replays != 2 {
+		t.Fatalf("%d replays, want 2 (the second after the fenced claim)", s.replays)
+	}
+	bodies := map[string]bool{}
+	for {
+		ms, err := b.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		for _, m := range ms {
+			bodies[m.Body] = true
+		}
+	}
+	if !bodies["early"] || !bodies["late"] || len(bodies) != 2 {
+		t.Fatalf("the new owner holds %v, want early and late", bodies)
+	}
+	if _, _, err := a.Send(ctx, []st.SendInput{{Body: "stale"}}, false); err == nil {
+		t.Fatal("the former owner's send succeeded after the takeover")
+	}
+
+	// The late write is a newer owner's claim (term 9 > 8).
+	s2 := &lateWrite{Store: store.NewMemory()}
+	h2 := testHost(t, s2, clk)
+	c := New(h2, 5, record.QueueMeta{ID: 5, Name: "r", Attrs: map[string]string{}})
+	if err := c.Create(); err != nil {
+		t.Fatal(err)
+	}
+	var newer uint64
+	s2.late = func() {
+		var last uint64
+		if err := s2.Store.ReplayPartition(5, 0, func(e store.Entry) error { last = max(last, e.Pos); return nil }); err != nil {
+			t.Error(err)
+			return
+		}
+		f := s2.Store.Append(5, last, []store.Rec{{Data: record.Encode(&record.Record{Type: record.Epoch, Node: "n3", Term: 9})}})
+		if err := f.Wait(ctx); err != nil {
+			t.Error(err)
+		}
+		newer = f.Last()
+	}
+	if _, _, err := Acquire(h2, 5, clk.Now(), "n2", 8); !errors.Is(err, ErrNotOwner) {
+		t.Fatalf("acquire after a newer owner's claim: %v, want NotOwner", err)
+	}
+	var tail uint64
+	if err := s2.Store.ReplayPartition(5, 0, func(e store.Entry) error { tail = max(tail, e.Pos); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if tail != newer {
+		t.Fatalf("the partition ends at %d, want %d (the newer owner's epoch): the takeover claimed over it", tail, newer)
+	}
+}

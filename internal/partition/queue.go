@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -273,7 +274,34 @@ func (o *Owner) Rebuilt(now time.Time, meta record.QueueMeta) (*Owner, error) {
 // former owner still has in flight. The caller starts the owner (Start)
 // once the queues its messages may move to are there. It also returns how
 // many messages had lost their body (Recovered).
+//
+// A claim the store fences (a write of the former owner, in doubt when it
+// was lost, landed after the replay read the partition's end: the
+// stream's new leader had it, the replica the replay read had not yet)
+// is tried again from a new replay, up to claimAttempts in all, rather
+// than given up with the lease and taken again seconds later.
 func Acquire(h *Host, p store.PartitionID, now time.Time, node string, term uint64) (*Owner, int, error) {
+	for attempt := 1; ; attempt++ {
+		o, missing, err := acquireOnce(h, p, now, node, term, attempt > 1)
+		if err == nil || attempt == claimAttempts || !errors.Is(err, errClaimFenced) {
+			return o, missing, err
+		}
+		h.Log.Info("a write landed after the takeover's replay; replaying again", "partition", p, "term", term, "attempt", attempt)
+	}
+}
+
+// claimAttempts bounds the replays of one Acquire whose claims the store
+// fences.
+const claimAttempts = 3
+
+// errClaimFenced marks a claim the store fenced.
+var errClaimFenced = errors.New("partition: the takeover's epoch record was fenced")
+
+// acquireOnce is one replay and claim. Again (a replay after a fenced
+// claim), it does not claim over an owner whose term is newer than term:
+// the write that fenced the first claim was that owner's epoch record, so
+// this node's lease is not the partition's latest.
+func acquireOnce(h *Host, p store.PartitionID, now time.Time, node string, term uint64, again bool) (*Owner, int, error) {
 	o := New(h, p, record.QueueMeta{ID: uint64(p)})
 	var last uint64
 	err := h.Store.ReplayPartition(p, 0, func(e store.Entry) error {
@@ -286,9 +314,16 @@ func Acquire(h *Host, p store.PartitionID, now time.Time, node string, term uint
 	if err != nil {
 		return nil, 0, fmt.Errorf("replaying partition %d: %w", p, err)
 	}
+	if again && o.q.ClaimTerm() > term {
+		o.Relinquish()
+		return nil, 0, fmt.Errorf("claiming partition %d: %w (an owner of a newer term, %d, claimed it after term %d)", p, NotOwner(), o.q.ClaimTerm(), term)
+	}
 	missing := o.Recovered(now, last)
 	if err := o.Claim(node, term); err != nil {
 		o.Relinquish()
+		if errors.Is(err, ErrNotOwner) {
+			err = fmt.Errorf("%w: %w", errClaimFenced, err)
+		}
 		return nil, missing, fmt.Errorf("claiming partition %d: %w", p, err)
 	}
 	return o, missing, nil

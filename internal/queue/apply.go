@@ -99,7 +99,8 @@ func (q *Queue) apply(now time.Time, r *record.Record, loc Loc) error {
 		}
 		q.origins[r.Partition] = mk
 	case record.Epoch:
-		// Only its position: it fences off a former owner's appends.
+		// Its position fences off a former owner's appends.
+		q.claimTerm = r.Term
 	case record.Entered:
 		if r.Until > q.now {
 			q.dedup.Confirm(enteredKey(r.Key), dedup.Entry{Until: r.Until}, r.Pos)

@@ -436,6 +436,10 @@ func (q *Queue) EpochRecord(node string, term uint64) *record.Record {
 	return &record.Record{Type: record.Epoch, Pos: q.take(), Node: node, Term: term}
 }
 
+// ClaimTerm is the term of the last epoch record replayed or written (0
+// if none).
+func (q *Queue) ClaimTerm() uint64 { return q.claimTerm }
+
 // MetaRecord is the record of the queue's settings (the owner applies it).
 func (q *Queue) MetaRecord(m *record.QueueMeta) *record.Record {
 	return &record.Record{Type: record.Meta, Pos: q.take(), Meta: m}

@@ -101,10 +101,13 @@ type Effects struct {
 
 // Queue is one queue's state. Not safe for concurrent use.
 type Queue struct {
-	cfg   Config
-	t     seqtab.Table[Msg, *Msg] // the messages
-	names map[string]*gname       // their group ids
-	s     *sched.Sched            // standard queues: the ready messages
+	cfg Config
+	// claimTerm is the term of the last epoch record applied: the lease
+	// term of the owner that claimed the partition last.
+	claimTerm uint64
+	t         seqtab.Table[Msg, *Msg] // the messages
+	names     map[string]*gname       // their group ids
+	s         *sched.Sched            // standard queues: the ready messages
 	// oddScan is when expiry last looked at the messages that arrived out
 	// of sequence order (unix ms).
 	oddScan int64
