@@ -32,7 +32,11 @@
 // was lost, and the election outlasted the TTL) and that no other node
 // took is created again by its holder, which serves on: had another node
 // owned the partition in between, its epoch record fences the holder's
-// next write.
+// next write. The other way round, a lease whose holder is silent
+// (Config.Silent) and that the bucket still holds although it was last
+// written longer than a lease lasts ago (the bucket's leader expires keys,
+// and it may have been lost with the holder) is overdue: a node takes it
+// over with a write fenced on its revision, as if it had expired.
 //
 // Placement: a partition's preferred order of nodes is the rendezvous
 // (highest random weight) order of the live members. When a partition has

@@ -64,9 +64,7 @@ func (m *Manager) create(ctx context.Context, key string) (uint64, error) {
 // ours reads key and returns its revision if this manager holds it: a
 // create whose reply was lost may have landed.
 func (m *Manager) ours(key string) (uint64, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), m.opTimeout)
-	defer cancel()
-	e, err := m.kv.Get(ctx, key)
+	e, err := m.readKey(key, m.opTimeout)
 	if err != nil {
 		return 0, false
 	}

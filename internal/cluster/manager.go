@@ -209,8 +209,9 @@ func Start(ctx context.Context, cfg Config, h Host) (*Manager, error) {
 		return nil, fmt.Errorf("cluster: subscribing to %s: %w", m.catalog, err)
 	}
 	m.acquireAt = time.Now().Add(cfg.RankStep)
-	m.loops.Add(3)
+	m.loops.Add(4)
 	go m.reconcileLoop()
+	go m.staleLoop()
 	go m.renewLoop()
 	go m.catalogLoop()
 	m.log.Info("joined the cluster", "cluster", cfg.Cluster, "bucket", bucket, "instance", m.instance,
@@ -488,9 +489,7 @@ func (m *Manager) Owner(p store.PartitionID) (node string, ok bool) {
 func (m *Manager) Holder(ctx context.Context, p store.PartitionID) (node string, ok bool, err error) {
 	key := partKey(p)
 	ch := m.reads.DoChan(key, func() (any, error) {
-		ctx, cancel := context.WithTimeout(m.ctx, m.opTimeout)
-		defer cancel()
-		e, err := m.kv.Get(ctx, key)
+		e, err := m.readKey(key, m.opTimeout)
 		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 			return holder{}, nil
 		}

@@ -29,6 +29,7 @@ func TestCluster(t *testing.T) {
 		{"CrashFailsOver", testCrashFailsOver},
 		{"TakeoversSideBySide", testTakeoversSideBySide},
 		{"SilentSkipped", testSilentSkipped},
+		{"OverdueTakenOver", testOverdueTakenOver},
 		{"AcquireFails", testAcquireFails},
 		{"Claim", testClaim},
 		{"DuplicateName", testDuplicateName},
@@ -228,6 +229,47 @@ func testSilentSkipped(t *testing.T, nats []*natsnode.Node) {
 	if st := ghost.Status(); len(st.Owned) != 0 {
 		t.Errorf("the ghost owns %v", st.Owned)
 	}
+}
+
+// A lease held by a silent node that the bucket does not expire (its
+// leader is being elected: only the leader expires keys) is taken over
+// once it was last written longer than a lease lasts ago, by a write
+// fenced on its revision. The ghost's lease is written without a TTL, so
+// the bucket never expires it: only the takeover can end it.
+func testOverdueTakenOver(t *testing.T, nats []*natsnode.Node) {
+	const ttl = 2 * time.Second
+	e := newEnv(t, nats, ttl)
+	e.cfg.Silent = func(node string) bool { return node == "ghost" }
+	parts := partitions(3)
+	ms, hs := e.startN(1, parts)
+	waitFor(t, time.Minute, "partitions owned", func() bool { return settled(ms, hs, parts) })
+	const p store.PartitionID = 4
+	ghost, _ := json.Marshal(holder{Node: "ghost", Instance: "g1"})
+	kv := e.kv()
+	rev, err := kv.Put(t.Context(), partKey(p), ghost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	written := time.Now()
+	waitFor(t, 10*time.Second, "n1 to see the ghost's lease", func() bool {
+		ms[0].mu.Lock()
+		defer ms[0].mu.Unlock()
+		h, ok := ms[0].view.owners[p]
+		return ok && h.Node == "ghost"
+	})
+	hs[0].add(p)
+	took := waitFor(t, 10*ttl, "n1 to own the ghost's overdue partition", func() bool { return hs[0].owns(p) })
+	if since := time.Since(written); since < ttl {
+		t.Fatalf("the ghost's lease was taken %s after it was written, before a lease's %s", since, ttl)
+	}
+	e2, err := kv.Get(t.Context(), partKey(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := decodeHolder(e2.Value()); h.Node != "n1" || e2.Revision() <= rev {
+		t.Fatalf("the lease reads %+v at revision %d, want n1's after %d", h, e2.Revision(), rev)
+	}
+	t.Logf("n1 took the ghost's overdue lease %s after the partition was listed (lease TTL %s)", took.Round(time.Millisecond), ttl)
 }
 
 // A partition whose Acquire fails is retried, elsewhere or later, and its

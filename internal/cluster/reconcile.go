@@ -111,7 +111,6 @@ func (m *Manager) snapshot() snapshot {
 // stream's new leader, and the streams elect theirs side by side).
 func (m *Manager) reconcile(ls *loopState) {
 	m.releaseLost()
-	m.checkStale()
 	parts := m.host.Partitions()
 	ls.mu.Lock()
 	defer ls.mu.Unlock()
@@ -223,8 +222,31 @@ func (m *Manager) reconcile(ls *loopState) {
 	ls.forget(listed)
 }
 
-// staleParallel bounds the bucket reads of one checkStale.
-const staleParallel = 32
+// staleLoop runs checkStale every Tick, apart from the reconcile loop: a
+// read of the bucket can take a second (readKey), and the takeovers of
+// the keys a round finds free must not wait for its slowest read (each
+// such key wakes the reconcile at once).
+func (m *Manager) staleLoop() {
+	defer m.loops.Done()
+	t := time.NewTicker(m.cfg.Tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-t.C:
+		}
+		m.checkStale()
+	}
+}
+
+// staleParallel bounds the bucket reads of one checkStale; each read is
+// tried in attempts of staleAttempt for at most staleRead (readKey).
+const (
+	staleParallel = 64
+	staleAttempt  = 200 * time.Millisecond
+	staleRead     = time.Second
+)
 
 // checkStale asks the bucket about the keys of other nodes that the
 // watcher has not seen renewed for longer than a lease lasts, and, at
@@ -270,9 +292,7 @@ func (m *Manager) checkStale() {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			ctx, cancel := context.WithTimeout(m.ctx, time.Second)
-			e, err := m.kv.Get(ctx, k)
-			cancel()
+			e, err := m.readKey(k, staleRead)
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			switch {
@@ -280,15 +300,52 @@ func (m *Manager) checkStale() {
 				if _, ok := m.view.seen[k]; ok {
 					m.view.expire(k)
 					m.log.Info("a key expired while the bucket's watcher lagged", "node", m.cfg.Node, "key", k)
+					m.wake() // its takeover need not wait for this round's other reads
 				}
 			case err == nil:
-				if h, ok := decodeHolder(e.Value()); !ok || !silent(h.Node) {
+				h, ok := decodeHolder(e.Value())
+				if !ok || !silent(h.Node) {
 					m.view.seen[k] = now // held after all; asked again after another lease
+					break
+				}
+				// Held by a silent node, and not written for longer than a
+				// lease lasts (by the bucket's own clock, with a margin for
+				// this machine's): overdue, whether or not the bucket has
+				// expired it yet.
+				if p, isPart := parsePartKey(k); isPart && time.Since(e.Created()) > limit {
+					if _, held := m.view.owners[p]; held {
+						m.view.overdueLease(p, e.Revision())
+						m.log.Info("a silent node's lease is overdue; taking it over", "node", m.cfg.Node, "key", k,
+							"revision", e.Revision(), "written", e.Created())
+						m.wake()
+					}
 				}
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// readKey reads key k from the bucket in attempts of staleAttempt, for
+// at most d. A key is read from any of the bucket's replicas (a direct
+// get, which NATS sends to one of them at random), and one on a silent
+// node takes the request and never answers (its route looks alive for
+// minutes): a short attempt asked again most likely reaches another
+// replica. With one attempt as long as d, a third of checkStale's reads
+// in a 100-queue silent cut waited a second, and each round, with every
+// takeover behind it, waited for the slowest; a forwarding node's read of
+// a queue's new owner (Holder) waited seconds likewise.
+func (m *Manager) readKey(k string, d time.Duration) (jetstream.KeyValueEntry, error) {
+	deadline := time.Now().Add(d)
+	for {
+		ctx, cancel := context.WithTimeout(m.ctx, min(staleAttempt, time.Until(deadline)))
+		e, err := m.kv.Get(ctx, k)
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) ||
+			m.ctx.Err() != nil || time.Until(deadline) <= 0 {
+			return e, err
+		}
+	}
 }
 
 // forget drops what is remembered of partitions the Host no longer lists
@@ -349,7 +406,16 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	// a create is unanswered, and the first one sent after the election
 	// should not wait out an older attempt's timeout.
 	ctx, cancel := context.WithTimeout(m.ctx, min(m.opTimeout, time.Second))
-	rev, err := m.create(ctx, key)
+	m.mu.Lock()
+	overdue, isOverdue := m.view.overdue[p]
+	m.mu.Unlock()
+	var rev uint64
+	var err error
+	if isOverdue {
+		rev, err = m.publishRenewal(ctx, key, overdue) // a write fenced on the overdue revision
+	} else {
+		rev, err = m.create(ctx, key)
+	}
 	cancel()
 	if err != nil && !conflict(err) && m.ctx.Err() == nil {
 		if r, ok := m.ours(key); ok {
@@ -359,6 +425,13 @@ func (m *Manager) acquire(p store.PartitionID, expired bool, ls *loopState) {
 	switch {
 	case err == nil:
 	case conflict(err):
+		if isOverdue {
+			m.mu.Lock()
+			if m.view.overdue[p] == overdue {
+				delete(m.view.overdue, p) // written since (another node took it, or its holder renewed it)
+			}
+			m.mu.Unlock()
+		}
 		return // the view lagged: another node holds it
 	default:
 		if m.ctx.Err() == nil {

@@ -49,10 +49,17 @@ type view struct {
 	// as the watcher delivered it: a key not renewed for longer than a
 	// lease lasts is checked in the bucket itself (checkStale).
 	seen map[string]time.Time
+	// overdue are leases the bucket still holds for a silent node although
+	// they were last written longer than a lease lasts ago (checkStale):
+	// by the revision to overwrite. The bucket expires such a lease late
+	// or not at all while it elects a leader (only its leader expires
+	// keys); a node takes one over with a write fenced on that revision.
+	overdue map[store.PartitionID]uint64
 }
 
 func newView() view {
-	return view{members: map[string]member{}, owners: map[store.PartitionID]holder{}, gone: map[store.PartitionID]gone{}, seen: map[string]time.Time{}}
+	return view{members: map[string]member{}, owners: map[store.PartitionID]holder{}, gone: map[store.PartitionID]gone{},
+		seen: map[string]time.Time{}, overdue: map[store.PartitionID]uint64{}}
 }
 
 // apply applies one watched entry seen at now, and reports whether a
@@ -83,6 +90,7 @@ func (v *view) apply(e jetstream.KeyValueEntry, now time.Time) (freed bool) {
 	if !ok {
 		return false
 	}
+	delete(v.overdue, p) // written since: the revision it named is old
 	if put {
 		// A value that is not a holder's still holds the lease: leave the
 		// key alone (it expires, or its writer deletes it).
@@ -111,11 +119,22 @@ func (v *view) expire(key string) {
 		return
 	}
 	if p, ok := parsePartKey(key); ok {
+		delete(v.overdue, p)
 		if _, held := v.owners[p]; held {
 			delete(v.owners, p)
 			v.gone[p] = goneExpired
 		}
 	}
+}
+
+// overdueLease marks partition p's lease, held by a silent node and last
+// written at revision rev longer than a lease lasts ago, as expired: it
+// is taken over at rev.
+func (v *view) overdueLease(p store.PartitionID, rev uint64) {
+	delete(v.seen, partKey(p))
+	delete(v.owners, p)
+	v.gone[p] = goneExpired
+	v.overdue[p] = rev
 }
 
 // carry keeps what a fresh view (after the watcher was restarted) cannot
