@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicemq/sluice/test/ledger"
 	"github.com/sluicemq/sluice/test/process"
@@ -23,8 +24,10 @@ import (
 var (
 	silentOwned = flag.Int("cluster.silent-owned", 4, "TestClusterSilentLoss: queues the lost node owns (the test creates about three times as many; "+
 		"the issue's runs: 10, 30, 100)")
-	silentHow = flag.String("cluster.silent-how", "cut", "TestClusterSilentLoss: how the node is lost: cut (its routes go silent, nothing closes) or kill (SIGKILL)")
-	silentFor = flag.Duration("cluster.silent-for", 20*time.Second, "TestClusterSilentLoss: how long the node stays lost")
+	silentHow   = flag.String("cluster.silent-how", "cut", "TestClusterSilentLoss: how the node is lost: cut (its routes go silent, nothing closes) or kill (SIGKILL)")
+	silentFor   = flag.Duration("cluster.silent-for", 20*time.Second, "TestClusterSilentLoss: how long the node stays lost")
+	silentLeads = flag.Bool("cluster.silent-leads-leases", false, "TestClusterSilentLoss: move the lease bucket's leader to the node before it is lost "+
+		"(the worst case: no lease expires until the bucket elects another)")
 )
 
 // TestClusterSilentLoss loses a node the way a machine that dies, or
@@ -92,6 +95,12 @@ func TestClusterSilentLoss(t *testing.T) {
 	pr := startProbe(clients[vi], urls[probeQueue], probeLedger)
 	defer pr.stop()
 
+	if *silentLeads {
+		if err := c.leadLeases(victim); err != nil {
+			t.Fatalf("moving the lease bucket's leader to %s: %v", victim.name, err)
+		}
+		t.Logf("%s leads the lease bucket", victim.name)
+	}
 	before, err := victim.clusterStatus()
 	if err != nil {
 		t.Fatal(err)
@@ -519,4 +528,24 @@ func (r silentReport) String() string {
 		"%d answered an error (p50 %v, p99 %v, max %v; %d after more than 2 s): %v",
 		len(r.served), q(r.served, 0.5), q(r.served, 0.99), q(r.served, 1), len(r.retryable), q(r.retryable, 0.5), q(r.retryable, 0.99),
 		q(r.retryable, 1), over2, r.kinds)
+}
+
+// leadLeases makes n the leader of the lease bucket's stream: it asks the
+// leader to step down in favour of n until n leads.
+func (c *cluster) leadLeases(n *node) error {
+	stream := "KV_" + c.name + "-leases"
+	return c.jetStream(func(ctx context.Context, js jetstream.JetStream) error {
+		return poll(10*time.Second, 200*time.Millisecond, func() (bool, error) {
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return false, err
+			}
+			if ci := st.CachedInfo().Cluster; ci != nil && ci.Leader == n.name {
+				return true, nil
+			}
+			body := []byte(`{"placement":{"preferred":"` + n.name + `"}}`)
+			_, err = js.Conn().RequestWithContext(ctx, "$JS.API.STREAM.LEADER.STEPDOWN."+stream, body)
+			return false, err
+		})
+	})
 }
