@@ -331,10 +331,10 @@ func (s *Store) directGet(ctx context.Context, stream string, seq uint64, n, max
 	// asked again, NATS picks again. Three short attempts first, because
 	// a takeover's replay makes several reads and each may meet the silent
 	// replica (a third of them with three replicas): with doubling from the
-	// first, one read in 27 waited 1.75 s, and the slowest of a lost node's
-	// 100 takeovers came seconds after its stream's new leader. A replica
-	// slow to answer under load gets the longer attempts. (Not hedged as
-	// request's: a batch's answers from two replicas would mix.)
+	// first, one read in 27 waited 1.75 s, and of a lost node's 100
+	// takeovers some met several such reads. A replica slow to answer under
+	// load gets the longer attempts. (Not hedged as request's: a batch's
+	// answers from two replicas would mix.)
 	wait := hedgeEvery
 	for i := 1; ; i++ {
 		if i > shortDirectGets {
