@@ -592,19 +592,10 @@ func (m *Manager) onCatalog(msg *nats.Msg) {
 // catalogLoop calls Host.CatalogChanged on notifications from other nodes
 // and every catalogRefresh.
 func (m *Manager) catalogLoop() {
-	defer m.loops.Done()
-	t := time.NewTicker(catalogRefresh)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-m.catKick:
-		case <-t.C:
-		}
+	m.every(catalogRefresh, m.catKick, func() {
 		m.host.CatalogChanged()
 		m.wake() // the partitions may have changed
-	}
+	})
 }
 
 // watchLoop keeps the view up to date from a watcher on the whole bucket,

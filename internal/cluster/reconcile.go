@@ -41,18 +41,24 @@ func newLoopState() *loopState {
 
 // reconcileLoop reconciles every Tick, and when woken.
 func (m *Manager) reconcileLoop() {
-	defer m.loops.Done()
 	ls := newLoopState()
-	t := time.NewTicker(m.cfg.Tick)
+	m.every(m.cfg.Tick, m.kick, func() { m.reconcile(ls) })
+}
+
+// every calls f every d, and whenever kick delivers (a nil kick never
+// does), until the manager closes; it is one of m.loops.
+func (m *Manager) every(d time.Duration, kick <-chan struct{}, f func()) {
+	defer m.loops.Done()
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-t.C:
-		case <-m.kick:
+		case <-kick:
 		}
-		m.reconcile(ls)
+		f()
 	}
 }
 
@@ -226,19 +232,7 @@ func (m *Manager) reconcile(ls *loopState) {
 // read of the bucket can take a second (readKey), and the takeovers of
 // the keys a round finds free must not wait for its slowest read (each
 // such key wakes the reconcile at once).
-func (m *Manager) staleLoop() {
-	defer m.loops.Done()
-	t := time.NewTicker(m.cfg.Tick)
-	defer t.Stop()
-	for {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-t.C:
-		}
-		m.checkStale()
-	}
-}
+func (m *Manager) staleLoop() { m.every(m.cfg.Tick, nil, m.checkStale) }
 
 // staleParallel bounds the bucket reads of one checkStale; each read is
 // tried in attempts of staleAttempt for at most staleRead (readKey).
