@@ -40,6 +40,9 @@ func TestAgainstEachByte(t *testing.T) {
 				if got, want := XMLPlain(s, i), slow(s, i, xmlPlain); got != want {
 					t.Fatalf("XMLPlain(%q, %d) = %d, want %d", s, i, got, want)
 				}
+				if got, want := JSONPlain([]byte(s), i), slow(s, i, jsonPlain); got != want {
+					t.Fatalf("JSONPlain([]byte(%q), %d) = %d, want %d", s, i, got, want)
+				}
 			}
 		}
 	}
@@ -64,6 +67,9 @@ func TestAgainstEachByte(t *testing.T) {
 		if got, want := XMLPlain(s, 0), slow(s, 0, xmlPlain); got != want {
 			t.Fatalf("XMLPlain(%q) = %d, want %d", s, got, want)
 		}
+		if got, want := JSONPlain(b, 0), slow(s, 0, jsonPlain); got != want {
+			t.Fatalf("JSONPlain([]byte(%q)) = %d, want %d", s, got, want)
+		}
 	}
 }
 
@@ -74,5 +80,24 @@ func BenchmarkPrintable(b *testing.B) {
 		if Printable(s, 0) < len(s)-8 {
 			b.Fatal("not plain")
 		}
+	}
+}
+
+// BenchmarkJSONPlain: JSONPlain written out, beside Plain with the same
+// exceptions (the general form) as the baseline of the same run.
+func BenchmarkJSONPlain(b *testing.B) {
+	s := []byte(strings.Repeat("The quick brown fox jumps over the lazy dog. ", 23))
+	for _, c := range []struct {
+		name string
+		f    func([]byte, int) int
+	}{{"JSONPlain", JSONPlain[[]byte]}, {"Plain", func(s []byte, i int) int { return Plain(s, i, "\"\\") }}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(s)))
+			for b.Loop() {
+				if c.f(s, 0) < len(s)-8 {
+					b.Fatal("not plain")
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,6 +46,39 @@ var jsonSeeds = []string{
 func TestJSONDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, s := range jsonSeeds {
 		checkJSONDecode(t, []byte(s))
+	}
+}
+
+// TestJSONDecodeMutations: the seeds with bytes changed, inserted and
+// removed at random (a JSON-heavy alphabet, escapes and multi-byte
+// characters among it) decode as encoding/json reads them, or are refused
+// as it refuses them.
+func TestJSONDecodeMutations(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 40))
+	alphabet := []string{"{", "}", "[", "]", ",", ":", `"`, `\`, `\u`, `\ud83d`, `\ude00`, `\n`, "0", "-", ".", "e", "+",
+		"1", "true", "null", " ", "\t", "\x00", "\x1f", "\x7f", "\xc3\xa9", "\xe2\x82", "\xff", "a", "é", "😀", "\ufffd"}
+	for n := 0; n < 100000; n++ {
+		b := []byte(jsonSeeds[rng.IntN(len(jsonSeeds))])
+		for range 1 + rng.IntN(3) {
+			at := rng.IntN(len(b) + 1)
+			ins := alphabet[rng.IntN(len(alphabet))]
+			switch rng.IntN(3) {
+			case 0: // insert
+				b = append(b[:at:at], append([]byte(ins), b[at:]...)...)
+			case 1: // remove
+				if at < len(b) {
+					b = append(b[:at:at], b[at+1:]...)
+				}
+			default: // replace
+				if at < len(b) {
+					b = append(b[:at:at], append([]byte(ins), b[at+1:]...)...)
+				}
+			}
+		}
+		checkJSONDecode(t, b)
+		if t.Failed() {
+			return
+		}
 	}
 }
 
