@@ -1,7 +1,7 @@
-// Package ascii finds runs of plain printable ASCII in strings eight
-// bytes at a time, so that the checks and escapes a request's text needs
-// (message bodies are mostly such text) skip them without looking at each
-// byte.
+// Package ascii finds runs of plain printable ASCII in strings and byte
+// slices eight bytes at a time, so that the reading, checks and escapes a
+// request's text needs (message bodies are mostly such text) skip them
+// without looking at each byte.
 package ascii
 
 const (
