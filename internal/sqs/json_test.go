@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"strings"
@@ -24,7 +23,7 @@ func stdDecode(body []byte) (map[string]any, bool) {
 	if err := dec.Decode(&p); err != nil {
 		return nil, false
 	}
-	if len(bytes.TrimSpace(body[dec.InputOffset():])) != 0 {
+	if len(bytes.Trim(body[dec.InputOffset():], " \t\r\n")) != 0 { // JSON's white space only
 		return nil, false
 	}
 	if p == nil {
@@ -38,7 +37,7 @@ var jsonSeeds = []string{
 	`{"Entries":[{"Id":"a","MessageBody":1,"DelaySeconds":"x"}]}`,
 	`{"a":1,"a":2,"b":[1,-0,1e5,2.5E-3,true,false,null,{},[]],"c":"\u00e9\ud83d\ude00\n\t\"\\\/"}`,
 	`{"bad":"\ud800","lone":"\udc00x","raw":"` + "\xff\xfe" + `"}`,
-	`null`, ` {} `, `{}{}`, `[1]`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `"x"`, `{"a":01}`, `{"a":1}x`,
+	`{"":"\ud800","":""}`, "{}\v", `null`, ` {} `, `{}{}`, `[1]`, `{"a":}`, `{"a":1,}`, `{"a" 1}`, `"x"`, `{"a":01}`, `{"a":1}x`,
 }
 
 // TestJSONDecodeMatchesEncodingJSON: decodeJSON accepts what encoding/json
@@ -106,7 +105,7 @@ func checkJSONDecode(t *testing.T, body []byte) {
 	if errors.As(err, &e) && e.Code == st.CodeInvalidMessageContents {
 		// encoding/json replaces invalid UTF-8 and lone surrogates with
 		// U+FFFD; decodeJSON refuses them.
-		if !strings.Contains(fmt.Sprint(want), "\uFFFD") && !strings.Contains(fmt.Sprint(want), "\ufffd") && !strings.ContainsRune(fmt.Sprint(want), utf8.RuneError) {
+		if !anyReplaced(body) {
 			t.Errorf("%q: refused as %v, but encoding/json reads %v with nothing replaced", body, err, want)
 		}
 		return
@@ -117,6 +116,22 @@ func checkJSONDecode(t *testing.T, body []byte) {
 	}
 	if !reflect.DeepEqual(map[string]any(got), want) {
 		t.Errorf("%q: decoded %#v, encoding/json %#v", body, got, want)
+	}
+}
+
+// anyReplaced reports whether encoding/json replaces something in one of
+// body's strings with U+FFFD, names and values overwritten by a later
+// duplicate name included.
+func anyReplaced(body []byte) bool {
+	d := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok && strings.ContainsRune(s, utf8.RuneError) {
+			return true
+		}
 	}
 }
 
