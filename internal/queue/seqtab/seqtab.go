@@ -122,7 +122,19 @@ func (t *Table[T, P]) add() *T {
 // find returns the chunk and index of seq's slot (live or gone), or nil.
 func (t *Table[T, P]) find(seq uint64) (*chunk[T], int) {
 	cs := t.chunks[t.head:]
-	i := sort.Search(len(cs), func(i int) bool { return cs[i].first > seq }) - 1
+	var i int // the last chunk whose first sequence is seq's or below
+	switch n := len(cs); {
+	case n > 0 && seq >= cs[n-1].first:
+		// The newest chunks first: a queue that keeps up sends, receives
+		// and deletes near its end, while the list holds older chunks
+		// before them (pinned by a message left behind, or emptied and
+		// not yet compacted away) that a binary search wades through.
+		i = n - 1
+	case n > 1 && seq >= cs[n-2].first:
+		i = n - 2
+	default:
+		i = sort.Search(len(cs), func(i int) bool { return cs[i].first > seq }) - 1
+	}
 	if i < 0 || cs[i].vals == nil {
 		return nil, 0
 	}
