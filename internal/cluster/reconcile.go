@@ -235,12 +235,15 @@ func (m *Manager) reconcile(ls *loopState) {
 func (m *Manager) staleLoop() { m.every(m.cfg.Tick, nil, m.checkStale) }
 
 // staleParallel bounds the bucket reads of one checkStale; each read is
-// tried in attempts of staleAttempt for at most staleRead (readKey).
+// tried for at most staleRead (readKey).
 const (
 	staleParallel = 64
-	staleAttempt  = 200 * time.Millisecond
 	staleRead     = time.Second
 )
+
+// readAttempt is how long one attempt of readKey waits for an answer, and
+// the least time between two of its attempts.
+const readAttempt = 200 * time.Millisecond
 
 // checkStale asks the bucket about the keys of other nodes that the
 // watcher has not seen renewed for longer than a lease lasts, and, at
@@ -320,7 +323,7 @@ func (m *Manager) checkStale() {
 	wg.Wait()
 }
 
-// readKey reads key k from the bucket in attempts of staleAttempt, for
+// readKey reads key k from the bucket in attempts of readAttempt, for
 // at most d. A key is read from any of the bucket's replicas (a direct
 // get, which NATS sends to one of them at random), and one on a silent
 // node takes the request and never answers (its route looks alive for
@@ -328,16 +331,32 @@ func (m *Manager) checkStale() {
 // replica. With one attempt as long as d, a third of checkStale's reads
 // in a 100-queue silent cut waited a second, and each round, with every
 // takeover behind it, waited for the slowest; a forwarding node's read of
-// a queue's new owner (Holder) waited seconds likewise.
+// a queue's new owner (Holder) waited seconds likewise. An attempt that
+// fails at once (no responders while the bucket elects a leader, a
+// connection being re-established) is asked again only when its
+// readAttempt is up, not in a busy loop.
 func (m *Manager) readKey(k string, d time.Duration) (jetstream.KeyValueEntry, error) {
 	deadline := time.Now().Add(d)
 	for {
-		ctx, cancel := context.WithTimeout(m.ctx, min(staleAttempt, time.Until(deadline)))
+		next := time.Now().Add(readAttempt)
+		if next.After(deadline) {
+			next = deadline
+		}
+		ctx, cancel := context.WithDeadline(m.ctx, next)
 		e, err := m.kv.Get(ctx, k)
 		cancel()
 		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) ||
-			m.ctx.Err() != nil || time.Until(deadline) <= 0 {
+			m.ctx.Err() != nil || !time.Now().Before(deadline) {
 			return e, err
+		}
+		if wait := time.Until(next); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-m.ctx.Done():
+				t.Stop()
+				return e, err
+			case <-t.C:
+			}
 		}
 	}
 }
