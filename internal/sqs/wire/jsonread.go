@@ -86,14 +86,9 @@ func (r *jsonReader) literal(word string) error {
 }
 
 func (r *jsonReader) object(depth int) (any, error) {
-	r.i++ // {
 	m := map[string]any{}
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == '}' {
-		r.i++
-		return m, nil
-	}
-	for {
+	more, err := r.open('}')
+	for ; more && err == nil; more, err = r.next('}', "in an object") {
 		if r.i >= len(r.b) || r.b[r.i] != '"' {
 			return nil, r.fail("expecting a member name")
 		}
@@ -112,46 +107,56 @@ func (r *jsonReader) object(depth int) (any, error) {
 			return nil, err
 		}
 		m[name] = v // a duplicate name keeps the last value
-		r.space()
-		if r.i < len(r.b) && r.b[r.i] == ',' {
-			r.i++
-			r.space()
-			continue
-		}
-		if r.i < len(r.b) && r.b[r.i] == '}' {
-			r.i++
-			return m, nil
-		}
-		return nil, r.fail("expecting ',' or '}' in an object")
 	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
 }
 
 func (r *jsonReader) array(depth int) (any, error) {
-	r.i++ // [
 	a := []any{}
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == ']' {
-		r.i++
-		return a, nil
-	}
-	for {
+	more, err := r.open(']')
+	for ; more && err == nil; more, err = r.next(']', "in an array") {
 		v, err := r.value(depth + 1)
 		if err != nil {
 			return nil, err
 		}
 		a = append(a, v)
-		r.space()
-		if r.i < len(r.b) && r.b[r.i] == ',' {
-			r.i++
-			r.space()
-			continue
-		}
-		if r.i < len(r.b) && r.b[r.i] == ']' {
-			r.i++
-			return a, nil
-		}
-		return nil, r.fail("expecting ',' or ']' in an array")
 	}
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// open passes an object's or array's opening bracket (at r.i) and the
+// white space after it, and reports whether a member follows (false:
+// close came at once, and is passed).
+func (r *jsonReader) open(close byte) (more bool, err error) {
+	r.i++
+	r.space()
+	if r.i < len(r.b) && r.b[r.i] == close {
+		r.i++
+		return false, nil
+	}
+	return true, nil
+}
+
+// next passes what follows a member of an object or array: a comma and
+// the white space after it (more: another member follows), or close.
+func (r *jsonReader) next(close byte, in string) (more bool, err error) {
+	r.space()
+	switch {
+	case r.i < len(r.b) && r.b[r.i] == ',':
+		r.i++
+		r.space()
+		return true, nil
+	case r.i < len(r.b) && r.b[r.i] == close:
+		r.i++
+		return false, nil
+	}
+	return false, r.fail("expecting ',' or '" + string(close) + "' " + in)
 }
 
 // number reads a number as the text it is (json.Number).
