@@ -453,19 +453,22 @@ func (s *Server) sendMessageBatch(req *request) (wire.Obj, error) {
 			results[i], errs[i] = res[j], berrs[j]
 		}
 	}
-	ok, failed := make([]any, 0, len(es)), []any(nil)
+	ok, failed := make([]wire.Obj, 0, len(es)), []any(nil)
+	fields := make(wire.Obj, 0, 6*len(es)) // every entry's members, in one allocation
 	for i := range es {
 		if errs[i] != nil {
 			failed = append(failed, failure(ids[i], errs[i]))
 			continue
 		}
-		ok = append(ok, make(wire.Obj, 0, 5).Add("Id", ids[i]).Add("MessageId", results[i].MessageID).
-			Add("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
+		at := len(fields)
+		fields = fields.AddStr("Id", ids[i]).AddStr("MessageId", results[i].MessageID).
+			AddStr("MD5OfMessageBody", orMD5(results[i].MD5OfBody, ins[i].Body)).
 			AddStr("MD5OfMessageAttributes", message.AttributesMD5(ins[i].Attributes)).
 			AddStr("MD5OfMessageSystemAttributes", sysMD5(ins[i].TraceHeader)).
-			AddStr("SequenceNumber", results[i].SequenceNumber))
+			AddStr("SequenceNumber", results[i].SequenceNumber)
+		ok = append(ok, fields[at:len(fields):len(fields)])
 	}
-	return wire.Obj{}.Add("Successful", wire.List{Member: "SendMessageBatchResultEntry", Items: ok}).
+	return wire.Obj{}.Add("Successful", wire.List{Member: "SendMessageBatchResultEntry", Objs: ok}).
 		Add("Failed", wire.List{Member: "BatchResultErrorEntry", Items: failed}), nil
 }
 
@@ -542,16 +545,16 @@ func (s *Server) receiveMessage(req *request) (wire.Obj, error) {
 	if err != nil {
 		return nil, err
 	}
-	items := make([]any, 0, len(msgs))
+	items := make([]wire.Obj, 0, len(msgs))
 	for _, m := range msgs {
 		items = append(items, renderMessage(m, sysNames, attrFilter))
 	}
-	return wire.Obj{}.Add("Messages", wire.List{Member: "Message", Items: items}), nil
+	return wire.Obj{}.Add("Messages", wire.List{Member: "Message", Objs: items}), nil
 }
 
 func renderMessage(m st.Message, sysNames, attrFilter []string) wire.Obj {
-	o := make(wire.Obj, 0, 7).Add("MessageId", m.MessageID).Add("ReceiptHandle", m.ReceiptHandle).
-		Add("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).Add("Body", m.Body)
+	o := make(wire.Obj, 0, 7).AddStr("MessageId", m.MessageID).AddStr("ReceiptHandle", m.ReceiptHandle).
+		AddStr("MD5OfBody", orMD5(m.MD5OfBody, m.Body)).AddStr("Body", m.Body)
 	if len(sysNames) > 0 {
 		o = o.Add("Attributes", systemAttrs(m, sysNames))
 	}
@@ -676,15 +679,18 @@ func (s *Server) deleteMessageBatch(req *request) (wire.Obj, error) {
 }
 
 func batchOutcome(member string, ids []string, errs []error) wire.Obj {
-	var ok, failed []any
+	var ok []wire.Obj
+	var failed []any
+	fields := make(wire.Obj, len(ids)) // every entry's Id, in one allocation
 	for i, id := range ids {
 		if errs[i] != nil {
 			failed = append(failed, failure(id, errs[i]))
 		} else {
-			ok = append(ok, wire.Obj{}.Add("Id", id))
+			fields[i] = wire.Field{Name: "Id", Str: id}
+			ok = append(ok, fields[i:i+1:i+1])
 		}
 	}
-	return wire.Obj{}.Add("Successful", wire.List{Member: member, Items: ok}).
+	return wire.Obj{}.Add("Successful", wire.List{Member: member, Objs: ok}).
 		Add("Failed", wire.List{Member: "BatchResultErrorEntry", Items: failed})
 }
 

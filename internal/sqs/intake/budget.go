@@ -59,6 +59,12 @@ func (b *Budget) admit(ctx context.Context, declared int64) (*Grant, error) {
 	// Never more than the whole budget: a body of the largest size, with a
 	// budget of exactly that, must get in once the budget is free.
 	n = min(n, b.max)
+	if b.sem.TryAcquire(n) {
+		// Room, and no one waiting before it (TryAcquire keeps the
+		// semaphore's order): the usual case, without a timer and a
+		// context for the wait.
+		return &Grant{b: b, n: n}, nil
+	}
 	wait, cancel := context.WithTimeout(ctx, admitWait)
 	defer cancel()
 	if err := b.sem.Acquire(wait, n); err != nil {

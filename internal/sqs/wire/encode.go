@@ -12,10 +12,13 @@ import (
 // The response model: an ordered tree that renders as JSON (AWS JSON 1.0)
 // or as Query XML. Empty members are left out in both.
 
-// Field is one member of an Obj.
+// Field is one member of an Obj: Val, or with Val nil the string Str (a
+// string member kept out of an interface: boxing one is an allocation,
+// and a response has several a message).
 type Field struct {
 	Name string
 	Val  any // string, Num, Boolean, Obj, List, Mapv
+	Str  string
 }
 
 // Obj is a structure: a JSON object, or XML elements in order.
@@ -27,10 +30,12 @@ type Num int64
 // Boolean is a boolean member.
 type Boolean bool
 
-// List renders as a JSON array, or as repeated <Member> XML elements.
+// List renders as a JSON array, or as repeated <Member> XML elements:
+// Items, then Objs (objects kept out of interfaces, as Field.Str).
 type List struct {
 	Member string
 	Items  []any
+	Objs   []Obj
 }
 
 // Mapv renders as a JSON object, or as repeated <Entry><Key/><Val/></Entry>.
@@ -40,14 +45,22 @@ type Mapv struct {
 	Vals            map[string]any
 }
 
-func (o Obj) Add(name string, v any) Obj { return append(o, Field{name, v}) }
+func (o Obj) Add(name string, v any) Obj { return append(o, Field{Name: name, Val: v}) }
 
-// AddStr adds a string member unless it is empty.
+// AddStr adds a string member unless it is empty (as Add would render it).
 func (o Obj) AddStr(name, v string) Obj {
 	if v == "" {
 		return o
 	}
-	return append(o, Field{name, v})
+	return append(o, Field{Name: name, Str: v})
+}
+
+// emptyField is whether f is left out.
+func emptyField(f *Field) bool {
+	if f.Val == nil {
+		return f.Str == ""
+	}
+	return empty(f.Val)
 }
 
 func empty(v any) bool {
@@ -59,7 +72,7 @@ func empty(v any) bool {
 	case Obj:
 		return len(x) == 0
 	case List:
-		return len(x.Items) == 0
+		return len(x.Items) == 0 && len(x.Objs) == 0
 	case Mapv:
 		return len(x.Keys) == 0
 	}
@@ -72,21 +85,7 @@ func RenderJSON(o Obj) []byte { return AppendJSON(make([]byte, 0, 512), o) }
 func AppendJSON(b []byte, v any) []byte {
 	switch x := v.(type) {
 	case Obj:
-		b = append(b, '{')
-		n := 0
-		for _, f := range x {
-			if empty(f.Val) {
-				continue
-			}
-			if n > 0 {
-				b = append(b, ',')
-			}
-			n++
-			b = appendJSONString(b, f.Name)
-			b = append(b, ':')
-			b = AppendJSON(b, f.Val)
-		}
-		return append(b, '}')
+		return appendJSONObj(b, x)
 	case List:
 		b = append(b, '[')
 		for i, it := range x.Items {
@@ -94,6 +93,12 @@ func AppendJSON(b []byte, v any) []byte {
 				b = append(b, ',')
 			}
 			b = AppendJSON(b, it)
+		}
+		for i, o := range x.Objs {
+			if i > 0 || len(x.Items) > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONObj(b, o)
 		}
 		return append(b, ']')
 	case Mapv:
@@ -115,6 +120,29 @@ func AppendJSON(b []byte, v any) []byte {
 		return strconv.AppendBool(b, bool(x))
 	}
 	return append(b, "null"...) // nil; the model has no other types
+}
+
+func appendJSONObj(b []byte, o Obj) []byte {
+	b = append(b, '{')
+	n := 0
+	for i := range o {
+		f := &o[i]
+		if emptyField(f) {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = appendJSONString(b, f.Name)
+		b = append(b, ':')
+		if f.Val == nil {
+			b = appendJSONString(b, f.Str)
+		} else {
+			b = AppendJSON(b, f.Val)
+		}
+	}
+	return append(b, '}')
 }
 
 // appendJSONString quotes s; invalid UTF-8 becomes U+FFFD, as
@@ -153,6 +181,11 @@ func renderXMLValue(buf *bytes.Buffer, name string, v any) {
 		for _, it := range x.Items {
 			renderXMLValue(buf, x.Member, it)
 		}
+		for _, o := range x.Objs {
+			if len(o) > 0 { // as renderXMLValue leaves out an empty Obj
+				renderXMLObj(buf, x.Member, o)
+			}
+		}
 		return
 	case Mapv:
 		for _, k := range x.Keys {
@@ -164,12 +197,12 @@ func renderXMLValue(buf *bytes.Buffer, name string, v any) {
 		}
 		return
 	}
+	if o, ok := v.(Obj); ok {
+		renderXMLObj(buf, name, o)
+		return
+	}
 	buf.WriteString("<" + name + ">")
 	switch x := v.(type) {
-	case Obj:
-		for _, f := range x {
-			renderXMLValue(buf, f.Name, f.Val)
-		}
 	case string:
 		xmlText(buf, x)
 	case Num:
@@ -177,6 +210,28 @@ func renderXMLValue(buf *bytes.Buffer, name string, v any) {
 	case Boolean:
 		buf.WriteString(strconv.FormatBool(bool(x)))
 	}
+	buf.WriteString("</" + name + ">")
+}
+
+// renderXMLObj renders o as the element name.
+func renderXMLObj(buf *bytes.Buffer, name string, o Obj) {
+	buf.WriteString("<" + name + ">")
+	for i := range o {
+		if f := &o[i]; f.Val == nil {
+			renderXMLString(buf, f.Name, f.Str)
+		} else {
+			renderXMLValue(buf, f.Name, f.Val)
+		}
+	}
+	buf.WriteString("</" + name + ">")
+}
+
+func renderXMLString(buf *bytes.Buffer, name, s string) {
+	if s == "" {
+		return
+	}
+	buf.WriteString("<" + name + ">")
+	xmlText(buf, s)
 	buf.WriteString("</" + name + ">")
 }
 
