@@ -237,8 +237,18 @@ func (o *Owner) appendLocked(recs []*record.Record, apply bool, failed func()) *
 	if len(recs) > 1 {
 		data = make([]store.Rec, len(recs))
 	}
+	var small []byte // the records other than sends, encoded into one buffer
 	for i, r := range recs {
-		data[i] = store.Rec{Data: record.Encode(r), Keep: r.Type == record.Send}
+		if r.Type == record.Send {
+			data[i] = store.Rec{Data: record.Encode(r), Keep: true}
+			continue
+		}
+		if small == nil {
+			small = make([]byte, 0, 64*len(recs))
+		}
+		at := len(small)
+		small = record.Append(small, r)
+		data[i] = store.Rec{Data: small[at:len(small):len(small)]}
 	}
 	switch {
 	case o.h.closed():

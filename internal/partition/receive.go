@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/hex"
 	"errors"
 	"math"
@@ -298,9 +299,20 @@ func (o *Owner) toMessage(m *queue.Msg, pl *record.Payload) st.Message {
 		SentTimestamp: time.UnixMilli(m.Sent), ReceiveCount: int(m.RecvCount()), GroupID: m.Group(), SequenceNumber: pl.SeqNum,
 		DeadLetterSourceArn: m.DLQSource(),
 	}
+	// The body's MD5 (hex) and the receipt handle, in one string.
+	var buf [2*md5.Size + 128]byte
+	both := buf[:0]
 	if pl.MD5 != "" {
-		out.MD5OfBody = hex.EncodeToString([]byte(pl.MD5))
+		both = hex.AppendEncode(both, []byte(pl.MD5))
 	}
+	sum := len(both)
+	if m.Fence() > 0 {
+		var n [6]byte
+		o.h.read(n[:])
+		both = receipt.Handle{Partition: uint64(o.p), Seq: m.Seq, Fence: m.Fence()}.Append(both, n)
+	}
+	s := string(both)
+	out.MD5OfBody, out.ReceiptHandle = s[:sum], s[sum:]
 	if pl.SeqNum != "" {
 		out.DedupID = pl.Dedup
 	}
@@ -311,15 +323,5 @@ func (o *Owner) toMessage(m *queue.Msg, pl *record.Payload) st.Message {
 	if f := m.Fail(); f != nil {
 		out.FailReason, out.LastError, out.FirstFailure, out.Failures = f.Reason, f.LastError, time.UnixMilli(f.First), int(f.Failures)
 	}
-	if m.Fence() > 0 {
-		out.ReceiptHandle = o.handle(m.Seq, m.Fence())
-	}
 	return out
-}
-
-// handle is the receipt handle of a message's delivery with fence.
-func (o *Owner) handle(seq uint64, fence uint32) string {
-	var n [6]byte
-	o.h.read(n[:])
-	return receipt.Handle{Partition: uint64(o.p), Seq: seq, Fence: fence}.Encode(n)
 }

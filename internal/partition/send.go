@@ -2,6 +2,7 @@ package partition
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -106,10 +107,15 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 			errs[i] = err
 			continue
 		}
+		// The MD5 as stored (raw) and as answered (hex), in one string.
+		var sums [md5.Size * 3]byte
 		sum := message.BodySum(m.Body)
+		copy(sums[:], sum[:])
+		hex.Encode(sums[md5.Size:], sum[:])
+		both := string(sums[:])
 		p := &entries[i].pl
 		*p = record.Payload{ID: h.NewID(), Body: m.Body, Attrs: m.Attributes, Trace: m.TraceHeader, TraceParent: m.TraceParent,
-			Sender: m.SenderID, MD5: string(sum[:])}
+			Sender: m.SenderID, MD5: both[:md5.Size]}
 		delay := cfg.Queue.Delay
 		if !cfg.Queue.FIFO && m.DelaySeconds != nil {
 			delay = time.Duration(*m.DelaySeconds) * time.Second
@@ -123,7 +129,7 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 			spec.Raw = record.EncodePayload(p) // FIFO payloads get their sequence number under the lock
 		}
 		specs[i] = spec
-		res[i].MD5OfBody = hex.EncodeToString(sum[:])
+		res[i].MD5OfBody = both[md5.Size:]
 	}
 	o.lock()
 	if err := o.stoppedLocked(); err != nil {
@@ -131,8 +137,8 @@ func (o *Owner) send(ctx context.Context, in []st.SendInput, from []queue.Origin
 		return nil, nil, err
 	}
 	now := h.Clock.Now()
-	var recs []*record.Record
-	var sent []int
+	recs := make([]*record.Record, 0, len(specs)+1)
+	sent := make([]int, 0, len(specs))
 	var held []uint64   // with from: the origins with a message refused in this call
 	var marked []uint64 // the origins whose marks moved: one OriginMark record each
 	for i, spec := range specs {

@@ -49,8 +49,11 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 		return nil, err
 	}
 	errs := make([]error, len(hs))
-	var recs []*record.Record
-	var idx []int
+	recs := make([]*record.Record, 0, len(hs))
+	idx := make([]int, 0, len(hs))
+	// The records themselves, in one allocation (never grown past its
+	// capacity, so recs' pointers into it hold).
+	all := make([]record.Record, 0, len(hs))
 	for i, h := range hs {
 		seq, fence, err := o.parseHandle(h)
 		if err != nil {
@@ -72,7 +75,8 @@ func (o *Owner) Delete(ctx context.Context, hs []string) ([]error, error) {
 			errs[i] = expired(h)
 			continue
 		}
-		recs = append(recs, o.q.DeleteRecord(seq, record.ByClient))
+		all = append(all, *o.q.DeleteRecord(seq, record.ByClient))
+		recs = append(recs, &all[len(all)-1])
 		idx = append(idx, i)
 	}
 	if len(recs) == 0 {

@@ -111,6 +111,8 @@ type Hint struct{ A, B, C, D uint32 }
 
 // Rec is one record to append.
 type Rec struct {
+	// Data is read, never changed, by the store (an owner may encode
+	// several records into one buffer).
 	Data []byte
 	// Keep says the owner will read the record back (a message body): it
 	// stays readable until Release.

@@ -25,16 +25,19 @@ type Handle struct {
 }
 
 // Encode returns the handle as a client sees it, with nonce in it.
-func (h Handle) Encode(nonce [6]byte) string {
-	raw := make([]byte, 0, 64)
-	raw = strconv.AppendUint(raw, h.Partition, 10)
+func (h Handle) Encode(nonce [6]byte) string { return string(h.Append(nil, nonce)) }
+
+// Append appends Encode's answer to b.
+func (h Handle) Append(b []byte, nonce [6]byte) []byte {
+	var buf [72]byte // the longest: three numbers of 20, 10 and 10 digits, the nonce
+	raw := strconv.AppendUint(buf[:0], h.Partition, 10)
 	raw = append(raw, ':')
 	raw = strconv.AppendUint(raw, h.Seq, 10)
 	raw = append(raw, ':')
 	raw = strconv.AppendUint(raw, uint64(h.Fence), 10)
 	raw = append(raw, ':')
 	raw = hex.AppendEncode(raw, nonce[:])
-	return base64.RawURLEncoding.EncodeToString(raw)
+	return base64.RawURLEncoding.AppendEncode(b, raw)
 }
 
 // Parse reads a handle a client sent; ok is false when it is not one.
