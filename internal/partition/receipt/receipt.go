@@ -29,7 +29,7 @@ func (h Handle) Encode(nonce [6]byte) string { return string(h.Append(nil, nonce
 
 // Append appends Encode's answer to b.
 func (h Handle) Append(b []byte, nonce [6]byte) []byte {
-	var buf [72]byte // the longest: three numbers of 20, 10 and 10 digits, the nonce
+	var buf [72]byte // the longest: numbers of 20, 20 and 10 digits, three colons, the nonce's 12
 	raw := strconv.AppendUint(buf[:0], h.Partition, 10)
 	raw = append(raw, ':')
 	raw = strconv.AppendUint(raw, h.Seq, 10)
