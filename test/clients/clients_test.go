@@ -2,7 +2,8 @@
 // SQS and for SNS: Debian's awscli and python3-boto3 (Query protocol), the
 // machine's current boto3 (JSON protocol for SQS) and @aws-sdk/client-sqs
 // (JSON protocol) with @aws-sdk/client-sns. SNS is the Query protocol in
-// every one of them.
+// every one of them. Two libraries built on them drive SQS alone: Debian's
+// Celery (kombu's SQS transport) and bbc/sqs-consumer.
 //
 // A missing client fails the test with the command that installs it, unless
 // SLUICE_SKIP_CLIENT_TESTS=1.
@@ -124,7 +125,8 @@ func run(t *testing.T, name string, args ...string) {
 
 // realClient is one client the project supports: ready skips or fails the
 // test when the client is not installed, and sqs and sns are the commands
-// that drive each service (the endpoint is appended).
+// that drive each service (the endpoint is appended; sns nil: a client of
+// SQS alone).
 type realClient struct {
 	name     string
 	ready    func(t *testing.T)
@@ -146,6 +148,21 @@ func realClients() []realClient {
 		sqs: []string{"/usr/bin/python3", "boto_client.py"},
 		sns: []string{"/usr/bin/python3", "boto_sns.py"},
 	}, {
+		// Celery over kombu's SQS transport: kombu 5.2 sends with boto3
+		// and receives with its own Query-protocol client on pycurl.
+		name: "celery-debian",
+		ready: func(t *testing.T) {
+			const install = "apt-get install -y python3-celery python3-kombu python3-pycurl python3-boto3"
+			need(t, "/usr/bin/python3", install)
+			if exec.Command("/usr/bin/python3", "-c", "import celery, kombu, pycurl, boto3").Run() != nil {
+				if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+					t.Skip("Debian's Celery missing")
+				}
+				t.Fatal("Debian's Celery is missing: " + install)
+			}
+		},
+		sqs: []string{"/usr/bin/python3", "celery_client.py"},
+	}, {
 		name: "awscli-query-debian",
 		ready: func(t *testing.T) {
 			need(t, "/usr/bin/aws", "apt-get install -y awscli")
@@ -166,21 +183,33 @@ func realClients() []realClient {
 		sns: []string{"python3", "boto_sns.py"},
 	}, {
 		// @aws-sdk/client-sqs (JSON) and @aws-sdk/client-sns (Query).
-		name: "js-sdk-json",
-		ready: func(t *testing.T) {
-			need(t, "node", "install Node.js")
-			for _, m := range []string{"node/node_modules/@aws-sdk/client-sqs", "node/node_modules/@aws-sdk/client-sns"} {
-				if _, err := os.Stat(m); err != nil {
-					if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
-						t.Skip("node_modules missing")
-					}
-					t.Fatal("node modules missing: run (cd test/clients/node && npm ci)")
-				}
-			}
-		},
-		sqs: []string{"node", "node/client.mjs"},
-		sns: []string{"node", "node/sns.mjs"},
+		name:  "js-sdk-json",
+		ready: func(t *testing.T) { nodeModules(t, "@aws-sdk/client-sqs", "@aws-sdk/client-sns") },
+		sqs:   []string{"node", "node/client.mjs"},
+		sns:   []string{"node", "node/sns.mjs"},
+	}, {
+		// bbc/sqs-consumer over @aws-sdk/client-sqs (JSON): a polling
+		// consumer, one message at a time and in batches, that deletes
+		// what its handler took and makes visible again what it failed.
+		name:  "sqs-consumer",
+		ready: func(t *testing.T) { nodeModules(t, "sqs-consumer", "@aws-sdk/client-sqs") },
+		sqs:   []string{"node", "node/consumer.mjs"},
 	}}
+}
+
+// nodeModules skips or fails the test unless Node.js and the modules named
+// (test/clients/node's package.json) are installed.
+func nodeModules(t *testing.T, modules ...string) {
+	t.Helper()
+	need(t, "node", "install Node.js")
+	for _, m := range modules {
+		if _, err := os.Stat(filepath.Join("node/node_modules", m)); err != nil {
+			if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+				t.Skip("node_modules missing")
+			}
+			t.Fatal("node modules missing: run (cd test/clients/node && npm ci)")
+		}
+	}
 }
 
 // TestRealClients drives one server with every client, SQS first, then
@@ -191,7 +220,9 @@ func TestRealClients(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.ready(t)
 			t.Run("sqs", func(t *testing.T) { run(t, c.sqs[0], slices.Concat(c.sqs[1:], []string{url})...) })
-			t.Run("sns", func(t *testing.T) { run(t, c.sns[0], slices.Concat(c.sns[1:], []string{url})...) })
+			if c.sns != nil {
+				t.Run("sns", func(t *testing.T) { run(t, c.sns[0], slices.Concat(c.sns[1:], []string{url})...) })
+			}
 		})
 	}
 	fmt.Fprintln(os.Stderr, "real-client checks done against", url)
