@@ -103,7 +103,7 @@ func runUntilKill(ctx context.Context, s *server, url string, l *ledger.Ledger, 
 	load := traffic.Start(ctx, url, l, traffic.Config{Senders: loadSenders, Receivers: loadConsumers, Vis: loadVis,
 		Route: func(int) (traffic.Route, bool) {
 			downs := s.downs.Load()
-			return traffic.Route{Client: c, Down: func() bool { return s.downs.Load() != downs }}, true
+			return traffic.Route{Client: c, Down: func() bool { return s.downs.Load() != downs || s.out.Load() }}, true
 		},
 		Sent: func(n int) {
 			if acked.Add(int64(n)) >= int64(perRound) {

@@ -57,6 +57,9 @@ type server struct {
 	starts  int
 	past    logFigures   // the stopped processes'
 	downs   atomic.Int64 // stops so far: a request that spans one met the server going down
+	// out is set from a stop's start to the next start's serving: a
+	// request sent meanwhile met the server down too.
+	out atomic.Bool
 }
 
 func newServer(t *testing.T) *server {
@@ -95,6 +98,7 @@ func (s *server) start() {
 		s.t.Fatalf("start %d: %v\n%s", s.starts, err, p.Tail())
 	}
 	s.started = at.After
+	s.out.Store(false)
 	// One attempt a request: a request the server did not answer is
 	// unknown (it may or may not have happened), never retried into
 	// something that looks acknowledged twice.
@@ -108,6 +112,7 @@ func (s *server) start() {
 func (s *server) stop(how process.Stop) {
 	s.t.Helper()
 	p := s.proc
+	s.out.Store(true)
 	s.downs.Add(1)
 	_, err := p.Stop(how, stopTimeout)
 	if !p.Exited() {
