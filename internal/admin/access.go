@@ -117,7 +117,7 @@ func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 	claimed := sig.ClaimedPayload(r)
 	replayed := &refusal{http.StatusForbidden, "RequestReplayed", "This signed request was received before: sign each request anew."}
 	if claimed != "" {
-		if !sig.VerifyClaimed(r, p.SecretAccessKey) {
+		if !sig.VerifyClaimed(r, p) {
 			return caller{}, nil, mismatch
 		}
 		if !forward.Forwarded(r) && !a.seen.first(sig.Signature, now) {
@@ -128,7 +128,7 @@ func (a *Access) authenticate(r *http.Request) (caller, *session, *refusal) {
 	if ref != nil {
 		return caller{}, nil, ref
 	}
-	if !sig.Verify(r, body, p.SecretAccessKey) {
+	if !sig.Verify(r, body, p) {
 		if claimed != "" {
 			return caller{}, nil, &refusal{http.StatusBadRequest, "XAmzContentSHA256Mismatch", "The body does not have the SHA-256 hash the request's X-Amz-Content-Sha256 header states."}
 		}

@@ -164,7 +164,7 @@ func verdicts(r *http.Request, body []byte) string {
 		auth, err := resign(r, body, sig.SignedHeaders)
 		sdk = fmt.Sprint(err == nil && auth == r.Header.Get("Authorization"))
 	}
-	return fmt.Sprintf("sluice=%v sdk=%s", sig.Verify(r, body, testSecret), sdk)
+	return fmt.Sprintf("sluice=%v sdk=%s", sig.Verify(r, body, &sigv4.Principal{SecretAccessKey: testSecret}), sdk)
 }
 
 // resign signs, with the SDK's signer, a copy of r holding only the headers

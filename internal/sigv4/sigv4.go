@@ -17,6 +17,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // Credentials maps access keys to principals. It is loaded from a JSON file:
@@ -40,6 +41,57 @@ type Principal struct {
 	SecretAccessKey string   `json:"secret_access_key"`
 	SessionToken    string   `json:"session_token,omitempty"`
 	Queues          []string `json:"queues"`
+
+	keys signingKeys
+}
+
+// signingKeys keeps a principal's signing keys of its latest scopes (a
+// day, a region, a service): the same for every request signed in one,
+// and four HMACs to derive, as AWS's SigV4 guide says a verifier should
+// keep them. A list read without a lock, replaced whole on a miss (two
+// replacing at once lose one entry: it is derived again).
+type signingKeys struct{ list atomic.Pointer[[]signingKey] }
+
+type signingKey struct {
+	scope string
+	key   []byte
+}
+
+// keysKept is how many scopes a principal's keys are kept for; a scope
+// longer than maxKeptScope is derived every time (it cannot be valid, and
+// must not pin a large header).
+const (
+	keysKept     = 4
+	maxKeptScope = 128
+)
+
+// key is the signing key of scope (date/region/service/aws4_request)
+// under secret.
+func (k *signingKeys) key(secret, scope string) []byte {
+	old := k.list.Load()
+	if old != nil {
+		for _, e := range *old {
+			if e.scope == scope {
+				return e.key
+			}
+		}
+	}
+	parts := strings.Split(scope, "/")
+	for len(parts) < 3 {
+		parts = append(parts, "")
+	}
+	key := hmacSHA256([]byte("AWS4"+secret), parts[0])
+	key = hmacSHA256(key, parts[1])
+	key = hmacSHA256(key, parts[2])
+	key = hmacSHA256(key, "aws4_request")
+	if len(scope) <= maxKeptScope {
+		list := []signingKey{{strings.Clone(scope), key}}
+		if old != nil {
+			list = append(list, (*old)[:min(len(*old), keysKept-1)]...)
+		}
+		k.list.Store(&list)
+	}
+	return key
 }
 
 // LoadCredentials reads a credentials file.
@@ -197,7 +249,7 @@ func uriEncode(s string, slash bool) string {
 
 // Compute is the signature the request should carry, signed with secret
 // over body (or over UNSIGNED-PAYLOAD).
-func (s *Signature) Compute(r *http.Request, body []byte, secret string, unsignedPayload bool) string {
+func (s *Signature) Compute(r *http.Request, body []byte, p *Principal, unsignedPayload bool) string {
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if unsignedPayload {
 		payload = "UNSIGNED-PAYLOAD"
@@ -207,12 +259,12 @@ func (s *Signature) Compute(r *http.Request, body []byte, secret string, unsigne
 		sum := sha256.Sum256(body)
 		payload = hex.EncodeToString(sum[:])
 	}
-	return s.computeOver(r, payload, secret)
+	return s.computeOver(r, payload, p)
 }
 
 // computeOver is the signature over a payload hash (hex, or
 // UNSIGNED-PAYLOAD).
-func (s *Signature) computeOver(r *http.Request, payload, secret string) string {
+func (s *Signature) computeOver(r *http.Request, payload string, p *Principal) string {
 	// Canonical query: every parameter but the signature, sorted.
 	q := r.URL.Query()
 	q.Del("X-Amz-Signature")
@@ -252,21 +304,16 @@ func (s *Signature) computeOver(r *http.Request, payload, secret string) string 
 	canon := strings.Join([]string{r.Method, uri, strings.Join(cq, "&"), ch.String(), strings.Join(s.SignedHeaders, ";"), payload}, "\n")
 	sum := sha256.Sum256([]byte(canon))
 	sts := "AWS4-HMAC-SHA256\n" + s.Date + "\n" + s.Scope + "\n" + hex.EncodeToString(sum[:])
-	parts := strings.Split(s.Scope, "/")
-	k := hmacSHA256([]byte("AWS4"+secret), parts[0])
-	k = hmacSHA256(k, parts[1])
-	k = hmacSHA256(k, parts[2])
-	k = hmacSHA256(k, "aws4_request")
-	return hex.EncodeToString(hmacSHA256(k, sts))
+	return hex.EncodeToString(hmacSHA256(p.keys.key(p.SecretAccessKey, s.Scope), sts))
 }
 
 // Verify reports whether the request's signature matches one computed
-// with secret over body; a presigned URL may also be signed over
+// with p's secret over body; a presigned URL may also be signed over
 // UNSIGNED-PAYLOAD. Constant-time.
-func (s *Signature) Verify(r *http.Request, body []byte, secret string) bool {
-	ok := hmac.Equal([]byte(s.Compute(r, body, secret, false)), []byte(s.Signature))
+func (s *Signature) Verify(r *http.Request, body []byte, p *Principal) bool {
+	ok := hmac.Equal([]byte(s.Compute(r, body, p, false)), []byte(s.Signature))
 	if !ok && s.Presigned {
-		ok = hmac.Equal([]byte(s.Compute(r, body, secret, true)), []byte(s.Signature))
+		ok = hmac.Equal([]byte(s.Compute(r, body, p, true)), []byte(s.Signature))
 	}
 	return ok
 }
@@ -289,8 +336,8 @@ func (s *Signature) ClaimedPayload(r *http.Request) string {
 }
 
 // VerifyClaimed reports whether the request's signature matches one
-// computed with secret over its ClaimedPayload (which must not be "").
+// computed with p's secret over its ClaimedPayload (which must not be "").
 // Constant-time.
-func (s *Signature) VerifyClaimed(r *http.Request, secret string) bool {
-	return hmac.Equal([]byte(s.computeOver(r, s.ClaimedPayload(r), secret)), []byte(s.Signature))
+func (s *Signature) VerifyClaimed(r *http.Request, p *Principal) bool {
+	return hmac.Equal([]byte(s.computeOver(r, s.ClaimedPayload(r), p)), []byte(s.Signature))
 }

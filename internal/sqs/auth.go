@@ -61,7 +61,7 @@ func (s *Server) verify(req *request, sig *signature, body []byte) error {
 		return nil
 	}
 	p := sig.principal
-	if !sig.Verify(req.r, body, p.SecretAccessKey) {
+	if !sig.Verify(req.r, body, p) {
 		return st.Errorf(wire.CodeSignatureDoesNotMatch, "The request signature we calculated does not match the signature you provided. Check your AWS Secret Access Key and signing method.")
 	}
 	req.principal = p
