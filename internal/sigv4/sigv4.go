@@ -58,8 +58,8 @@ type signingKey struct {
 }
 
 // keysKept is how many scopes a principal's keys are kept for; a scope
-// longer than maxKeptScope is derived every time (it cannot be valid, and
-// must not pin a large header).
+// longer than maxKeptScope (no real one is) is derived every time, so that
+// a client cannot make a principal keep large headers.
 const (
 	keysKept     = 4
 	maxKeptScope = 128
@@ -247,8 +247,8 @@ func uriEncode(s string, slash bool) string {
 	return b.String()
 }
 
-// Compute is the signature the request should carry, signed with secret
-// over body (or over UNSIGNED-PAYLOAD).
+// Compute is the signature the request should carry, signed with p's
+// secret over body (or over UNSIGNED-PAYLOAD).
 func (s *Signature) Compute(r *http.Request, body []byte, p *Principal, unsignedPayload bool) string {
 	payload := r.Header.Get("X-Amz-Content-Sha256")
 	if unsignedPayload {
