@@ -65,8 +65,8 @@ const (
 	maxKeptScope = 128
 )
 
-// key is the signing key of scope (date/region/service/aws4_request)
-// under secret.
+// key is the signing key of scope (date/region/service/aws4_request, as
+// Parse made it) under secret.
 func (k *signingKeys) key(secret, scope string) []byte {
 	old := k.list.Load()
 	if old != nil {
@@ -76,10 +76,7 @@ func (k *signingKeys) key(secret, scope string) []byte {
 			}
 		}
 	}
-	parts := strings.Split(scope, "/")
-	for len(parts) < 3 {
-		parts = append(parts, "")
-	}
+	parts := strings.Split(scope, "/") // four: Parse checked the credential
 	key := hmacSHA256([]byte("AWS4"+secret), parts[0])
 	key = hmacSHA256(key, parts[1])
 	key = hmacSHA256(key, parts[2])

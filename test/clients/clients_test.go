@@ -135,31 +135,16 @@ type realClient struct {
 
 func realClients() []realClient {
 	return []realClient{{
-		name: "boto3-query-debian",
-		ready: func(t *testing.T) {
-			need(t, "/usr/bin/python3", "apt-get install -y python3-boto3")
-			if exec.Command("/usr/bin/python3", "-c", "import boto3").Run() != nil {
-				if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
-					t.Skip("python3-boto3 missing")
-				}
-				t.Fatal("Debian's boto3 is missing: apt-get install -y python3-boto3")
-			}
-		},
-		sqs: []string{"/usr/bin/python3", "boto_client.py"},
-		sns: []string{"/usr/bin/python3", "boto_sns.py"},
+		name:  "boto3-query-debian",
+		ready: func(t *testing.T) { debianPython(t, "boto3", "python3-boto3") },
+		sqs:   []string{"/usr/bin/python3", "boto_client.py"},
+		sns:   []string{"/usr/bin/python3", "boto_sns.py"},
 	}, {
 		// Celery over kombu's SQS transport: kombu 5.2 sends with boto3
 		// and receives with its own Query-protocol client on pycurl.
 		name: "celery-debian",
 		ready: func(t *testing.T) {
-			const install = "apt-get install -y python3-celery python3-kombu python3-pycurl python3-boto3"
-			need(t, "/usr/bin/python3", install)
-			if exec.Command("/usr/bin/python3", "-c", "import celery, kombu, pycurl, boto3").Run() != nil {
-				if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
-					t.Skip("Debian's Celery missing")
-				}
-				t.Fatal("Debian's Celery is missing: " + install)
-			}
+			debianPython(t, "celery, kombu, pycurl, boto3", "python3-celery python3-kombu python3-pycurl python3-boto3")
 		},
 		sqs: []string{"/usr/bin/python3", "celery_client.py"},
 	}, {
@@ -195,6 +180,20 @@ func realClients() []realClient {
 		ready: func(t *testing.T) { nodeModules(t, "sqs-consumer", "@aws-sdk/client-sqs") },
 		sqs:   []string{"node", "node/consumer.mjs"},
 	}}
+}
+
+// debianPython skips or fails the test unless Debian's python3 imports
+// modules (comma-separated), which packages install.
+func debianPython(t *testing.T, modules, packages string) {
+	t.Helper()
+	install := "apt-get install -y " + packages
+	need(t, "/usr/bin/python3", install)
+	if exec.Command("/usr/bin/python3", "-c", "import "+modules).Run() != nil {
+		if os.Getenv("SLUICE_SKIP_CLIENT_TESTS") == "1" {
+			t.Skipf("Debian's %s missing", modules)
+		}
+		t.Fatalf("Debian's %s is missing: %s", modules, install)
+	}
 }
 
 // nodeModules skips or fails the test unless Node.js and the modules named
