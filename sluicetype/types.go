@@ -287,7 +287,8 @@ type DamageInfo struct {
 	BelowFloor bool
 }
 
-// QueueLoss is what damage took from one queue.
+// QueueLoss is what damage took from one queue (or topic, or, named
+// CatalogLoss, the catalog of queues itself).
 type QueueLoss struct {
 	Name string
 	// Messages counts the messages lost (their Send record, or their
@@ -309,6 +310,11 @@ type QueueLoss struct {
 	// receive count and visibility are as read, and may be wrong.
 	FromSnapshot int
 }
+
+// CatalogLoss is the Name of the QueueLoss that counts what the catalog
+// of queues lost: a lost catalog record may be a queue's creation, its
+// settings, or its deletion (a deleted queue is then back, in Restored).
+const CatalogLoss = "(the catalog of queues)"
 
 // Unreadable sums the queues' unreadable messages.
 func (r VerifyReport) Unreadable() int {

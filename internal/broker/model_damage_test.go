@@ -148,7 +148,24 @@ func (s *sim) reconcile(sv *st.SalvageReport) {
 		loss[q.Name] = q
 	}
 	for _, name := range sv.Restored {
-		q := slices.IndexFunc(s.m.queues, func(mq *mQueue) bool { return mq.name == name && !mq.deleted })
+		q := slices.IndexFunc(s.m.queues, func(mq *mQueue) bool { return mq.name == name })
+		if q >= 0 && s.m.queues[q].deleted {
+			// Its deletion was a catalog record the damage took: the
+			// queue is back, and is deleted again, as its owner would
+			// on reading the report.
+			// The lost record reads as the catalog's, or (the bit in
+			// its partition field) as another partition's, or not at all.
+			if !slices.ContainsFunc(sv.Queues, func(l st.QueueLoss) bool { return l.Records+l.Unknown > 0 }) && sv.Unknown == 0 {
+				s.fail("the salvage brought back deleted queue %s, and reports no record lost", name)
+			}
+			s.note("salvage: deleted queue %s is back (its deletion was lost): deleted again", name)
+			if err := s.b.DeleteQueue(ctx, name); err != nil {
+				s.fail("deleting queue %s again after a salvage brought it back: %v", name, err)
+			}
+			s.m.queues[q].deletedAt = s.clk.Now()
+			s.fig.salvageUndeleted++
+			continue
+		}
 		if q < 0 {
 			s.fail("the salvage brought back queue %s, which the model does not have", name)
 		}
@@ -312,8 +329,8 @@ func (s *sim) reconcileGroup(group []int, lost, other, deletes int, ids []string
 // damageReport is the run's damage figures for its report.
 func (s *sim) damageReport() string {
 	f := &s.fig
-	return fmt.Sprintf("damage: %d bits flipped at rest (%d refused by a start, %d salvaged, %d cost nothing), %d messages lost and counted, %d ambiguous ones purged; %d reads damaged on their way",
-		f.damaged, f.refused, f.salvaged, f.harmless, f.salvageLost, f.salvageAmbiguous, f.damagedReads)
+	return fmt.Sprintf("damage: %d bits flipped at rest (%d refused by a start, %d salvaged, %d cost nothing), %d messages lost and counted, %d ambiguous ones purged, %d deleted queues back (deleted again); %d reads damaged on their way",
+		f.damaged, f.refused, f.salvaged, f.harmless, f.salvageLost, f.salvageAmbiguous, f.salvageUndeleted, f.damagedReads)
 }
 
 // pickFrame picks a frame of the segments, every one alike, and a byte

@@ -361,7 +361,7 @@ type figures struct {
 	// salvages lost (each counted), messages purged as ambiguous after
 	// one (unlike the model after a lost record), and reads damaged on
 	// their way.
-	damaged, refused, salvaged, harmless, salvageLost, salvageAmbiguous, damagedReads int
+	damaged, refused, salvaged, harmless, salvageLost, salvageAmbiguous, salvageUndeleted, damagedReads int
 }
 
 type sim struct {

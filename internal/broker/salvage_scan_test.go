@@ -1,12 +1,14 @@
 package broker_test
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -158,6 +160,131 @@ func newestSnapshot(t *testing.T, mem *vfs.Mem) (file string, off, n int64) {
 	}
 	if file == "" {
 		t.Fatal("no snapshot of the queue in the log")
+	}
+	return file, off, n
+}
+
+// TestSalvageBringsBackQueueWhoseDeletionIsLost damages the catalog
+// record of a queue's deletion, in the middle of the log, one byte of its
+// frame at a time: a start refuses it, and a salvage brings the queue
+// back, names it among the restored, and counts the catalog's lost record
+// (or a stretch of which nothing read); the queue beside it is whole.
+func TestSalvageBringsBackQueueWhoseDeletionIsLost(t *testing.T) {
+	t.Parallel()
+	mem := vfs.NewMem()
+	cfg := broker.Config{Dir: "/data", FS: mem, Clock: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Rand: rand.NewChaCha8([32]byte{8}), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	b, err := broker.Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"gone", "kept"} {
+		if _, err := b.CreateQueue(ctx, name, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send := func(q string, n int) {
+		for i := range n {
+			if _, err := b.Send(ctx, q, st.SendInput{Body: fmt.Sprintf("%s-%d", q, i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send("gone", 5)
+	send("kept", 5)
+	if err := b.DeleteQueue(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	file, off, n := lastCatalogFrame(t, mem)
+	send("kept", 5) // the deletion is in the middle of the log, not its torn tail
+	b.Close()
+
+	var read, misread, unread int
+	for at := off; at < off+n; at++ {
+		c := mem.Crash()
+		if err := c.Flip("/data/"+file, at, 0x10); err != nil {
+			t.Fatal(err)
+		}
+		s := cfg
+		s.FS = c
+		if b, err := broker.Open(s); !errors.Is(err, broker.ErrDamaged) {
+			if err == nil {
+				b.Close()
+			}
+			t.Fatalf("byte %d of the deletion's frame: a start gives %v, want ErrDamaged", at-off, err)
+		}
+		s.Salvage = true
+		sb, err := broker.Open(s)
+		if err != nil {
+			t.Fatalf("byte %d of the deletion's frame: salvage: %v", at-off, err)
+		}
+		sv := sb.Salvaged()
+		if sv == nil || !slices.Contains(sv.Restored, "gone") {
+			sb.Close()
+			t.Fatalf("byte %d of the deletion's frame: the salvage restored %+v, want the deleted queue gone back", at-off, sv)
+		}
+		// The damaged record reads as the catalog's, or (its partition
+		// field the damaged one) as another partition's, or not at all.
+		switch i := slices.IndexFunc(sv.Queues, func(l st.QueueLoss) bool { return l.Records > 0 }); {
+		case i >= 0 && sv.Queues[i].Name == st.CatalogLoss:
+			read++
+		case i >= 0:
+			misread++
+		case sv.Unknown > 0:
+			unread++
+		default:
+			sb.Close()
+			t.Fatalf("byte %d of the deletion's frame: the salvage reports %+v, want the catalog's lost record counted", at-off, sv)
+		}
+		for q, want := range map[string]int{"gone": -1, "kept": 10} {
+			ps, _, err := sb.Peek(q, broker.PeekFilter{Max: 100})
+			if err != nil {
+				t.Fatalf("byte %d of the deletion's frame: peek %s after the salvage: %v", at-off, q, err)
+			}
+			for _, p := range ps {
+				if !strings.HasPrefix(p.Body, q+"-") {
+					t.Errorf("byte %d of the deletion's frame: queue %s holds %q after the salvage, sent to another queue", at-off, q, p.Body)
+				}
+			}
+			if want >= 0 && len(ps) != want {
+				t.Errorf("byte %d of the deletion's frame: queue %s holds %d messages after the salvage, want %d", at-off, q, len(ps), want)
+			}
+		}
+		if err := sb.DeleteQueue(ctx, "gone"); err != nil {
+			t.Fatalf("byte %d of the deletion's frame: deleting the queue the salvage brought back: %v", at-off, err)
+		}
+		sb.Close()
+	}
+	t.Logf("%d bytes of the deletion's frame damaged: the catalog's record read as lost %d times, read as another partition's %d, not read %d", n, read, misread, unread)
+	if read == 0 || unread == 0 {
+		t.Errorf("the damage never hit the record (%d) or the frame's header (%d)", read, unread)
+	}
+}
+
+// lastCatalogFrame finds the newest frame of the log that holds a record
+// of the catalog.
+func lastCatalogFrame(t *testing.T, mem *vfs.Mem) (file string, off, n int64) {
+	t.Helper()
+	names, _ := mem.ReadDir("/data")
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".seg") {
+			continue
+		}
+		f, err := mem.OpenFile("/data/"+name, os.O_RDONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		format.Scan(f, func(o int64, flen int, recs []format.Record) error {
+			if slices.ContainsFunc(recs, func(r format.Record) bool { return r.P == store.Catalog && r.Kind == format.KindRec }) &&
+				(name > file || (name == file && o > off)) {
+				file, off, n = name, o, int64(flen)
+			}
+			return nil
+		})
+		f.Close()
+	}
+	if file == "" {
+		t.Fatal("no record of the catalog in the log")
 	}
 	return file, off, n
 }

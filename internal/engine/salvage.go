@@ -355,7 +355,7 @@ func (sv *salvage) report(r rebuilt, name func(store.PartitionID) string) partRe
 		name := name(p)
 		switch {
 		case p == store.Catalog:
-			name = "(the catalog of queues)"
+			name = st.CatalogLoss
 		case name == "" && r.topicNames[p] != "":
 			name = "topic " + r.topicNames[p]
 		case name == "":
