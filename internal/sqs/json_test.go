@@ -114,7 +114,7 @@ func checkJSONDecode(t *testing.T, body []byte) {
 		t.Errorf("%q: %v, encoding/json reads %v", body, err, want)
 		return
 	}
-	if !reflect.DeepEqual(map[string]any(got), want) {
+	if !reflect.DeepEqual(got.Generic(), want) {
 		t.Errorf("%q: decoded %#v, encoding/json %#v", body, got, want)
 	}
 }
@@ -160,8 +160,9 @@ func TestJSONRefusesWhatItCannotKeep(t *testing.T) {
 			t.Errorf("%.60q: %v, want %s", body, err, code)
 		}
 	}
-	if p, err := wire.DecodeJSON([]byte(`{"MessageBody":"\ud83d\ude00 \uFFFD"}`)); err != nil || p["MessageBody"] != "😀 \uFFFD" {
-		t.Errorf("a surrogate pair and U+FFFD itself: %v %v", p, err)
+	p, err := wire.DecodeJSON([]byte(`{"MessageBody":"\ud83d\ude00 \uFFFD"}`))
+	if body, _ := p.Str("MessageBody"); err != nil || body != "😀 \uFFFD" {
+		t.Errorf("a surrogate pair and U+FFFD itself: %q %v", body, err)
 	}
 }
 

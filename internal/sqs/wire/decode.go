@@ -7,9 +7,7 @@ package wire
 import (
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/url"
 	"sort"
 	"strconv"
@@ -18,11 +16,6 @@ import (
 
 	st "github.com/sluicemq/sluice/sluicetype"
 )
-
-// Params is the canonical request model: the JSON protocol's shape (member
-// names as in the model), decoded from either protocol. Values are string,
-// json.Number, bool, []any or map[string]any.
-type Params map[string]any
 
 // MaxJSONValues and MaxJSONDepth bound what one JSON body may decode to.
 // The largest valid request (a batch of ten entries with ten message
@@ -63,11 +56,11 @@ func DecodeJSON(body []byte) (Params, error) {
 		}
 		return nil, st.Errorf(CodeMalformedInput, "The request body is not valid JSON: %v", err)
 	}
-	switch p := v.(type) {
-	case nil:
+	switch v.kind {
+	case kNull:
 		return Params{}, nil
-	case map[string]any:
-		return p, nil
+	case kObj:
+		return v.kids, nil
 	}
 	return nil, st.Errorf(CodeMalformedInput, "The request body is not a JSON object.")
 }
@@ -103,11 +96,13 @@ func DecodeQuery(vals url.Values) Params {
 			flat[k] = v[0]
 		}
 	}
-	return unflatten(flat)
+	return fromAny(unflatten(flat))
 }
 
-func unflatten(flat map[string]string) Params {
-	out := Params{}
+// unflatten reads flattened Query parameters into the generic model:
+// string, []any and map[string]any.
+func unflatten(flat map[string]string) map[string]any {
+	out := map[string]any{}
 	groups := map[string]map[string]map[string]string{} // prefix -> index -> rest -> value
 	for k, v := range flat {
 		prefix, rest, ok := strings.Cut(k, ".")
@@ -141,7 +136,7 @@ func unflatten(flat map[string]string) Params {
 		case strings.HasSuffix(prefix, "BatchRequestEntry"):
 			var List []any
 			for _, i := range idxs {
-				List = append(List, map[string]any(unflatten(byIdx[i])))
+				List = append(List, unflatten(byIdx[i]))
 			}
 			out["Entries"] = List
 		case queryMaps[prefix].members != nil:
@@ -163,7 +158,7 @@ func unflatten(flat map[string]string) Params {
 						sub[r] = v
 					}
 				}
-				m[name] = map[string]any(unflatten(sub))
+				m[name] = unflatten(sub)
 			}
 			for _, member := range spec.members {
 				out[member] = m
@@ -199,193 +194,10 @@ func addGroup(groups map[string]map[string]map[string]string, prefix, idx, rest,
 	groups[prefix][idx][rest] = v
 }
 
-// ---- typed access ----
-
-func Missing(name string) error {
-	return st.Errorf(st.CodeMissingParameter, "The request must contain the parameter %s.", name)
-}
-
-func BadType(name string) error {
-	return st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: wrong type.", name)
-}
-
-func (p Params) Has(name string) bool { _, ok := p[name]; return ok }
-
-func (p Params) Str(name string) (string, error) {
-	switch v := p[name].(type) {
-	case nil:
-		return "", nil
-	case string:
-		return v, nil
-	case json.Number:
-		return v.String(), nil
-	case bool:
-		return strconv.FormatBool(v), nil
-	default:
-		return "", BadType(name)
-	}
-}
-
-func (p Params) Required(name string) (string, error) {
-	s, err := p.Str(name)
-	if err == nil && s == "" {
-		return "", Missing(name)
-	}
-	return s, err
-}
-
-// intp returns nil when absent.
-func (p Params) Intp(name string) (*int, error) {
-	v, ok := p[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	var s string
-	switch x := v.(type) {
-	case string:
-		s = strings.TrimSpace(x)
-	case json.Number:
-		s = x.String()
-	default:
-		return nil, BadType(name)
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value %s for parameter %s is invalid. Reason: must be an integer.", s, name)
-	}
-	return &n, nil
-}
-
-func (p Params) StrList(name string) ([]string, error) { return listOf[string](p, name) }
-
-// listOf returns the list parameter name (nil when absent), each item of
-// type T, or BadType.
-func listOf[T any](p Params, name string) ([]T, error) {
-	v, ok := p[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, BadType(name)
-	}
-	out := make([]T, 0, len(list))
-	for _, x := range list {
-		t, ok := x.(T)
-		if !ok {
-			return nil, BadType(name)
-		}
-		out = append(out, t)
-	}
-	return out, nil
-}
-
-// object returns the object parameter name (nil when absent), or BadType.
-func (p Params) object(name string) (map[string]any, error) {
-	v, ok := p[name]
-	if !ok || v == nil {
-		return nil, nil
-	}
-	m, ok := v.(map[string]any)
-	if !ok {
-		return nil, BadType(name)
-	}
-	return m, nil
-}
-
-func (p Params) StrMap(name string) (map[string]string, error) {
-	m, err := p.object(name)
-	if m == nil {
-		return nil, err
-	}
-	out := make(map[string]string, len(m))
-	for k, x := range m {
-		switch s := x.(type) {
-		case string:
-			out[k] = s
-		case json.Number:
-			out[k] = s.String()
-		case bool:
-			out[k] = strconv.FormatBool(s)
-		default:
-			return nil, BadType(name)
-		}
-	}
-	return out, nil
-}
-
-func (p Params) Entries(name string) ([]Params, error) {
-	ms, err := listOf[map[string]any](p, name)
-	if ms == nil {
-		return nil, err
-	}
-	out := make([]Params, len(ms))
-	for i, m := range ms {
-		out[i] = m
-	}
-	return out, nil
-}
-
 func DecodeB64(name, s string) ([]byte, error) {
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return nil, st.Errorf(st.CodeInvalidParameterValue, "Value for parameter %s is invalid. Reason: not valid base64.", name)
 	}
 	return b, nil
-}
-
-// msgAttrs decodes MessageAttributes / MessageSystemAttributes.
-func (p Params) MsgAttrs(name string) (map[string]st.AttributeValue, error) {
-	m, err := p.object(name)
-	if m == nil {
-		return nil, err
-	}
-	out := make(map[string]st.AttributeValue, len(m))
-	for k, x := range m {
-		av, ok := x.(map[string]any)
-		if !ok {
-			return nil, BadType(name)
-		}
-		ap := Params(av)
-		var a st.AttributeValue
-		var err error
-		if a.DataType, err = ap.Str("DataType"); err != nil {
-			return nil, err
-		}
-		if ap.Has("StringValue") {
-			s, err := ap.Str("StringValue")
-			if err != nil {
-				return nil, err
-			}
-			a.StringValue = &s
-		}
-		if ap.Has("BinaryValue") {
-			s, err := ap.Str("BinaryValue")
-			if err != nil {
-				return nil, err
-			}
-			if a.BinaryValue, err = DecodeB64(fmt.Sprintf("%s.%s.BinaryValue", name, k), s); err != nil {
-				return nil, err
-			}
-			if a.BinaryValue == nil {
-				a.BinaryValue = []byte{}
-			}
-		}
-		if a.StringListValues, err = ap.StrList("StringListValues"); err != nil {
-			return nil, err
-		}
-		bl, err := ap.StrList("BinaryListValues")
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range bl {
-			b, err := DecodeB64(name+".BinaryListValues", s)
-			if err != nil {
-				return nil, err
-			}
-			a.BinaryListValues = append(a.BinaryListValues, b)
-		}
-		out[k] = a
-	}
-	return out, nil
 }

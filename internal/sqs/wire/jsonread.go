@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"unicode/utf16"
@@ -22,6 +21,11 @@ type jsonReader struct {
 	b      []byte
 	i      int
 	budget int // values left (MaxJSONValues)
+	// stack holds the members and items read whose object or array is
+	// not finished; a finished one's move to arena, where the values of
+	// many objects and arrays share an allocation.
+	stack []value
+	arena []value
 }
 
 // errSurrogate is a lone UTF-16 surrogate escape: DecodeJSON refuses it as
@@ -46,17 +50,16 @@ func (r *jsonReader) space() {
 	}
 }
 
-// value reads one value (white space before it already passed) as string,
-// json.Number, bool, nil, []any or map[string]any.
-func (r *jsonReader) value(depth int) (any, error) {
+// value reads one value (white space before it already passed).
+func (r *jsonReader) value(depth int) (value, error) {
 	if r.budget--; r.budget < 0 {
-		return nil, st.Errorf(CodeMalformedInput, "The request body holds more than %d JSON values.", MaxJSONValues)
+		return value{}, st.Errorf(CodeMalformedInput, "The request body holds more than %d JSON values.", MaxJSONValues)
 	}
 	if depth > MaxJSONDepth {
-		return nil, st.Errorf(CodeMalformedInput, "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
+		return value{}, st.Errorf(CodeMalformedInput, "The request body nests JSON deeper than %d levels.", MaxJSONDepth)
 	}
 	if r.i >= len(r.b) {
-		return nil, r.fail("expecting a value")
+		return value{}, r.fail("expecting a value")
 	}
 	switch c := r.b[r.i]; {
 	case c == '{':
@@ -64,17 +67,18 @@ func (r *jsonReader) value(depth int) (any, error) {
 	case c == '[':
 		return r.array(depth)
 	case c == '"':
-		return r.str(false)
+		s, err := r.str(false)
+		return value{kind: kStr, s: s}, err
 	case c == '-' || c >= '0' && c <= '9':
 		return r.number()
 	case c == 't':
-		return true, r.literal("true")
+		return value{kind: kBool, s: "true"}, r.literal("true")
 	case c == 'f':
-		return false, r.literal("false")
+		return value{kind: kBool, s: "false"}, r.literal("false")
 	case c == 'n':
-		return nil, r.literal("null")
+		return value{kind: kNull}, r.literal("null")
 	}
-	return nil, r.fail("expecting a value")
+	return value{}, r.fail("expecting a value")
 }
 
 func (r *jsonReader) literal(word string) error {
@@ -85,49 +89,105 @@ func (r *jsonReader) literal(word string) error {
 	return nil
 }
 
-func (r *jsonReader) object(depth int) (any, error) {
-	m := map[string]any{}
+func (r *jsonReader) object(depth int) (value, error) {
+	base := len(r.stack)
 	more, err := r.open('}')
 	for ; more && err == nil; more, err = r.next('}', "in an object") {
 		if r.i >= len(r.b) || r.b[r.i] != '"' {
-			return nil, r.fail("expecting a member name")
+			return value{}, r.fail("expecting a member name")
 		}
 		name, err := r.str(true)
 		if err != nil {
-			return nil, err
+			return value{}, err
 		}
 		r.space()
 		if r.i >= len(r.b) || r.b[r.i] != ':' {
-			return nil, r.fail("expecting ':' after a member name")
+			return value{}, r.fail("expecting ':' after a member name")
 		}
 		r.i++
 		r.space()
 		v, err := r.value(depth + 1)
 		if err != nil {
-			return nil, err
+			return value{}, err
 		}
-		m[name] = v // a duplicate name keeps the last value
+		v.name = name
+		r.stack = append(r.stack, v)
 	}
 	if err != nil {
-		return nil, err
+		return value{}, err
 	}
-	return m, nil
+	r.stack = lastOfEachName(r.stack, base)
+	return value{kind: kObj, kids: r.finish(base)}, nil
 }
 
-func (r *jsonReader) array(depth int) (any, error) {
-	a := []any{}
+func (r *jsonReader) array(depth int) (value, error) {
+	base := len(r.stack)
 	more, err := r.open(']')
 	for ; more && err == nil; more, err = r.next(']', "in an array") {
 		v, err := r.value(depth + 1)
 		if err != nil {
-			return nil, err
+			return value{}, err
 		}
-		a = append(a, v)
+		r.stack = append(r.stack, v)
 	}
 	if err != nil {
-		return nil, err
+		return value{}, err
 	}
-	return a, nil
+	return value{kind: kArr, kids: r.finish(base)}, nil
+}
+
+// finish moves the values on the stack from base into the arena: the
+// members or items of the object or array just read (nil if none).
+func (r *jsonReader) finish(base int) []value {
+	n := len(r.stack) - base
+	if n == 0 {
+		return nil
+	}
+	if cap(r.arena)-len(r.arena) < n {
+		r.arena = make([]value, 0, max(n, 64))
+	}
+	at := len(r.arena)
+	r.arena = append(r.arena, r.stack[base:]...)
+	clear(r.stack[base:])
+	r.stack = r.stack[:base]
+	return r.arena[at : at+n : at+n]
+}
+
+// lastOfEachName drops from the members from base those whose name comes
+// again later: a name given twice keeps its last value, as encoding/json
+// does. A large object is checked with a map, not pair by pair.
+func lastOfEachName(vs []value, base int) []value {
+	ms := vs[base:]
+	if len(ms) < 2 {
+		return vs
+	}
+	later := func(i int) bool {
+		for j := i + 1; j < len(ms); j++ {
+			if ms[j].name == ms[i].name {
+				return true
+			}
+		}
+		return false
+	}
+	if len(ms) > 16 {
+		last := make(map[string]int, len(ms))
+		for i := range ms {
+			last[ms[i].name] = i
+		}
+		if len(last) == len(ms) {
+			return vs
+		}
+		later = func(i int) bool { return last[ms[i].name] != i }
+	}
+	keep := 0
+	for i := range ms {
+		if !later(i) {
+			ms[keep] = ms[i]
+			keep++
+		}
+	}
+	clear(ms[keep:])
+	return vs[:base+keep]
 }
 
 // open passes an object's or array's opening bracket (at r.i) and the
@@ -159,8 +219,8 @@ func (r *jsonReader) next(close byte, in string) (more bool, err error) {
 	return false, r.fail("expecting ',' or '" + string(close) + "' " + in)
 }
 
-// number reads a number as the text it is (json.Number).
-func (r *jsonReader) number() (any, error) {
+// number reads a number as the text it is.
+func (r *jsonReader) number() (value, error) {
 	start := r.i
 	if r.b[r.i] == '-' {
 		r.i++
@@ -169,12 +229,12 @@ func (r *jsonReader) number() (any, error) {
 	case r.i < len(r.b) && r.b[r.i] == '0':
 		r.i++
 	case r.digits() == 0:
-		return nil, r.fail("expecting a digit")
+		return value{}, r.fail("expecting a digit")
 	}
 	if r.i < len(r.b) && r.b[r.i] == '.' {
 		r.i++
 		if r.digits() == 0 {
-			return nil, r.fail("expecting a digit after the decimal point")
+			return value{}, r.fail("expecting a digit after the decimal point")
 		}
 	}
 	if r.i < len(r.b) && (r.b[r.i] == 'e' || r.b[r.i] == 'E') {
@@ -183,10 +243,10 @@ func (r *jsonReader) number() (any, error) {
 			r.i++
 		}
 		if r.digits() == 0 {
-			return nil, r.fail("expecting a digit in the exponent")
+			return value{}, r.fail("expecting a digit in the exponent")
 		}
 	}
-	return json.Number(r.b[start:r.i]), nil
+	return value{kind: kNum, s: string(r.b[start:r.i])}, nil
 }
 
 func (r *jsonReader) digits() int {
