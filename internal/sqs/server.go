@@ -200,6 +200,13 @@ type request struct {
 	bctx  context.Context
 }
 
+// The Content-Type of answers, shared by every response's header (net/http
+// reads a header's values and never changes them).
+var (
+	jsonContentType = []string{"application/x-amz-json-1.0"}
+	xmlContentType  = []string{"text/xml"}
+)
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/SimpleNotificationService-") {
@@ -214,7 +221,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &request{id: uuid.NewString(), r: r}
-	w.Header().Set("x-amzn-RequestId", req.id)
+	w.Header()["X-Amzn-Requestid"] = []string{req.id} // as Set("x-amzn-RequestId") would, without canonicalising the name each time
 	start := time.Now()
 	defer func() { s.metrics.observe(req.action, time.Since(start), req.errCode) }()
 	if s.log.Enabled(r.Context(), slog.LevelDebug) {
@@ -287,14 +294,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		buf := s.getBuf()
 		*buf = wire.AppendJSON(*buf, out)
 		h := w.Header()
-		h.Set("Content-Type", "application/x-amz-json-1.0")
-		h.Set("Content-Length", strconv.Itoa(len(*buf))) // one write, not chunks
+		h["Content-Type"] = jsonContentType
+		h["Content-Length"] = []string{strconv.Itoa(len(*buf))} // one write, not chunks
 		w.WriteHeader(http.StatusOK)
 		respconn.WriteLarge(r.Context(), w, *buf)
 		s.putBuf(buf)
 		return
 	}
-	w.Header().Set("Content-Type", "text/xml")
+	w.Header()["Content-Type"] = xmlContentType
 	w.WriteHeader(http.StatusOK)
 	respconn.WriteLarge(r.Context(), w, wire.RenderXML(req.action, out, hasResult, req.id))
 }
