@@ -36,7 +36,7 @@ func DecodeJSON(body []byte) (Params, error) {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return Params{}, nil
 	}
-	r := jsonReader{b: body, budget: MaxJSONValues}
+	r := jsonReader{b: body, budget: MaxJSONValues, stack: make([]value, 0, 16)}
 	r.space()
 	v, err := r.value(0)
 	if err == nil {

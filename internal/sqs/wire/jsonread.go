@@ -144,7 +144,9 @@ func (r *jsonReader) finish(base int) []value {
 		return nil
 	}
 	if cap(r.arena)-len(r.arena) < n {
-		r.arena = make([]value, 0, max(n, 64))
+		// Chunks that double, from a small one: most requests hold a
+		// few values, a batch a hundred or so.
+		r.arena = make([]value, 0, max(n, min(2*cap(r.arena), 256), 8))
 	}
 	at := len(r.arena)
 	r.arena = append(r.arena, r.stack[base:]...)
