@@ -22,8 +22,8 @@ type jsonReader struct {
 	i      int
 	budget int // values left (MaxJSONValues)
 	// stack holds the members and items read whose object or array is
-	// not finished; a finished one's move to arena, where the values of
-	// many objects and arrays share an allocation.
+	// not finished; when it finishes they move to arena, where the
+	// values of many objects and arrays share an allocation.
 	stack []value
 	arena []value
 }
@@ -155,9 +155,10 @@ func (r *jsonReader) finish(base int) []value {
 	return r.arena[at : at+n : at+n]
 }
 
-// lastOfEachName drops from the members from base those whose name comes
-// again later: a name given twice keeps its last value, as encoding/json
-// does. A large object is checked with a map, not pair by pair.
+// lastOfEachName drops, of the object's members (vs from base), each one
+// whose name comes again later: a name given twice keeps its last value,
+// as encoding/json does. A large object is checked with a map, not pair
+// by pair.
 func lastOfEachName(vs []value, base int) []value {
 	ms := vs[base:]
 	if len(ms) < 2 {
