@@ -123,55 +123,53 @@ func (p Params) Intp(name string) (*int, error) {
 	return &n, nil
 }
 
-// list is member name's items (nil when absent or null), each of kind
-// want, or BadType.
-func (p Params) list(name string, want kind) ([]value, error) {
+// compound is member name's members or items when it is an object or
+// array (of kind k): nil when absent or null, empty (not nil) when it is
+// {} or [], BadType when it is anything else.
+func (p Params) compound(name string, k kind) ([]value, error) {
 	v := p.get(name)
-	if v == nil || v.kind == kNull {
+	switch {
+	case v == nil || v.kind == kNull:
 		return nil, nil
-	}
-	if v.kind != kArr || slices.ContainsFunc(v.kids, func(x value) bool { return x.kind != want }) {
+	case v.kind != k:
 		return nil, BadType(name)
-	}
-	if v.kids == nil {
+	case v.kids == nil:
 		return []value{}, nil
 	}
 	return v.kids, nil
 }
 
-// StrList is member name as a list of strings (nil when absent or null).
-func (p Params) StrList(name string) ([]string, error) {
-	items, err := p.list(name, kStr)
+// listOf is member name, a list whose items are all of kind k, each
+// converted by as (nil when absent or null), or BadType.
+func listOf[T any](p Params, name string, k kind, as func(*value) T) ([]T, error) {
+	items, err := p.compound(name, kArr)
 	if items == nil {
 		return nil, err
 	}
-	out := make([]string, len(items))
+	out := make([]T, len(items))
 	for i := range items {
-		out[i] = items[i].s
+		if items[i].kind != k {
+			return nil, BadType(name)
+		}
+		out[i] = as(&items[i])
 	}
 	return out, nil
 }
 
-// object is member name's members (nil when absent or null; empty, not
-// nil, when it is {}), or BadType.
-func (p Params) object(name string) (Params, error) {
-	v := p.get(name)
-	if v == nil || v.kind == kNull {
-		return nil, nil
-	}
-	if v.kind != kObj {
-		return nil, BadType(name)
-	}
-	if v.kids == nil {
-		return Params{}, nil
-	}
-	return v.kids, nil
+// StrList is member name as a list of strings (nil when absent or null).
+func (p Params) StrList(name string) ([]string, error) {
+	return listOf(p, name, kStr, func(v *value) string { return v.s })
+}
+
+// Entries is member name, a list of objects (nil when absent or null).
+func (p Params) Entries(name string) ([]Params, error) {
+	return listOf(p, name, kObj, func(v *value) Params { return v.kids })
 }
 
 // StrMap is member name, an object of strings (numbers and booleans as
 // their text), nil when absent or null.
 func (p Params) StrMap(name string) (map[string]string, error) {
-	m, err := p.object(name)
+	m, err := p.compound(name, kObj)
 	if m == nil {
 		return nil, err
 	}
@@ -181,27 +179,14 @@ func (p Params) StrMap(name string) (map[string]string, error) {
 		if !ok || m[i].kind == kNull {
 			return nil, BadType(name)
 		}
-		out[m[i].name] = s // in order: a name given twice keeps its last value
-	}
-	return out, nil
-}
-
-// Entries is member name, a list of objects (nil when absent or null).
-func (p Params) Entries(name string) ([]Params, error) {
-	items, err := p.list(name, kObj)
-	if items == nil {
-		return nil, err
-	}
-	out := make([]Params, len(items))
-	for i := range items {
-		out[i] = items[i].kids
+		out[m[i].name] = s
 	}
 	return out, nil
 }
 
 // MsgAttrs decodes MessageAttributes / MessageSystemAttributes.
 func (p Params) MsgAttrs(name string) (map[string]st.AttributeValue, error) {
-	m, err := p.object(name)
+	m, err := p.compound(name, kObj)
 	if m == nil {
 		return nil, err
 	}
