@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 
@@ -341,21 +340,9 @@ func (s *sim) pickFrame() (file string, off int64, ok bool) {
 		off, len int64
 	}
 	var frames []frame
-	names, _ := s.mem.ReadDir("/data")
-	for _, n := range names {
-		if !strings.HasSuffix(n, ".seg") {
-			continue
-		}
-		f, err := s.mem.OpenFile("/data/"+n, os.O_RDONLY, 0)
-		if err != nil {
-			continue
-		}
-		format.Scan(f, func(o int64, flen int, _ []format.Record) error {
-			frames = append(frames, frame{n, o, int64(flen)})
-			return nil
-		})
-		f.Close()
-	}
+	eachFrame(s.mem, func(name string, o int64, flen int, _ []format.Record) {
+		frames = append(frames, frame{name, o, int64(flen)})
+	})
 	if len(frames) == 0 {
 		return "", 0, false
 	}

@@ -136,32 +136,38 @@ func TestSalvageCountsIndexDamage(t *testing.T) {
 // newestSnapshot finds the queue's newest snapshot frame in the log.
 func newestSnapshot(t *testing.T, mem *vfs.Mem) (file string, off, n int64) {
 	t.Helper()
-	names, _ := mem.ReadDir("/data")
+	eachFrame(mem, func(name string, o int64, flen int, recs []format.Record) {
+		snap := slices.ContainsFunc(recs, func(r format.Record) bool {
+			return (r.Kind == format.KindSnap || r.Kind == format.KindSnapFirst) && r.P != store.Catalog
+		})
+		if snap && (name > file || (name == file && o > off)) {
+			file, off, n = name, o, int64(flen)
+		}
+	})
+	if file == "" {
+		t.Fatal("no snapshot of the queue in the log")
+	}
+	return file, off, n
+}
+
+// eachFrame calls fn with each frame of the data directory's segments, in
+// file name order, up to each segment's end or first bad frame.
+func eachFrame(mem *vfs.Mem, fn func(file string, off int64, flen int, recs []format.Record)) {
+	names, _ := mem.ReadDir("/data") // sorted
 	for _, name := range names {
 		if !strings.HasSuffix(name, ".seg") {
 			continue
 		}
 		f, err := mem.OpenFile("/data/"+name, os.O_RDONLY, 0)
 		if err != nil {
-			t.Fatal(err)
+			continue // listed, so it opens: Mem fails no open
 		}
 		format.Scan(f, func(o int64, flen int, recs []format.Record) error {
-			for _, r := range recs {
-				if (r.Kind == format.KindSnap || r.Kind == format.KindSnapFirst) && r.P != store.Catalog {
-					if name > file || (name == file && o > off) {
-						file, off, n = name, o, int64(flen)
-					}
-					break
-				}
-			}
+			fn(name, o, flen, recs)
 			return nil
 		})
 		f.Close()
 	}
-	if file == "" {
-		t.Fatal("no snapshot of the queue in the log")
-	}
-	return file, off, n
 }
 
 // TestSalvageBringsBackQueueWhoseDeletionIsLost damages the catalog
@@ -265,24 +271,12 @@ func TestSalvageBringsBackQueueWhoseDeletionIsLost(t *testing.T) {
 // of the catalog.
 func lastCatalogFrame(t *testing.T, mem *vfs.Mem) (file string, off, n int64) {
 	t.Helper()
-	names, _ := mem.ReadDir("/data")
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".seg") {
-			continue
+	eachFrame(mem, func(name string, o int64, flen int, recs []format.Record) {
+		if slices.ContainsFunc(recs, func(r format.Record) bool { return r.P == store.Catalog && r.Kind == format.KindRec }) &&
+			(name > file || (name == file && o > off)) {
+			file, off, n = name, o, int64(flen)
 		}
-		f, err := mem.OpenFile("/data/"+name, os.O_RDONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		format.Scan(f, func(o int64, flen int, recs []format.Record) error {
-			if slices.ContainsFunc(recs, func(r format.Record) bool { return r.P == store.Catalog && r.Kind == format.KindRec }) &&
-				(name > file || (name == file && o > off)) {
-				file, off, n = name, o, int64(flen)
-			}
-			return nil
-		})
-		f.Close()
-	}
+	})
 	if file == "" {
 		t.Fatal("no record of the catalog in the log")
 	}
