@@ -39,6 +39,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sync"
 	"syscall"
@@ -430,6 +431,9 @@ func (l *Log) run() {
 		l.queue = nil
 		closed := l.closed
 		l.mu.Unlock()
+		if len(batch) < joinBelow && l.opts.Sync == SyncAlways && !closed {
+			batch = l.letJoin(batch)
+		}
 		if len(batch) > 0 {
 			buf = l.writeBatch(batch, buf[:0])
 		}
@@ -438,6 +442,27 @@ func (l *Log) run() {
 			return
 		}
 	}
+}
+
+// joinBelow is the size of a group below which the writer lets others
+// join it before its fsync (letJoin).
+const joinBelow = 16
+
+// letJoin yields the writer's processor once before a small group's
+// write, so that every goroutine already runnable (requests being
+// decoded, a delete batch about to submit) runs first and the operations
+// it submits join this group's fsync instead of waiting for one of their
+// own after it. When nothing else is runnable it returns at once: an idle
+// server's lone write is not delayed. Under a moderate load (the writer
+// woken by one request while a few more are on their way) it cuts the
+// fsyncs a message by about a third (docs/benchmarks.md).
+func (l *Log) letJoin(batch []*op) []*op {
+	runtime.Gosched()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	batch = append(batch, l.queue...)
+	l.queue = nil
+	return batch
 }
 
 // writeBatch writes a group of operations as one write (and fsync) and
