@@ -455,7 +455,9 @@ const joinBelow = 16
 // own after it. When nothing else is runnable it returns at once: an idle
 // server's lone write is not delayed. Under a moderate load (the writer
 // woken by one request while a few more are on their way) it cuts the
-// fsyncs a message by about a third (docs/benchmarks.md).
+// fsyncs a message by a quarter to a third (docs/benchmarks.md). When
+// every processor is busy the writer waits for one here, as it already
+// does on its way back from each fsync.
 func (l *Log) letJoin(batch []*op) []*op {
 	runtime.Gosched()
 	l.mu.Lock()
