@@ -170,6 +170,8 @@ func TestServeStoreFlags(t *testing.T) {
 		{"--segment-bytes", "0"},
 		{"--checkpoint-bytes", "-1MiB"},
 		{"--checkpoint-bytes", "0B"},
+		{"--gc-headroom", "lots"},
+		{"--gc-headroom", "-64MiB"},
 	} {
 		var errb bytes.Buffer
 		code := Run(context.Background(), append([]string{"serve", "--data-dir", t.TempDir()}, args...), Env{Stderr: &errb, Getenv: func(string) string { return "" }})

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicemq/sluice/internal/admin"
 	"github.com/sluicemq/sluice/internal/broker"
+	"github.com/sluicemq/sluice/internal/gcheadroom"
 	"github.com/sluicemq/sluice/internal/natsnode"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs"
@@ -42,6 +43,7 @@ type ServeConfig struct {
 	DiskReserve     string // --disk-reserve, SLUICE_DISK_RESERVE: free space below which sends are refused, default 256MiB
 	SegmentBytes    string // --segment-bytes, SLUICE_SEGMENT_BYTES: size of a log segment, default 64MiB
 	CheckpointBytes string // --checkpoint-bytes, SLUICE_CHECKPOINT_BYTES: log after the oldest snapshot that renews snapshots, default 64MiB
+	GCHeadroom      string // --gc-headroom, SLUICE_GC_HEADROOM: the least the heap may grow between collections, default 64MiB; 0 for Go's default
 	AdminToken      string // --admin-token, SLUICE_ADMIN_TOKEN: required on the admin address (Bearer, or Basic password)
 	AdminTokenFile  string // --admin-token-file, SLUICE_ADMIN_TOKEN_FILE: the token, read from a file
 	AdminHosts      string // --admin-allowed-hosts, SLUICE_ADMIN_ALLOWED_HOSTS: Host names the admin address answers to besides loopback
@@ -100,6 +102,7 @@ func serveFlags(env Env) (*flag.FlagSet, *ServeConfig) {
 	fs.StringVar(&c.DiskReserve, "disk-reserve", def("SLUICE_DISK_RESERVE", "256MiB"), "free disk space below which new messages are refused (bytes, or 512MiB, 2GiB)")
 	fs.StringVar(&c.SegmentBytes, "segment-bytes", def("SLUICE_SEGMENT_BYTES", "64MiB"), "size of a log segment (bytes, or 512MiB, 2GiB; at most 1GiB)")
 	fs.StringVar(&c.CheckpointBytes, "checkpoint-bytes", def("SLUICE_CHECKPOINT_BYTES", "64MiB"), "log written after the oldest snapshot that makes the server renew the snapshots pinning it (bytes, or 512MiB, 2GiB)")
+	fs.StringVar(&c.GCHeadroom, "gc-headroom", def("SLUICE_GC_HEADROOM", "64MiB"), "the least the heap may grow between garbage collections (bytes, or 32MiB); 0 for Go's default (as much as is live); not used when GOGC is set")
 	fs.StringVar(&c.AdminToken, "admin-token", def("SLUICE_ADMIN_TOKEN", ""), "token required on the admin address (Authorization: Bearer, or Basic with it as password)")
 	fs.StringVar(&c.AdminTokenFile, "admin-token-file", def("SLUICE_ADMIN_TOKEN_FILE", ""), "file holding the admin token (instead of --admin-token)")
 	fs.StringVar(&c.AdminHosts, "admin-allowed-hosts", def("SLUICE_ADMIN_ALLOWED_HOSTS", ""), "comma-separated Host names the admin address answers to besides loopback ones (behind a proxy)")
@@ -368,6 +371,10 @@ func serve(ctx context.Context, args []string, env Env) error {
 	if err != nil {
 		return err
 	}
+	headroom, err := parseSize(c.GCHeadroom)
+	if err != nil {
+		return fmt.Errorf("--gc-headroom: %w", err)
+	}
 	b, err := broker.OpenContext(ctx, cfg) // a signal stops a wait for a quorum
 	if errors.Is(err, broker.ErrDamaged) {
 		return fmt.Errorf("%w\n\nThe server will not start on damaged data rather than drop the acknowledged messages it may hold back. "+
@@ -391,6 +398,11 @@ func serve(ctx context.Context, args []string, env Env) error {
 	adm := admin.New(b, admin.Options{Logger: log, Collectors: []prometheus.Collector{srv.Collector()}})
 	adm.Start()
 	defer adm.Stop()
+	// The process's collector: GOGC, when the user set it, wins.
+	if headroom > 0 && env.Getenv("GOGC") == "" {
+		gc := gcheadroom.Start(uint64(headroom))
+		defer gc.Stop()
+	}
 	b.ServeForwarded("sqs", srv) // in a cluster: requests other nodes forward here
 	// Forwarded admin requests act as who sent them, checked again here.
 	b.ServeForwarded("admin", admin.Authenticated(adm, &admin.Access{Token: token, Credentials: creds}))
