@@ -98,9 +98,10 @@ func collectUntilSet(t *testing.T, sets <-chan int) int {
 func TestStartAndStopSetTheProcesssGCPercent(t *testing.T) {
 	before := gogc()
 	tu := Start(256 * mib)
-	// This test's live heap is far under 256 MiB.
-	if got := gogc(); got <= 100 || got != tu.Percent() {
-		t.Fatalf("GC percent %d after Start (tuner says %d), want it above 100", got, tu.Percent())
+	// This test's live heap is far under 256 MiB. (The exact percent may
+	// change with each collection, which can come at any time.)
+	if got := gogc(); got <= 100 {
+		t.Fatalf("GC percent %d after Start (the tuner set %d), want it above 100", got, tu.Percent())
 	}
 	tu.Stop()
 	if got := gogc(); got != before {
