@@ -30,15 +30,26 @@ import (
 // first collection it reads as 0) would give an unbounded percent.
 const minLive = 4 << 20
 
+// maxPercent bounds the setting (the runtime keeps it in an int32, and a
+// negative one would turn the collector off): with a live heap of 4 MiB
+// it is a floor of about 41 GiB.
+const maxPercent = 1 << 20
+
 // Percent is the GOGC setting under which a heap with live bytes live
 // may grow by max(live, floor) before the next collection: 100 (Go's
-// default) once live reaches the floor, more below it.
+// default) once live reaches the floor, more below it, at most
+// maxPercent.
 func Percent(live, floor uint64) int {
 	live = max(live, minLive)
-	if floor <= live {
+	switch {
+	case floor <= live:
 		return 100
+	case floor/live >= maxPercent/100:
+		return maxPercent
 	}
-	return int((100*floor + live - 1) / live) // rounded up: never less than the floor
+	// Rounded up (never less than the floor), without computing 100*floor,
+	// which a floor of some exbibytes would overflow.
+	return int(100*(floor/live) + (100*(floor%live)+live-1)/live)
 }
 
 // Tuner keeps the GC percent at Percent(live heap, floor), set again after
@@ -48,10 +59,11 @@ type Tuner struct {
 	live  func() uint64 // the heap the last collection found live
 	set   func(int) int // sets the GC percent, returns the previous one
 
-	mu      sync.Mutex
-	stopped bool
-	prev    int // the GC percent before Start, restored by Stop
-	current int
+	mu        sync.Mutex
+	stopped   bool
+	afterStop func() // tests: called when a collection finds the tuner stopped
+	prev      int    // the GC percent before Start, restored by Stop
+	current   int
 }
 
 // Start sets the GC percent from the current live heap and follows every
@@ -89,6 +101,9 @@ func (t *Tuner) collected() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
+		if t.afterStop != nil {
+			t.afterStop()
+		}
 		return
 	}
 	t.arm() // before the setting: a collection that starts meanwhile finds it

@@ -23,6 +23,8 @@ func TestPercentGivesTheFloorOrTheLiveHeapAsHeadroom(t *testing.T) {
 		{1 * mib, 64 * mib, 1600}, // a live heap under the runtime's 4 MiB minimum counts as 4 MiB
 		{0, 64 * mib, 1600},       // before the first collection
 		{16 * mib, 0, 100},
+		{4 * mib, 64 << 30, maxPercent}, // bounded: the runtime keeps an int32
+		{4 * mib, 1 << 62, maxPercent},  // 100 x floor would overflow
 	} {
 		if got := Percent(c.live, c.floor); got != c.want {
 			t.Errorf("Percent(%d MiB, %d MiB) = %d, want %d", c.live/mib, c.floor/mib, got, c.want)
@@ -49,6 +51,10 @@ func TestTunerSetsThePercentAfterEachCollection(t *testing.T) {
 	sets := make(chan int, 64)
 	set := func(p int) int { sets <- p; return 90 }
 	tu := start(64*mib, live.Load, set)
+	stoppedSeen := make(chan struct{})
+	tu.mu.Lock()
+	tu.afterStop = func() { close(stoppedSeen) }
+	tu.mu.Unlock()
 	if p := <-sets; p != 400 {
 		t.Fatalf("Start set %d, want 400", p)
 	}
@@ -69,9 +75,15 @@ func TestTunerSetsThePercentAfterEachCollection(t *testing.T) {
 		t.Fatalf("Stop set %d, want the percent Start found (90)", p)
 	}
 	tu.Stop() // twice: nothing more
+	// The next collection's cleanup finds the tuner stopped, sets nothing
+	// (the live heap now asks for 400) and arms no other.
 	live.Store(16 * mib)
 	runtime.GC()
-	runtime.GC()
+	select {
+	case <-stoppedSeen:
+	case <-time.After(time.Minute):
+		t.Fatal("no collection found the tuner stopped within a minute")
+	}
 	select {
 	case p := <-sets:
 		t.Fatalf("a stopped tuner set %d", p)
