@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,6 +241,61 @@ func TestServeStopsOnCancel(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve did not stop")
 	}
+}
+
+// TestServeSetsTheCollectorsHeadroom: a serving `sluice serve` has raised
+// the process's GC percent for --gc-headroom (with the little this test
+// process holds live, well above Go's 100) and gives back the one it
+// found when it stops; --gc-headroom 0 or GOGC in the environment leaves
+// it alone.
+func TestServeSetsTheCollectorsHeadroom(t *testing.T) {
+	if os.Getenv("GOGC") != "" {
+		t.Skip("GOGC is set for this test process")
+	}
+	for _, c := range []struct {
+		name   string
+		args   []string
+		env    map[string]string
+		raised bool
+	}{
+		{"default", nil, nil, true},
+		{"512MiB", []string{"--gc-headroom", "512MiB"}, nil, true},
+		{"off", []string{"--gc-headroom", "0"}, nil, false},
+		{"GOGC", nil, map[string]string{"GOGC": "100"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := gcPercent()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			done := make(chan int, 1)
+			serving := make(chan struct{})
+			errb := &watchWriter{want: "sluice serving", seen: serving}
+			args := append([]string{"serve", "--sqs-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0", "--data-dir", t.TempDir(), "--preallocate=false"}, c.args...)
+			go func() { done <- Run(ctx, args, Env{Stderr: errb, Getenv: func(k string) string { return c.env[k] }}) }()
+			select {
+			case <-serving:
+			case code := <-done:
+				t.Fatalf("serve exited %d before serving: %s", code, errb.buf.String())
+			}
+			if got := gcPercent(); c.raised != (got > 100) || (!c.raised && got != before) {
+				t.Errorf("GC percent %d while serving (%d before); want it raised: %v", got, before, c.raised)
+			}
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("serve exited %d", code)
+			}
+			if got := gcPercent(); got != before {
+				t.Errorf("GC percent %d after serve stopped, want %d as before", got, before)
+			}
+		})
+	}
+}
+
+// gcPercent is the process's GC percent (GOGC).
+func gcPercent() int {
+	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+	metrics.Read(s)
+	return int(s[0].Value.Uint64())
 }
 
 func TestBench(t *testing.T) {
