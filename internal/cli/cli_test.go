@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/gcheadroom"
 	"github.com/sluicemq/sluice/internal/sigv4"
 	"github.com/sluicemq/sluice/internal/sqs/sqstest"
 	st "github.com/sluicemq/sluice/sluicetype"
@@ -264,7 +264,7 @@ func TestServeSetsTheCollectorsHeadroom(t *testing.T) {
 		{"GOGC", nil, map[string]string{"GOGC": "100"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			before := gcPercent()
+			before := gcheadroom.Current()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			done := make(chan int, 1)
@@ -277,25 +277,18 @@ func TestServeSetsTheCollectorsHeadroom(t *testing.T) {
 			case code := <-done:
 				t.Fatalf("serve exited %d before serving: %s", code, errb.buf.String())
 			}
-			if got := gcPercent(); c.raised != (got > 100) || (!c.raised && got != before) {
+			if got := gcheadroom.Current(); c.raised != (got > 100) || (!c.raised && got != before) {
 				t.Errorf("GC percent %d while serving (%d before); want it raised: %v", got, before, c.raised)
 			}
 			cancel()
 			if code := <-done; code != 0 {
 				t.Fatalf("serve exited %d", code)
 			}
-			if got := gcPercent(); got != before {
+			if got := gcheadroom.Current(); got != before {
 				t.Errorf("GC percent %d after serve stopped, want %d as before", got, before)
 			}
 		})
 	}
-}
-
-// gcPercent is the process's GC percent (GOGC).
-func gcPercent() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(s[0].Value.Uint64())
 }
 
 func TestBench(t *testing.T) {

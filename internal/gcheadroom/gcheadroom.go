@@ -131,9 +131,17 @@ func (t *Tuner) Stop() {
 	}
 }
 
+// Current is the process's GC percent now (GOGC, or what SetGCPercent
+// last set).
+func Current() int { return int(readUint("/gc/gogc:percent")) }
+
 // liveHeap reads the heap the last collection marked live.
-func liveHeap() uint64 {
-	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+func liveHeap() uint64 { return readUint("/gc/heap/live:bytes") }
+
+// readUint reads one of the runtime's integer metrics (0 if this runtime
+// has no such metric).
+func readUint(name string) uint64 {
+	s := []metrics.Sample{{Name: name}}
 	metrics.Read(s)
 	if s[0].Value.Kind() != metrics.KindUint64 {
 		return 0

@@ -3,7 +3,6 @@ package gcheadroom
 import (
 	"math/rand/v2"
 	"runtime"
-	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,21 +107,15 @@ func collectUntilSet(t *testing.T, sets <-chan int) int {
 }
 
 func TestStartAndStopSetTheProcesssGCPercent(t *testing.T) {
-	before := gogc()
+	before := Current()
 	tu := Start(256 * mib)
 	// This test's live heap is far under 256 MiB. (The exact percent may
 	// change with each collection, which can come at any time.)
-	if got := gogc(); got <= 100 {
+	if got := Current(); got <= 100 {
 		t.Fatalf("GC percent %d after Start (the tuner set %d), want it above 100", got, tu.Percent())
 	}
 	tu.Stop()
-	if got := gogc(); got != before {
+	if got := Current(); got != before {
 		t.Fatalf("GC percent %d after Stop, want %d as before Start", got, before)
 	}
-}
-
-func gogc() int {
-	s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
-	metrics.Read(s)
-	return int(s[0].Value.Uint64())
 }
