@@ -187,6 +187,9 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 					if res.ServerCPUMicros > 0 {
 						cpu = fmt.Sprintf(", server CPU %.1f µs/msg", res.ServerCPUMicros)
 					}
+					if res.ClientCPUMicros > 0 {
+						cpu += fmt.Sprintf(", client CPU %.1f µs/msg", res.ClientCPUMicros)
+					}
 					fmt.Fprintf(env.Stderr, "round %d  %-14s  %7d B  %2d queues  %9.0f msgs/s  (sent %d, received %d, backlog at window end %d, errors %d%s)\n",
 						r, n, s, qn, res.Rate, res.Sent, res.Received, res.Backlog, res.Errors, cpu)
 					rep.Results = append(rep.Results, res)
@@ -240,6 +243,9 @@ func printRun(env cmdkit.Env, res peers.Result) {
 	if res.ServerCPUMicros > 0 {
 		fmt.Fprintf(env.Stdout, "server CPU       %.1f µs per message through\n", res.ServerCPUMicros)
 	}
+	if res.ClientCPUMicros > 0 {
+		fmt.Fprintf(env.Stdout, "client CPU       %.1f µs per message through (this load generator's)\n", res.ClientCPUMicros)
+	}
 	for _, l := range []struct {
 		name string
 		v    map[string]float64
@@ -253,6 +259,14 @@ func printRun(env cmdkit.Env, res peers.Result) {
 		fmt.Fprintf(env.Stdout, "receive calls    %d (%d empty), %.1f messages per non-empty receive\n", res.ReceiveCalls, res.EmptyReceives, res.MsgsPerReceive)
 	}
 	fmt.Fprintf(env.Stdout, "durability       %s\n", res.Durability)
+}
+
+// micros formats a CPU time per message ("-" when not measured).
+func micros(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
 }
 
 // printTable prints one row per peer, size and queue count: msgs/s each
@@ -269,7 +283,7 @@ func printTable(env cmdkit.Env, rep peers.Report) {
 	for r := 1; r <= rep.Config.Rounds; r++ {
 		header = append(header, "round "+strconv.Itoa(r))
 	}
-	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "backlog at window end", "server CPU µs/msg", "durability")
+	header = append(header, "median msgs/s", "sluice/peer", "send p50/p99 ms", "e2e p50/p99 ms", "backlog at window end", "server CPU µs/msg", "client CPU µs/msg", "durability")
 	var rows [][]string
 	for _, s := range sums {
 		row := []string{s.Peer, charts.SizeLabel(s.Size), strconv.Itoa(s.Queues)}
@@ -288,13 +302,10 @@ func printTable(env cmdkit.Env, rep peers.Report) {
 		for i, b := range s.Backlogs {
 			backlogs[i] = thousands(float64(b))
 		}
-		cpu := "-"
-		if s.CPUMicros > 0 {
-			cpu = strconv.FormatFloat(s.CPUMicros, 'f', 1, 64)
-		}
 		row = append(row, thousands(s.Median), ratio,
 			fmt.Sprintf("%.1f / %.1f", s.SendMS["p50"], s.SendMS["p99"]),
-			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), strings.Join(backlogs, ", "), cpu, s.Durability)
+			fmt.Sprintf("%.1f / %.1f", s.E2EMS["p50"], s.E2EMS["p99"]), strings.Join(backlogs, ", "),
+			micros(s.CPUMicros), micros(s.ClientCPUMicros), s.Durability)
 		rows = append(rows, row)
 	}
 	cmdkit.Table(env.Stdout, header, rows)

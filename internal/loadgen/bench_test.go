@@ -179,12 +179,17 @@ func TestBenchClusterReport(t *testing.T) {
 	if n := nodes[0].counts()["SendMessageBatch"]; n == 0 {
 		t.Errorf("the single server received no sends")
 	}
-	for _, want := range []string{"\nsluice-cluster ", "R3 JetStream"} {
+	for _, res := range rep.Results {
+		if res.ClientCPUMicros <= 0 {
+			t.Errorf("%s: client CPU %v µs a message: want the load generator's, measured", res.Peer, res.ClientCPUMicros)
+		}
+	}
+	for _, want := range []string{"\nsluice-cluster ", "R3 JetStream", "client CPU µs/msg"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if !strings.Contains(errOut, "round 1  sluice-cluster ") {
+	if !strings.Contains(errOut, "round 1  sluice-cluster ") || !strings.Contains(errOut, ", client CPU ") {
 		t.Errorf("no progress line for sluice-cluster:\n%s", errOut)
 	}
 

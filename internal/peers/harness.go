@@ -143,6 +143,13 @@ type Result struct {
 	// microseconds, over the run with its drain (peers that report it,
 	// a ServerCPU; 0 otherwise).
 	ServerCPUMicros float64 `json:"server_cpu_us_per_message,omitempty"`
+	// ClientCPUMicros is the load generator's CPU time per message
+	// through, in microseconds, over the same span: this process's, so its
+	// producers, consumers, client library and meters (0 where the
+	// process's CPU time cannot be read). Every peer's clients run here, so
+	// it compares what each broker's clients cost; with the server on the
+	// same cores, client and server share them.
+	ClientCPUMicros float64 `json:"client_cpu_us_per_message,omitempty"`
 }
 
 // ServerCPU is a peer that can tell its server process's CPU time so far.
@@ -170,6 +177,7 @@ func Run(ctx context.Context, p Peer, w Workload) (Result, error) {
 	if cpu != nil {
 		cpu0, cpuOK = cpu.CPUSeconds(ctx)
 	}
+	client0, clientOK := processCPU()
 	var errMu sync.Mutex
 	var firstErr error
 	fail := func(err error) {
@@ -233,6 +241,9 @@ func Run(ctx context.Context, p Peer, w Workload) (Result, error) {
 		if cpu1, ok := cpu.CPUSeconds(ctx); ok && res.Received > 0 {
 			res.ServerCPUMicros = (cpu1 - cpu0) * 1e6 / float64(res.Received)
 		}
+	}
+	if client1, ok := processCPU(); ok && clientOK && res.Received > 0 {
+		res.ClientCPUMicros = (client1 - client0) * 1e6 / float64(res.Received)
 	}
 	if m.recvLat.len() > 0 {
 		res.ReceiveLatencyMS = m.recvLat.percentiles()

@@ -26,7 +26,7 @@ func check(t *testing.T, p peers.Peer, w peers.Workload) {
 	if res.Sent == 0 || res.Received < res.Sent || res.Errors != 0 {
 		t.Fatalf("%s: sent %d, received %d, errors %d: want every acknowledged message received", p.Name(), res.Sent, res.Received, res.Errors)
 	}
-	if res.Rate <= 0 || res.SendLatencyMS["p999"] <= 0 || res.E2ELatencyMS["p50"] <= 0 || res.Durability == "" {
+	if res.Rate <= 0 || res.SendLatencyMS["p999"] <= 0 || res.E2ELatencyMS["p50"] <= 0 || res.Durability == "" || res.ClientCPUMicros <= 0 {
 		t.Fatalf("%s: figures missing: %+v", p.Name(), res)
 	}
 }
@@ -70,6 +70,27 @@ func TestRabbitMQ(t *testing.T) {
 	c.Close()
 	check(t, peers.RabbitMQ{URL: url, Prefix: "sluice-bench-test"}, peers.Workload{Producers: 2, Consumers: 2, InFlight: 8, Size: 256, Queues: 2,
 		Duration: time.Second, Drain: 30 * time.Second})
+}
+
+// A summary's CPU figures are the medians of the rounds that measured
+// them: a round without one (0) is left out, not counted as free.
+func TestSummariesCPU(t *testing.T) {
+	rs := []peers.Result{
+		{Peer: "sluice", Round: 2, Rate: 300, ServerCPUMicros: 30, ClientCPUMicros: 12},
+		{Peer: "rabbitmq", Round: 1, Rate: 100, ClientCPUMicros: 9},
+		{Peer: "sluice", Round: 1, Rate: 200, ServerCPUMicros: 20, ClientCPUMicros: 0},
+		{Peer: "sluice", Round: 3, Rate: 400, ServerCPUMicros: 40, ClientCPUMicros: 14},
+	}
+	sums := peers.Summaries(rs)
+	if len(sums) != 2 || sums[0].Peer != "sluice" || sums[1].Peer != "rabbitmq" {
+		t.Fatalf("summaries %+v: want sluice, then rabbitmq", sums)
+	}
+	if s := sums[0]; s.Median != 300 || s.CPUMicros != 30 || s.ClientCPUMicros != 13 || s.Rates[0] != 200 {
+		t.Errorf("sluice: median %v, server CPU %v, client CPU %v, rates %v: want 300, 30, 13 (the mean of 12 and 14), rounds in order", s.Median, s.CPUMicros, s.ClientCPUMicros, s.Rates)
+	}
+	if s := sums[1]; s.CPUMicros != 0 || s.ClientCPUMicros != 9 {
+		t.Errorf("rabbitmq: server CPU %v, client CPU %v: want 0 (not measured) and 9", s.CPUMicros, s.ClientCPUMicros)
+	}
 }
 
 func TestConsumerQueues(t *testing.T) {

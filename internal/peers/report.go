@@ -55,9 +55,11 @@ type Summary struct {
 	// SendMS and E2EMS are each latency percentile's median over rounds.
 	SendMS, E2EMS map[string]float64
 	// Backlogs are each round's backlog at the window's end; CPUMicros is
-	// the median server CPU per message (0: not measured).
-	Backlogs  []int64
-	CPUMicros float64
+	// the median server CPU per message and ClientCPUMicros the load
+	// generator's (0: not measured).
+	Backlogs        []int64
+	CPUMicros       float64
+	ClientCPUMicros float64
 }
 
 // Summaries groups results by size, queue count and peer, in the order
@@ -82,16 +84,19 @@ func Summaries(results []Result) []Summary {
 		slices.SortStableFunc(rs, func(a, b Result) int { return cmp.Compare(a.Round, b.Round) })
 		s := Summary{Peer: k.peer, Durability: rs[0].Durability, Size: k.size, Queues: k.queues,
 			SendMS: map[string]float64{}, E2EMS: map[string]float64{}}
-		var cpu []float64
+		var cpu, client []float64
 		for _, r := range rs {
 			s.Rates = append(s.Rates, r.Rate)
 			s.Backlogs = append(s.Backlogs, r.Backlog)
 			if r.ServerCPUMicros > 0 {
 				cpu = append(cpu, r.ServerCPUMicros)
 			}
+			if r.ClientCPUMicros > 0 {
+				client = append(client, r.ClientCPUMicros)
+			}
 		}
 		s.Median = Median(s.Rates)
-		s.CPUMicros = Median(cpu)
+		s.CPUMicros, s.ClientCPUMicros = Median(cpu), Median(client)
 		for _, p := range append(PercentileKeys(), "max") {
 			var send, e2e []float64
 			for _, r := range rs {
