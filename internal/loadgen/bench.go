@@ -73,6 +73,8 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	adminURL := fs.String("admin", "", "Sluice's admin address, where the server's CPU time is read (process_cpu_seconds_total) for its CPU per message (default: http://127.0.0.1:9325 when --endpoint is the default one, else not measured)")
 	amqpURL := fs.String("amqp-url", "amqp://guest:guest@127.0.0.1:5672/", "RabbitMQ's address")
 	natsURL := fs.String("nats-url", "nats://127.0.0.1:4222", "NATS's address")
+	rabbitPID := fs.Int("rabbitmq-pid", 0, "RabbitMQ's server process (beam.smp) when it runs on this machine: its CPU time (Linux /proc) gives RabbitMQ's server CPU a message (0: not measured)")
+	natsPID := fs.Int("nats-pid", 0, "the nats-server process when it runs on this machine, for NATS's server CPU a message (0: not measured)")
 	peer := fs.String("peer", "", "one peer: rabbitmq, nats, sluice or sluice-cluster (same as --peers with one name)")
 	peerList := fs.String("peers", "sluice", "peers to run, comma-separated, in this order each round: rabbitmq, nats, sluice (--endpoint), sluice-cluster (--cluster-endpoints)")
 	rounds := fs.Int("rounds", 1, "rounds: each runs every peer once, alternating")
@@ -144,9 +146,9 @@ func Bench(ctx context.Context, args []string, env cmdkit.Env) error {
 	for _, n := range names {
 		switch n {
 		case "rabbitmq":
-			byName[n] = peers.RabbitMQ{URL: *amqpURL}
+			byName[n] = peers.RabbitMQ{URL: *amqpURL, Server: peers.ProcessCPU(*rabbitPID)}
 		case "nats":
-			byName[n] = peers.NATS{URL: *natsURL}
+			byName[n] = peers.NATS{URL: *natsURL, Server: peers.ProcessCPU(*natsPID)}
 		case "sluice":
 			api, err := newBenchSQS(endpoint, client, *producers+*consumers)
 			if err != nil {

@@ -1,3 +1,8 @@
 package peers
 
 var ConsumerQueues = consumerQueues
+
+var (
+	StatCPUTicks   = statCPUTicks
+	ProcessCPUTime = processCPU
+)

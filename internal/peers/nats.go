@@ -24,9 +24,15 @@ type NATS struct {
 	// Prefix names the streams Prefix_0, … and their subjects
 	// prefix.0, … (default "SLUICE_BENCH").
 	Prefix string
+	// Server is the nats-server process when it runs on this machine, for
+	// its server CPU a message (0: not measured).
+	Server ProcessCPU
 }
 
 func (n NATS) Name() string { return "nats" }
+
+// CPUSeconds is the server process's CPU time (see Server).
+func (n NATS) CPUSeconds(ctx context.Context) (float64, bool) { return n.Server.CPUSeconds(ctx) }
 
 func (n NATS) Durability() string {
 	return "JetStream file store, sync_interval always: fsync before ack"

@@ -29,6 +29,11 @@ func check(t *testing.T, p peers.Peer, w peers.Workload) {
 	if res.Rate <= 0 || res.SendLatencyMS["p999"] <= 0 || res.E2ELatencyMS["p50"] <= 0 || res.Durability == "" || res.ClientCPUMicros <= 0 {
 		t.Fatalf("%s: figures missing: %+v", p.Name(), res)
 	}
+	if sc, ok := p.(peers.ServerCPU); ok {
+		if _, measured := sc.CPUSeconds(ctx); measured && res.ServerCPUMicros <= 0 {
+			t.Fatalf("%s: no server CPU a message: %+v", p.Name(), res)
+		}
+	}
 }
 
 // startNATS runs nats-server in process with JetStream on a temp store,
@@ -52,7 +57,8 @@ func startNATS(t *testing.T) string {
 func TestNATS(t *testing.T) {
 	url := startNATS(t)
 	for _, queues := range []int{1, 3} {
-		check(t, peers.NATS{URL: url}, peers.Workload{Producers: 2, Consumers: 2, InFlight: 8, Size: 256, Queues: queues,
+		// The server runs in this process, so its CPU is this process's.
+		check(t, peers.NATS{URL: url, Server: peers.ProcessCPU(os.Getpid())}, peers.Workload{Producers: 2, Consumers: 2, InFlight: 8, Size: 256, Queues: queues,
 			Duration: time.Second, Drain: 30 * time.Second})
 	}
 }

@@ -18,9 +18,15 @@ type RabbitMQ struct {
 	URL string
 	// Prefix names the queues: Prefix-0, Prefix-1, … (default "sluice-bench").
 	Prefix string
+	// Server is the broker's Erlang VM (beam.smp) when it runs on this
+	// machine, for its server CPU a message (0: not measured).
+	Server ProcessCPU
 }
 
 func (r RabbitMQ) Name() string { return "rabbitmq" }
+
+// CPUSeconds is the broker's server process's CPU time (see Server).
+func (r RabbitMQ) CPUSeconds(ctx context.Context) (float64, bool) { return r.Server.CPUSeconds(ctx) }
 
 func (r RabbitMQ) Durability() string {
 	return "quorum queue: confirm after fsync on a quorum (1 node)"

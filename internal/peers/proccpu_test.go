@@ -1,0 +1,69 @@
+package peers_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/sluicemq/sluice/internal/peers"
+)
+
+func TestStatCPUTicks(t *testing.T) {
+	for _, c := range []struct {
+		stat  string
+		ticks uint64
+		ok    bool
+	}{
+		// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime …
+		{"26345 (beam.smp) S 1 26300 26300 0 -1 4194560 120 0 0 0 1191 233 7 9 20 0 40 0 100 0\n", 1191 + 233, true},
+		{"7 (a) b) (c d) R 1 7 7 0 -1 0 0 0 0 0 15 4 99 99 20 0 1 0 5 0", 19, true}, // a command with spaces and parentheses
+		{"7 (x) R 1 7 7 0 -1 0 0 0 0 0 15", 0, false},                               // cut short before stime
+		{"7 (x) R 1 7 7 0 -1 0 0 0 0 0 15 -4 0 0", 0, false},                        // not a count
+		{"7 x R 1", 0, false},
+		{"", 0, false},
+	} {
+		ticks, ok := peers.StatCPUTicks([]byte(c.stat))
+		if ticks != c.ticks || ok != c.ok {
+			t.Errorf("%q: %d, %v; want %d, %v", c.stat, ticks, ok, c.ticks, c.ok)
+		}
+	}
+}
+
+// A process's CPU time from /proc agrees with what the process itself
+// measures (getrusage), after it has spent some.
+func TestProcessCPU(t *testing.T) {
+	ctx := context.Background()
+	self := peers.ProcessCPU(os.Getpid())
+	before, ok := self.CPUSeconds(ctx)
+	if !ok {
+		t.Skip("no /proc here")
+	}
+	start, _ := peers.ProcessCPUTime()
+	sum := sha256.Sum256(nil)
+	for spent := 0.0; spent < 0.1; { // ten of /proc's ticks of CPU, at least
+		for range 10_000 {
+			sum = sha256.Sum256(sum[:])
+		}
+		now, _ := peers.ProcessCPUTime()
+		spent = now - start
+	}
+	proc, ok1 := self.CPUSeconds(ctx)
+	rusage, ok2 := peers.ProcessCPUTime()
+	if !ok1 || !ok2 {
+		t.Fatalf("CPU time unreadable: /proc %v, getrusage %v", ok1, ok2)
+	}
+	if proc <= before {
+		t.Errorf("CPU time from /proc %.3f s after %.3f s of work: want it to grow", proc, before)
+	}
+	// /proc counts in ticks of 10 ms; the two readings are a moment apart.
+	if math.Abs(proc-rusage) > 0.05 {
+		t.Errorf("CPU time: /proc %.3f s, getrusage %.3f s: want the same within 50 ms", proc, rusage)
+	}
+	for _, p := range []peers.ProcessCPU{0, -1, 1 << 30} {
+		if s, ok := p.CPUSeconds(ctx); ok {
+			t.Errorf("PID %d: %v s, want none", p, s)
+		}
+	}
+}
