@@ -40,9 +40,14 @@ func TestProcessCPU(t *testing.T) {
 	if !ok {
 		t.Skip("no /proc here")
 	}
-	start, _ := peers.ProcessCPUTime()
+	start, ok := peers.ProcessCPUTime()
+	if !ok {
+		t.Fatal("getrusage: no CPU time")
+	}
 	sum := sha256.Sum256(nil)
-	for spent := 0.0; spent < 0.1; { // ten of /proc's ticks of CPU, at least
+	// Ten of /proc's ticks of CPU at least, by getrusage; bounded, so that
+	// a getrusage that does not move fails below instead of hanging.
+	for i, spent := 0, 0.0; spent < 0.1 && i < 5_000; i++ {
 		for range 10_000 {
 			sum = sha256.Sum256(sum[:])
 		}
@@ -53,6 +58,9 @@ func TestProcessCPU(t *testing.T) {
 	rusage, ok2 := peers.ProcessCPUTime()
 	if !ok1 || !ok2 {
 		t.Fatalf("CPU time unreadable: /proc %v, getrusage %v", ok1, ok2)
+	}
+	if rusage-start < 0.1 {
+		t.Errorf("getrusage: %.3f s of CPU after the work, want 0.1 s at least", rusage-start)
 	}
 	if proc <= before {
 		t.Errorf("CPU time from /proc %.3f s after %.3f s of work: want it to grow", proc, before)
