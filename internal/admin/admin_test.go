@@ -119,6 +119,16 @@ func TestMetricsGolden(t *testing.T) {
 	if got, err := b.Receive(ctx, "fan", st.ReceiveInput{MaxMessages: 1, WaitTimeSeconds: &wait}); err != nil || len(got) != 1 {
 		t.Fatalf("the topic's delivery: %v %v", got, err)
 	}
+	// The fan-out counts a delivery after the queue took it, so a consumer
+	// can have it first: wait for the count and its lag.
+	eventually(t, "the delivery counted", func() bool {
+		f, err := b.TopicFigures("events")
+		var lags int64
+		for _, n := range f.Lag {
+			lags += n
+		}
+		return err == nil && f.Delivered == 1 && lags == 1
+	})
 	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
