@@ -2,7 +2,4 @@ package peers
 
 var ConsumerQueues = consumerQueues
 
-var (
-	StatCPUTicks   = statCPUTicks
-	ProcessCPUTime = processCPU
-)
+var ProcessCPUTime = processCPU

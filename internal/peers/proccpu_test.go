@@ -10,27 +10,6 @@ import (
 	"github.com/sluicemq/sluice/internal/peers"
 )
 
-func TestStatCPUTicks(t *testing.T) {
-	for _, c := range []struct {
-		stat  string
-		ticks uint64
-		ok    bool
-	}{
-		// pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime …
-		{"26345 (beam.smp) S 1 26300 26300 0 -1 4194560 120 0 0 0 1191 233 7 9 20 0 40 0 100 0\n", 1191 + 233, true},
-		{"7 (a) b) (c d) R 1 7 7 0 -1 0 0 0 0 0 15 4 99 99 20 0 1 0 5 0", 19, true}, // a command with spaces and parentheses
-		{"7 (x) R 1 7 7 0 -1 0 0 0 0 0 15", 0, false},                               // cut short before stime
-		{"7 (x) R 1 7 7 0 -1 0 0 0 0 0 15 -4 0 0", 0, false},                        // not a count
-		{"7 x R 1", 0, false},
-		{"", 0, false},
-	} {
-		ticks, ok := peers.StatCPUTicks([]byte(c.stat))
-		if ticks != c.ticks || ok != c.ok {
-			t.Errorf("%q: %d, %v; want %d, %v", c.stat, ticks, ok, c.ticks, c.ok)
-		}
-	}
-}
-
 // A process's CPU time from /proc agrees with what the process itself
 // measures (getrusage), after it has spent some.
 func TestProcessCPU(t *testing.T) {
