@@ -348,10 +348,15 @@ func (e *Engine) Release(p store.PartitionID) {
 }
 
 // lost forgets a partition another node fenced this one off (o: its
-// owner here; nil for the catalog), and tells the manager.
+// owner here; nil for the catalog), and tells the manager. An owner that
+// is not the one this engine serves p with is not the lease's to lose:
+// one still being acquired, whose fenced claim Acquire answers for itself
+// (it replays again, or fails and the manager gives the lease up), or one
+// replaced since (a claim of this node's newer term fenced it). Telling
+// the manager then would drop a lease this node still serves under, and
+// take it again onto a partition owned here already.
 func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
 	e.mu.Lock()
-	leave := true
 	if p == store.Catalog {
 		e.catOwned = false
 	} else if e.byPart[p] == o {
@@ -360,12 +365,12 @@ func (e *Engine) lost(p store.PartitionID, o *partition.Owner) {
 			delete(e.queues, name)
 		}
 	} else {
-		leave = false // owned here again since
+		e.mu.Unlock()
+		e.log.Info("an owner this node does not serve with was fenced", "partition", p)
+		return
 	}
 	e.mu.Unlock()
-	if leave {
-		e.st.Leave(p)
-	}
+	e.st.Leave(p)
 	e.log.Warn("another node took a partition over", "partition", p)
 	e.cl.Lost(p)
 }

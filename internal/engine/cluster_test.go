@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -186,4 +188,136 @@ func TestCatalogOwnerDropsOrphans(t *testing.T) {
 	if _, err := n.b.GetQueue("half"); err == nil {
 		t.Fatal("the orphan's queue exists")
 	}
+}
+
+// replayHook is a store whose ReplayPartition of partition p runs after
+// once, after the replay read the partition and before it returns: a
+// write another node lands between a takeover's replay and its claim.
+type replayHook struct {
+	*store.Memory
+	p     store.PartitionID
+	after func()
+	once  sync.Once
+}
+
+func (s *replayHook) ReplayPartition(p store.PartitionID, from uint64, fn func(store.Entry) error) error {
+	err := s.Memory.ReplayPartition(p, from, fn)
+	if p == s.p && from == 0 {
+		s.once.Do(s.after)
+	}
+	return err
+}
+
+// A takeover whose claim is fenced by a write of the former owner that
+// landed after its replay replays again and serves; the fenced claim is
+// the acquisition's own business, not a lost lease: the node does not
+// tell its manager the partition was lost (which would drop the lease it
+// is acquiring under and take it again onto a partition owned here).
+func TestFencedClaimKeepsTheLease(t *testing.T) {
+	mem := store.NewMemory()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	lost := map[string][]store.PartitionID{}
+	var blog lockedBuffer // b's log: it says when its fenced claim's owner was heard of
+	open := func(node string, s store.Store) *Engine {
+		logger := slog.New(slog.DiscardHandler)
+		if node == "b" {
+			logger = slog.New(slog.NewTextHandler(&blog, nil))
+		}
+		e, err := Open(Config{Store: s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: clk,
+			Logger: logger, Node: node, Cluster: testCluster{lost: func(p store.PartitionID) {
+				mu.Lock()
+				lost[node] = append(lost[node], p)
+				mu.Unlock()
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close() })
+		return e
+	}
+	hook := &replayHook{Memory: mem}
+	a, b := open("a", mem), open("b", hook)
+	if err := a.Acquire(store.Catalog, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.CreateQueue(ctx, "q", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	p, _, err := a.Route("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	oa, _ := a.Queue("q")
+	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "before"}}, false); err != nil {
+		t.Fatal(err)
+	}
+	hook.p = p
+	hook.after = func() {
+		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "after the replay"}}, false); err != nil {
+			t.Errorf("the former owner's send between the replay and the claim: %v", err)
+		}
+	}
+	if err := b.Acquire(p, 2); err != nil {
+		t.Fatalf("the takeover whose first claim was fenced: %v", err)
+	}
+	if _, local, _ := b.Route("q"); !local {
+		t.Fatal("after acquiring, q is not local on b")
+	}
+	ob, _ := b.Queue("q")
+	if _, _, err := ob.Send(ctx, []st.SendInput{{Body: "new owner"}}, false); err != nil {
+		t.Fatalf("the new owner's send: %v", err)
+	}
+	// The fenced claim's owner is heard of on a goroutine of its own:
+	// wait until b has, then it must not have told its manager.
+	waitFor(t, "b hears of its fenced claim", func() bool {
+		return strings.Contains(blog.String(), "was fenced") || strings.Contains(blog.String(), "took a partition over")
+	})
+	// The former owner is fenced on its next write and tells its own.
+	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "late"}}, false); err == nil {
+		t.Fatal("the former owner's send succeeded")
+	}
+	waitFor(t, "the former owner reports the partition lost", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(lost["a"], p)
+	})
+	mu.Lock()
+	lb := append([]store.PartitionID(nil), lost["b"]...)
+	mu.Unlock()
+	if len(lb) > 0 {
+		t.Fatalf("b told its manager it lost %v while it acquired and serves partition %d", lb, p)
+	}
+	got := 0
+	for {
+		ms, err := ob.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			break
+		}
+		got += len(ms)
+	}
+	if got != 3 {
+		t.Fatalf("the new owner has %d messages, want 3 (before, after the replay, new owner)", got)
+	}
+}
+
+// lockedBuffer is a log's bytes, written and read from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -402,8 +402,9 @@ func (e *Engine) acquireTopic(p store.PartitionID, term uint64) error {
 }
 
 // releaseTopic stops owning topic partition p (o: its owner here):
-// another node takes it over.
-func (e *Engine) releaseTopic(p store.PartitionID, o *topic.Owner) {
+// another node takes it over. It reports whether o was the owner this
+// engine served p with.
+func (e *Engine) releaseTopic(p store.PartitionID, o *topic.Owner) bool {
 	e.mu.Lock()
 	mine := e.topicByPart[p] == o
 	if mine {
@@ -417,15 +418,21 @@ func (e *Engine) releaseTopic(p store.PartitionID, o *topic.Owner) {
 	if mine {
 		e.st.Leave(p)
 	}
+	return mine
 }
 
-// topicFenced forgets a topic another node's owner fenced off here.
+// topicFenced forgets a topic another node's owner fenced off here; as
+// with a queue's (lost), only the owner this engine serves the topic with
+// loses the lease.
 func (e *Engine) topicFenced(o *topic.Owner) {
 	if !e.clustered {
 		e.log.Error("a topic's write was fenced on a single node; it does not deliver until a restart", "partition", o.Partition())
 		return
 	}
-	e.releaseTopic(o.Partition(), o)
+	if !e.releaseTopic(o.Partition(), o) {
+		e.log.Info("a topic owner this node does not serve with was fenced", "partition", o.Partition())
+		return
+	}
 	e.log.Warn("another node took a topic over", "partition", o.Partition())
 	e.cl.Lost(o.Partition())
 }
