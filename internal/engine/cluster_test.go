@@ -190,9 +190,10 @@ func TestCatalogOwnerDropsOrphans(t *testing.T) {
 	}
 }
 
-// replayHook is a store whose ReplayPartition of partition p runs after
-// once, after the replay read the partition and before it returns: a
-// write another node lands between a takeover's replay and its claim.
+// replayHook is a store whose first ReplayPartition of partition p from
+// its start runs after once the replay has read the partition, before it
+// returns: a write another node lands between a takeover's replay and
+// its claim.
 type replayHook struct {
 	*store.Memory
 	p     store.PartitionID
@@ -236,8 +237,7 @@ func TestFencedClaimKeepsTheLease(t *testing.T) {
 		t.Cleanup(func() { e.Close() })
 		return e
 	}
-	hook := &replayHook{Memory: mem}
-	a, b := open("a", mem), open("b", hook)
+	a := open("a", mem)
 	if err := a.Acquire(store.Catalog, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -252,12 +252,11 @@ func TestFencedClaimKeepsTheLease(t *testing.T) {
 	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "before"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	hook.p = p
-	hook.after = func() {
+	b := open("b", &replayHook{Memory: mem, p: p, after: func() {
 		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "after the replay"}}, false); err != nil {
 			t.Errorf("the former owner's send between the replay and the claim: %v", err)
 		}
-	}
+	}})
 	if err := b.Acquire(p, 2); err != nil {
 		t.Fatalf("the takeover whose first claim was fenced: %v", err)
 	}
