@@ -27,22 +27,33 @@ type twoNodes struct {
 }
 
 func newTwoNodes(t *testing.T) *twoNodes {
-	n := &twoNodes{s: store.NewMemory(), clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), lost: map[string][]store.PartitionID{}}
-	open := func(node string) *Engine {
-		e, err := Open(Config{Store: n.s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: n.clk,
-			Logger: slog.New(slog.DiscardHandler), Node: node, Cluster: testCluster{lost: func(p store.PartitionID) {
-				n.mu.Lock()
-				n.lost[node] = append(n.lost[node], p)
-				n.mu.Unlock()
-			}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	n.a, n.b = open("a"), open("b")
-	t.Cleanup(func() { n.a.Close(); n.b.Close() })
+	n := unopenedNodes()
+	n.a, n.b = n.open(t, "a", n.s, nil), n.open(t, "b", n.s, nil)
 	return n
+}
+
+// unopenedNodes is twoNodes before its engines are opened.
+func unopenedNodes() *twoNodes {
+	return &twoNodes{s: store.NewMemory(), clk: clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), lost: map[string][]store.PartitionID{}}
+}
+
+// open opens node's clustered engine over s (logging to logger; nil:
+// nowhere), whose lost partitions n notes; the test's end closes it.
+func (n *twoNodes) open(t *testing.T, node string, s store.Store, logger *slog.Logger) *Engine {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	e, err := Open(Config{Store: s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: n.clk,
+		Logger: logger, Node: node, Cluster: testCluster{lost: func(p store.PartitionID) {
+			n.mu.Lock()
+			n.lost[node] = append(n.lost[node], p)
+			n.mu.Unlock()
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
 }
 
 // testCluster is the test's part of the cluster: it notes the
@@ -215,29 +226,9 @@ func (s *replayHook) ReplayPartition(p store.PartitionID, from uint64, fn func(s
 // tell its manager the partition was lost (which would drop the lease it
 // is acquiring under and take it again onto a partition owned here).
 func TestFencedClaimKeepsTheLease(t *testing.T) {
-	mem := store.NewMemory()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var mu sync.Mutex
-	lost := map[string][]store.PartitionID{}
+	n := unopenedNodes()
 	var blog lockedBuffer // b's log: it says when its fenced claim's owner was heard of
-	open := func(node string, s store.Store) *Engine {
-		logger := slog.New(slog.DiscardHandler)
-		if node == "b" {
-			logger = slog.New(slog.NewTextHandler(&blog, nil))
-		}
-		e, err := Open(Config{Store: s, Region: "us-east-1", AccountID: "000000000000", MaxQueues: 100, Clock: clk,
-			Logger: logger, Node: node, Cluster: testCluster{lost: func(p store.PartitionID) {
-				mu.Lock()
-				lost[node] = append(lost[node], p)
-				mu.Unlock()
-			}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { e.Close() })
-		return e
-	}
-	a := open("a", mem)
+	a := n.open(t, "a", n.s, nil)
 	if err := a.Acquire(store.Catalog, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -252,11 +243,11 @@ func TestFencedClaimKeepsTheLease(t *testing.T) {
 	if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "before"}}, false); err != nil {
 		t.Fatal(err)
 	}
-	b := open("b", &replayHook{Memory: mem, p: p, after: func() {
+	b := n.open(t, "b", &replayHook{Memory: n.s, p: p, after: func() {
 		if _, _, err := oa.Send(ctx, []st.SendInput{{Body: "after the replay"}}, false); err != nil {
 			t.Errorf("the former owner's send between the replay and the claim: %v", err)
 		}
-	}})
+	}}, slog.New(slog.NewTextHandler(&blog, nil)))
 	if err := b.Acquire(p, 2); err != nil {
 		t.Fatalf("the takeover whose first claim was fenced: %v", err)
 	}
@@ -277,29 +268,15 @@ func TestFencedClaimKeepsTheLease(t *testing.T) {
 		t.Fatal("the former owner's send succeeded")
 	}
 	waitFor(t, "the former owner reports the partition lost", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(lost["a"], p)
+		return slices.Contains(n.lostBy("a"), p)
 	})
-	mu.Lock()
-	lb := append([]store.PartitionID(nil), lost["b"]...)
-	mu.Unlock()
-	if len(lb) > 0 {
+	if lb := n.lostBy("b"); len(lb) > 0 {
 		t.Fatalf("b told its manager it lost %v while it acquired and serves partition %d", lb, p)
 	}
-	got := 0
-	for {
-		ms, err := ob.Receive(ctx, st.ReceiveInput{MaxMessages: 10})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ms) == 0 {
-			break
-		}
-		got += len(ms)
-	}
-	if got != 3 {
-		t.Fatalf("the new owner has %d messages, want 3 (before, after the replay, new owner)", got)
+	got := receiveAll(t, b, "q")
+	slices.Sort(got)
+	if want := []string{"after the replay", "before", "new owner"}; !slices.Equal(got, want) {
+		t.Fatalf("the new owner has %q, want %q", got, want)
 	}
 }
 
