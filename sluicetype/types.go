@@ -212,7 +212,7 @@ type StoreStats struct {
 	FsyncSeconds  float64
 	BytesWritten  int64
 	FailedWrites  int64
-	ResentWrites  int64 // writes sent again after no answer (cluster mode: a leader changed with them in flight)
+	ResentWrites  int64 // writes sent again with their outcome in doubt (cluster mode: a leader changed with them in flight)
 	// DeadRecords counts records in segments that no longer hold a live
 	// message (what compaction and segment deletion reclaim); Relocated
 	// the messages compaction copied forward.

@@ -176,7 +176,7 @@ func newCollector(b Broker, maxQueues int) *collector {
 		ckps:              d("store_snapshots_total", "Snapshots written."),
 		written:           d("store_written_bytes_total", "Bytes appended to the log."),
 		failed:            d("store_failed_writes_total", "Writes or fsyncs that failed."),
-		resent:            d("store_resent_writes_total", "Writes sent again because no answer came (cluster mode: a stream leader changed or was lost with them in flight)."),
+		resent:            d("store_resent_writes_total", "Writes sent again because their outcome was in doubt (cluster mode: a stream leader changed or was lost with them in flight, or a former leader may have refused them)."),
 		fs:                d("store_fsync_seconds", "Latency of fsync."),
 		diskFree:          d("store_disk_free_bytes", "Free space of the data directory's file system (what an unprivileged process may use)."),
 		diskReserve:       d("store_disk_reserve_bytes", "Free space below which new messages are refused (the disk alarm)."),

@@ -271,9 +271,10 @@ type Stats struct {
 	Fsyncs        int64
 	Batches       int64
 	FailedWrites  int64
-	// ResentWrites counts writes sent again because no answer came (a
-	// replicated store: the leader changed or was lost with the write in
-	// flight). Each waited out an acknowledgement timeout.
+	// ResentWrites counts writes sent again because their outcome was in
+	// doubt (a replicated store: the leader changed or was lost with the
+	// write in flight, and waited out an acknowledgement timeout; or a
+	// refusal came that a former leader may have sent).
 	ResentWrites    int64
 	FsyncBuckets    []int64 // by FsyncBounds, then above
 	FsyncSeconds    float64

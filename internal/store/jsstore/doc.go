@@ -55,24 +55,30 @@
 //
 // An append whose prev is not the partition's last position (counting
 // the appends queued before it) fails with store.ErrFenced at once. When
-// the stream refuses the fence (wrong last sequence, 10071 or 10164),
-// another store took the partition over: the write fails with ErrFenced
-// and so does every later write of the partition, until ReplayPartition
-// (from 0) reads the stream's tail from its leader again and makes this
-// store its writer from there. That is how an owner takes a partition
-// over: the first append after the replay (the owner's epoch record)
-// fences off whatever the former writer still has in flight.
+// the stream refuses the fence (wrong last sequence, 10071 or 10164) and
+// its leader says another write follows the tail, another store took the
+// partition over: the write fails with ErrFenced and so does every later
+// write of the partition, until ReplayPartition (from 0) reads the
+// stream's tail from its leader again and makes this store its writer
+// from there. That is how an owner takes a partition over: the first
+// append after the replay (the owner's epoch record) fences off whatever
+// the former writer still has in flight.
 //
 // A write whose answer does not come (a timeout, a connection lost; the
 // 4-9 s a stream needs to elect a leader when the leader's host dies) may
-// be in the stream. The writer sends it again, with the same message ids
-// (the stream stores it once; a batch whose ids it has seen is refused as
-// a duplicate), for up to RetryFor, and asks the stream's leader whether
-// the message after the tail is the write's first: it reports a failure
-// only when the write is known not to be there. If that cannot be decided
-// (or the store closes first), the write fails with ErrOutcomeUnknown,
-// which also wraps store.ErrFenced: the store does not write the
-// partition again until ReplayPartition has read what is there.
+// be in the stream. So may a refused one: while a cut-off node rejoins,
+// its server may still take itself for the leader of a stream that
+// another server leads now, and both take a publish; the first answer
+// wins, and the former leader's refusal of the fence can come before the
+// leader has stored the write. The writer asks the stream's leader
+// whether the message after the tail is the write's first, and while
+// that cannot tell, sends the write again, with the same message ids (the
+// stream stores it once; a batch whose ids it has seen is refused as a
+// duplicate), for up to RetryFor: it reports a failure or a fence only
+// when the write is known not to be there. If that cannot be decided (or
+// the store closes first), the write fails with ErrOutcomeUnknown, which
+// also wraps store.ErrFenced: the store does not write the partition
+// again until ReplayPartition has read what is there.
 //
 // # Space
 //

@@ -176,6 +176,70 @@ func TestSingleNode(t *testing.T) {
 	t.Run("SnapshotsRacingReplay", func(t *testing.T) { snapshotsRacingReplay(t, []*nats.Conn{nc, nc2}, 1) })
 	t.Run("SnapshotWantedByWeight", func(t *testing.T) { snapshotWanted(t, nc) })
 	t.Run("AppendsShareMessages", func(t *testing.T) { sharedMessages(t, nc) })
+	t.Run("RefusalFromAFormerLeader", func(t *testing.T) { formerLeader(t, nc, nc2) })
+}
+
+// formerLeader: a server that still takes itself for a stream's leader (a
+// cut-off node rejoining, before it hears of the leader elected without
+// it) takes a publish too, and refuses its fence at once, before the
+// leader has stored it. Each such write landed and the store says so (an
+// owner told "fenced" would hand the request to the next owner, which
+// would store it twice); a write another store's fenced off is still
+// fenced.
+func formerLeader(t *testing.T, nc, other *nats.Conn) {
+	cfg := jsstore.Config{Conn: nc, Prefix: "former", Replicas: 1, AckTimeout: 2 * time.Second}
+	s := open(t, cfg)
+	replay(t, s)
+	s.Recovered()
+	mustAppend(t, s, 1, 0, true, "w0") // makes the stream
+	js, err := jetstream.New(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(ctx, "former_P1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan struct{}, 1000) // a value a publish refused
+	sub, err := other.Subscribe(st.CachedInfo().Config.Subjects[0], func(m *nats.Msg) {
+		if m.Reply != "" && m.Respond([]byte(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`)) == nil {
+			select {
+			case refused <- struct{}{}:
+			default:
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := other.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const writes = 20
+	want := []string{"w0"}
+	for i := 1; i <= writes; i++ {
+		w := fmt.Sprint("w", i)
+		mustAppend(t, s, 1, uint64(i), true, w)
+		want = append(want, w)
+		<-refused // the former leader answered this write too
+	}
+	t.Logf("%d writes sent again", s.Stats().ResentWrites)
+	// Each write is in the partition once.
+	b := open(t, cfg)
+	var got []string
+	if err := b.ReplayPartition(1, 0, func(e store.Entry) error { got = append(got, string(e.Data)); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("the partition holds %q, want %q", got, want)
+	}
+	// b took the partition over and wrote: s is fenced off, whatever the
+	// former leader answers.
+	mustAppend(t, b, 1, writes+1, false, "epoch-b")
+	if err := s.Append(1, writes+1, []store.Rec{{Data: []byte("stale")}}).Wait(ctx); !errors.Is(err, store.ErrFenced) || errors.Is(err, jsstore.ErrOutcomeUnknown) {
+		t.Fatalf("a write after b took the partition over: %v, want ErrFenced (not in doubt)", err)
+	}
 }
 
 // sharedMessages: appends queued while a commit is under way go out

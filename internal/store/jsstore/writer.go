@@ -532,11 +532,12 @@ const (
 
 // publish writes msgs after the stream's sequence tail, fenced on it, as
 // one atomic batch (or one message), and decides whether they landed.
-// A timeout or a lost connection leaves that in doubt: it sends the same
-// messages again, with the same ids (the stream stores them once), until
-// an answer or RetryFor; in doubt, it asks the stream's leader whether
-// the message after tail is its first. Only a write known not to be in
-// the stream is reported failed.
+// A timeout, a lost connection or a refusal of the fence leaves that in
+// doubt (a refusal may come from a former leader, below): it asks the
+// stream's leader whether the message after tail is its first, and while
+// that cannot tell, sends the same messages again, with the same ids (the
+// stream stores them once), until an answer or RetryFor. Only a write
+// known not to be in the stream is reported failed or fenced.
 func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verdict, error) {
 	deadline := time.Now().Add(s.cfg.RetryFor)
 	wait := 20 * time.Millisecond
@@ -556,9 +557,12 @@ func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verd
 		last = err
 		switch code := errCode(err); {
 		case code == codeWrongLastSeq || code == codeWrongLastSeqNoNum:
-			if !maybe {
-				return fencedOut, err
-			}
+			// Another write holds the place after tail, as a rule. But
+			// the answer may not be the stream's: a leader that has not
+			// heard of its successor yet (a partition healing) takes the
+			// publish too, and its refusal can come first while the
+			// leader stores the write. The stream decides (verify).
+			maybe = true
 		case code == codeBatchDuplicate:
 			maybe = true
 		case errors.Is(err, nats.ErrNoResponders):
@@ -591,7 +595,7 @@ func (s *Store) publish(pt *part, msgs []outMsg, tail uint64, base string) (verd
 			s.mu.Lock()
 			s.stats.ResentWrites++
 			s.mu.Unlock()
-			s.log.Warn("jsstore: a write is unanswered; retrying it with the same message ids", "partition", pt.id, "after", tail, "err", err)
+			s.log.Warn("jsstore: a write's outcome is in doubt; retrying it with the same message ids", "partition", pt.id, "after", tail, "err", err)
 		}
 		if s.isolated() || time.Now().Add(wait).After(deadline) || !s.sleep(wait) {
 			break
