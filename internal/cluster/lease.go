@@ -197,6 +197,11 @@ func (m *Manager) renew(l *lease) {
 		next, err = m.create(ctx, l.key)
 	} else {
 		next, err = m.publishRenewal(ctx, l.key, rev)
+		if conflict(err) && ctx.Err() == nil {
+			if r, ok := m.renewedAnyway(l.key, rev); ok {
+				next, err = r, nil
+			}
+		}
 		if conflict(err) && l != m.node && ctx.Err() == nil {
 			// Refused: another node holds the key, or it expired while
 			// the bucket could not take renewals (its leader's server
@@ -287,6 +292,31 @@ func (m *Manager) publishRenewal(ctx context.Context, key string, rev uint64) (u
 		return 0, err
 	}
 	return ack.Sequence, nil
+}
+
+// renewedAnyway reports whether a renewal of key from revision rev that
+// was refused landed all the same, and at which revision. While a node
+// rejoins after a cut, its server may still take itself for the bucket's
+// leader, take the renewal too, and refuse it before the leader has
+// stored it: the key's latest revision then holds this manager, written
+// after rev. A replica that has not caught up yet may show rev still, so
+// that is asked again a few times; another holder ends it at once.
+func (m *Manager) renewedAnyway(key string, rev uint64) (uint64, bool) {
+	for attempt := 1; ; attempt++ {
+		e, err := m.readKey(key, m.opTimeout)
+		if err != nil {
+			return 0, false // gone (expired), or no answer: refused, as before
+		}
+		if h, ok := decodeHolder(e.Value()); !ok || h.Instance != m.instance {
+			return 0, false
+		}
+		if e.Revision() > rev {
+			return e.Revision(), true
+		}
+		if attempt == 3 || !sleep(m.ctx, readAttempt/2) {
+			return 0, false
+		}
+	}
 }
 
 // conflict reports whether err is a refused compare-and-set: the key's

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicemq/sluice/internal/natsnode"
@@ -35,6 +37,7 @@ func TestCluster(t *testing.T) {
 		{"DuplicateName", testDuplicateName},
 		{"Lost", testLost},
 		{"RenewalRefused", testRenewalRefused},
+		{"RefusalFromAFormerLeader", testFormerLeaderRefusal},
 		{"LeaseRetaken", testLeaseRetaken},
 		{"Unlisted", testUnlisted},
 		{"CutOff", testCutOff},
@@ -522,6 +525,68 @@ func testRenewalRefused(t *testing.T, nats []*natsnode.Node) {
 		return settled(ms, hs, parts)
 	})
 	t.Logf("partition %d owned again %s after the intrusion: %s", p, time.Since(start).Round(time.Millisecond), layout(hs))
+}
+
+// A renewal that a server still taking itself for the bucket's leader (a
+// node rejoining after a cut) refuses at once, while the leader stores it,
+// is a renewal: the node keeps its leases and its membership. The former
+// leader is a subscriber on the bucket's subjects that refuses every
+// write.
+func testFormerLeaderRefusal(t *testing.T, nodes []*natsnode.Node) {
+	e := newEnv(t, nodes, 3*time.Second)
+	parts := partitions(4)
+	ms, hs := e.startN(1, parts)
+	waitFor(t, 30*time.Second, "partitions owned", func() bool { return settled(ms, hs, parts) })
+	kv := e.kv()
+	revs := map[string]uint64{}
+	keys := []string{nodeKey("n1")}
+	for _, p := range parts {
+		keys = append(keys, partKey(p))
+	}
+	for _, key := range keys {
+		en, err := kv.Get(t.Context(), key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		revs[key] = en.Revision()
+	}
+	nc, err := nodes[1].Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var refused atomic.Int64
+	sub, err := nc.Subscribe("$KV."+bucketName(e.name)+".>", func(m *nats.Msg) {
+		if m.Reply != "" && m.Respond([]byte(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`)) == nil {
+			refused.Add(1)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Three rounds of renewals (every key renewed three times), each
+	// refused by the former leader.
+	want := int64(3 * len(revs))
+	waitFor(t, 30*time.Second, "three rounds of renewals refused", func() bool { return refused.Load() >= want })
+	for _, p := range parts {
+		if n := hs[0].count(hs[0].released, p); n != 0 || !ms[0].Owned(p) {
+			t.Errorf("partition %d released %d times, owned %v; want kept", p, n, ms[0].Owned(p))
+		}
+	}
+	for key, rev := range revs {
+		en, err := kv.Get(t.Context(), key)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if h, _ := decodeHolder(en.Value()); h.Node != "n1" || en.Revision() <= rev {
+			t.Errorf("%s holds %+v at revision %d (was %d); want n1's renewals", key, h, en.Revision(), rev)
+		}
+	}
+	t.Logf("%d writes to the bucket refused by the former leader; %+v", refused.Load(), ms[0].Status().Members)
 }
 
 // A lease that expired while its holder could not renew it (the bucket's
