@@ -303,17 +303,13 @@ func (m *Manager) publishRenewal(ctx context.Context, key string, rev uint64) (u
 // that is asked again a few times; another holder ends it at once.
 func (m *Manager) renewedAnyway(key string, rev uint64) (uint64, bool) {
 	for attempt := 1; ; attempt++ {
-		e, err := m.readKey(key, m.opTimeout)
-		if err != nil {
-			return 0, false // gone (expired), or no answer: refused, as before
-		}
-		if h, ok := decodeHolder(e.Value()); !ok || h.Instance != m.instance {
+		r, ok := m.ours(key)
+		switch {
+		case !ok: // another holder, gone (expired), or no answer: refused, as before
 			return 0, false
-		}
-		if e.Revision() > rev {
-			return e.Revision(), true
-		}
-		if attempt == 3 || !sleep(m.ctx, readAttempt/2) {
+		case r > rev:
+			return r, true
+		case attempt == 3 || !sleep(m.ctx, readAttempt/2):
 			return 0, false
 		}
 	}
