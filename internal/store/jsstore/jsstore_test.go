@@ -184,7 +184,7 @@ func TestSingleNode(t *testing.T) {
 // it) takes a publish too, and refuses its fence at once, before the
 // leader has stored it. Each such write landed and the store says so (an
 // owner told "fenced" would hand the request to the next owner, which
-// would store it twice); a write another store's fenced off is still
+// would store it twice); a write another store fenced off is still
 // fenced.
 func formerLeader(t *testing.T, nc, other *nats.Conn) {
 	cfg := jsstore.Config{Conn: nc, Prefix: "former", Replicas: 1, AckTimeout: 2 * time.Second}
