@@ -192,14 +192,7 @@ func formerLeader(t *testing.T, nc, other *nats.Conn) {
 	replay(t, s)
 	s.Recovered()
 	mustAppend(t, s, 1, 0, true, "w0") // makes the stream
-	js, err := jetstream.New(other)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, "former_P1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := stream(t, other, "former_P1")
 	refused := make(chan struct{}, 1000) // a value a publish refused
 	sub, err := other.Subscribe(st.CachedInfo().Config.Subjects[0], func(m *nats.Msg) {
 		if m.Reply != "" && m.Respond([]byte(`{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"}}`)) == nil {
@@ -352,14 +345,7 @@ func missingOnLeader(t *testing.T, nc *nats.Conn) {
 	replay(t, s)
 	s.Recovered()
 	hs := append(mustAppend(t, s, 1, 0, true, "a"), mustAppend(t, s, 1, 1, true, "b")...)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	str, err := js.Stream(ctx, "missing_P1")
-	if err != nil {
-		t.Fatal(err)
-	}
+	str := stream(t, nc, "missing_P1")
 	// Behind the store's back, as a stale leader's copy would lack it.
 	if err := str.Purge(ctx, jetstream.WithPurgeSequence(seqOf(hs[0])+1)); err != nil {
 		t.Fatal(err)
@@ -622,8 +608,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// streamState reads a stream's state through the JetStream client.
-func streamState(t *testing.T, nc *nats.Conn, name string) jetstream.StreamState {
+// stream opens a stream through the JetStream client, behind the store's
+// back.
+func stream(t *testing.T, nc *nats.Conn, name string) jetstream.Stream {
 	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -635,7 +622,15 @@ func streamState(t *testing.T, nc *nats.Conn, name string) jetstream.StreamState
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := st.Info(c)
+	return st
+}
+
+// streamState reads a stream's state through the JetStream client.
+func streamState(t *testing.T, nc *nats.Conn, name string) jetstream.StreamState {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	info, err := stream(t, nc, name).Info(c)
 	if err != nil {
 		t.Fatal(err)
 	}
