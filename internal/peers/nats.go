@@ -79,7 +79,7 @@ func (n NATS) Open(ctx context.Context, w Workload) (Session, error) {
 		if err := js.DeleteStream(ctx, n.stream(i)); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, fmt.Errorf("delete stream %s: %w", n.stream(i), err)
 		}
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		err := createStream(ctx, js, jetstream.StreamConfig{
 			Name: n.stream(i), Subjects: []string{n.subject(i)},
 			Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage, Replicas: 1,
 		})
@@ -95,6 +95,35 @@ func (n NATS) Open(ctx context.Context, w Workload) (Session, error) {
 		}
 	}
 	return &natsSession{n: n, w: w}, nil
+}
+
+// errStreamStoreFailed is nats-server's answer when a stream's store could
+// not be made ("error creating store for stream", JSStreamCreateErrF).
+const errStreamStoreFailed jetstream.ErrorCode = 10049
+
+// createStream creates a stream, trying again for a while when the server
+// could not make its store. nats-server removes an account's stream
+// directory in the background once its last stream is deleted (as the run
+// before's Close does), and a create in that moment fails to make its
+// directory (v2.15.2: "could not create storage directory - mkdir
+// .../streams: no such file or directory" in the server's log); the same
+// create a moment later succeeds.
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) error {
+	const tries = 10
+	for try := 1; ; try++ {
+		_, err := js.CreateStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || try == tries || !errors.As(err, &apiErr) || apiErr.ErrorCode != errStreamStoreFailed {
+			return err
+		}
+		t := time.NewTimer(time.Duration(try) * 20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
 }
 
 type natsSession struct {

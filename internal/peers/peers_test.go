@@ -113,3 +113,24 @@ func TestConsumerQueues(t *testing.T) {
 		}
 	}
 }
+
+// A run's streams are made again right after the run before deleted them.
+// nats-server removes an account's emptied stream directory in the
+// background after the last stream is deleted, and a create in that
+// moment fails ("error creating store for stream"): Open tries it again.
+// Without that, one cycle in a hundred or so failed (v2.15.2).
+func TestNATSOpenAfterClose(t *testing.T) {
+	url := startNATS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := peers.NATS{URL: url}
+	for i := range 500 {
+		s, err := n.Open(ctx, peers.Workload{Queues: 1, Consumers: 1, InFlight: 1})
+		if err != nil {
+			t.Fatalf("cycle %d: %v", i, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatalf("cycle %d: close: %v", i, err)
+		}
+	}
+}
