@@ -3,6 +3,7 @@
 package clock
 
 import (
+	"context"
 	"slices"
 	"sync"
 	"time"
@@ -25,6 +26,20 @@ func (Real) Now() time.Time { return time.Now() }
 
 // AfterFunc runs f after d.
 func (Real) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+
+// Sleep waits d on c, or until ctx ends: it reports whether it waited the
+// whole of d.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	woke := make(chan struct{})
+	t := c.AfterFunc(d, func() { close(woke) })
+	defer t.Stop()
+	select {
+	case <-woke:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
 
 // Fake is a manual clock: time moves only when Advance or Set is called,
 // which runs every AfterFunc that has come due, in time order.

@@ -1,8 +1,10 @@
 package clock
 
 import (
+	"context"
 	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -43,4 +45,33 @@ func TestFakeOrder(t *testing.T) {
 	if want = append(want, "b+1s", "late"); !slices.Equal(fired, want) {
 		t.Fatalf("fired %v, want %v", fired, want)
 	}
+}
+
+// Sleep waits the whole duration on a clock that moves, and stops early,
+// saying so, when its context ends.
+func TestSleep(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := NewFake(time.Unix(0, 0))
+		woke := make(chan bool, 1)
+		go func() { woke <- Sleep(context.Background(), c, time.Second) }()
+		synctest.Wait() // Sleep's timer is set and it waits
+		c.Advance(time.Second - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case <-woke:
+			t.Fatal("Sleep returned before d had passed on its clock")
+		default:
+		}
+		c.Advance(time.Nanosecond)
+		if !<-woke {
+			t.Fatal("Sleep on a clock that reached d: false, want true")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { woke <- Sleep(ctx, c, time.Hour) }()
+		synctest.Wait()
+		cancel()
+		if <-woke {
+			t.Fatal("Sleep whose context ended: true, want false")
+		}
+	})
 }

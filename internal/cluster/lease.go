@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/store"
 )
 
@@ -309,7 +310,7 @@ func (m *Manager) renewedAnyway(key string, rev uint64) (uint64, bool) {
 			return 0, false
 		case r > rev:
 			return r, true
-		case attempt == 3 || !sleep(m.ctx, readAttempt/2):
+		case attempt == 3 || !clock.Sleep(m.ctx, clock.Real{}, readAttempt/2):
 			return 0, false
 		}
 	}

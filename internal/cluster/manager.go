@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/store"
 )
 
@@ -254,7 +255,7 @@ func (m *Manager) openBucket(ctx context.Context, bucket string) (jetstream.KeyV
 		if attempt%10 == 1 {
 			m.log.Warn("JetStream cannot create the lease bucket yet; retrying", "bucket", bucket, "attempt", attempt, "err", err)
 		}
-		if !sleep(ctx, wait) {
+		if !clock.Sleep(ctx, clock.Real{}, wait) {
 			return nil, fmt.Errorf("cluster: creating lease bucket %q: %w (last error: %w)", bucket, ctx.Err(), err)
 		}
 		wait = min(2*wait, 2*time.Second)
@@ -302,7 +303,7 @@ func (m *Manager) join(ctx context.Context) error {
 					ErrDuplicateNode, m.cfg.Node, other.Instance)
 			}
 		}
-		if !sleep(ctx, m.renewTick) {
+		if !clock.Sleep(ctx, clock.Real{}, m.renewTick) {
 			return fmt.Errorf("cluster: joining as %q: %w", m.cfg.Node, ctx.Err())
 		}
 	}
@@ -609,7 +610,7 @@ func (m *Manager) watchLoop() {
 			if m.ctx.Err() == nil {
 				m.log.Warn("watching the lease bucket failed; retrying", "err", err)
 			}
-			sleep(m.ctx, wait)
+			clock.Sleep(m.ctx, clock.Real{}, wait)
 			wait = min(2*wait, 5*time.Second)
 			continue
 		}
@@ -661,17 +662,5 @@ func (m *Manager) drain(w jetstream.KeyWatcher) {
 				}
 			}
 		}
-	}
-}
-
-// sleep waits d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

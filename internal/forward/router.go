@@ -152,7 +152,7 @@ func (rt *Router) Forward(ctx context.Context, owners Owners, p store.PartitionI
 		if !giveUp.IsZero() {
 			nap = min(nap, max(giveUp.Sub(clk.Now()), 0))
 		}
-		if err := sleep(ctx, clk, nap); err != nil {
+		if !clock.Sleep(ctx, clk, nap) {
 			if why == nil {
 				why = fmt.Errorf("%w: no node holds partition %d", ErrNoOwner, p)
 			}
@@ -214,17 +214,4 @@ func (rt *Router) clock() clock.Clock {
 		return clock.Real{}
 	}
 	return rt.Clock
-}
-
-// sleep waits d on clk, or until ctx ends (its error).
-func sleep(ctx context.Context, clk clock.Clock, d time.Duration) error {
-	woke := make(chan struct{})
-	t := clk.AfterFunc(d, func() { close(woke) })
-	defer t.Stop()
-	select {
-	case <-woke:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/cmdkit"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -133,7 +134,7 @@ func producer(ctx context.Context, q *leanBench, tenant string, perSec float64, 
 	every := time.Duration(float64(time.Second) * float64(batch) / perSec)
 	// Producers start out of step: independent tenants do not send in
 	// the same millisecond, and a burst of them would measure the burst.
-	sleepCtx(ctx, time.Duration(rand.Int64N(int64(every))))
+	clock.Sleep(ctx, clock.Real{}, time.Duration(rand.Int64N(int64(every))))
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -181,7 +182,7 @@ func (s *scn) consume(ctx context.Context, q *leanBench, seen func(sent time.Tim
 			defer c.wg.Done()
 			// Workers start out of step, as independent consumers are:
 			// in step, they would all ask at once and then all be busy.
-			sleepCtx(cctx, per*time.Duration(i)/time.Duration(workers))
+			clock.Sleep(cctx, clock.Real{}, per*time.Duration(i)/time.Duration(workers))
 			next := time.Now()
 			for cctx.Err() == nil {
 				if c.paused.Load() {
@@ -347,7 +348,7 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int, case
 				go func() { defer pw.Done(); producer(ctx, q, "noisy", float64(s.capacity)*10/4, stop, nil, nil, end) }()
 			}
 		}
-		sleepCtx(ctx, spike)
+		clock.Sleep(ctx, clock.Real{}, spike)
 		close(stop)
 		pw.Wait()
 		// Let the quiet messages sent in the window arrive: every one of
@@ -356,7 +357,7 @@ func (s *scn) noisy(ctx context.Context, spike time.Duration, headroom int, case
 		// counted: only messages sent in it are measured.
 		deadline := time.Now().Add(max(spike, 5*time.Second))
 		for int64(lat.n()) < sentQuiet.Load() && time.Now().Before(deadline) && ctx.Err() == nil {
-			sleepCtx(ctx, 50*time.Millisecond)
+			clock.Sleep(ctx, clock.Real{}, 50*time.Millisecond)
 		}
 		cons.stop()
 		fmt.Fprintf(w, "    (receive calls: p50 %.4fs p99 %.4fs)\n", cons.recvLat.pct(0.5), cons.recvLat.pct(0.99))
@@ -438,15 +439,15 @@ func (s *scn) outage(ctx context.Context, away, recovery time.Duration, sideline
 				producer(ctx, q, fmt.Sprintf("t%d", i), load/10, stop, nil, nil, time.Time{})
 			}(i)
 		}
-		sleepCtx(ctx, 5*time.Second) // steady state
+		clock.Sleep(ctx, clock.Real{}, 5*time.Second) // steady state
 		cons.paused.Store(true)
-		sleepCtx(ctx, away)
+		clock.Sleep(ctx, clock.Real{}, away)
 		back.Store(time.Now().UnixNano())
 		cons.paused.Store(false)
-		sleepCtx(ctx, recovery)
+		clock.Sleep(ctx, clock.Real{}, recovery)
 		close(stop)
 		pw.Wait()
-		sleepCtx(ctx, 2*time.Second)
+		clock.Sleep(ctx, clock.Real{}, 2*time.Second)
 		cons.stop()
 		s.drop(q)
 		first := perSecond[0]
@@ -534,13 +535,4 @@ func (s *scn) cost(ctx context.Context, tenants, messages int) error {
 	}
 	fmt.Fprintf(w, "  ratio many/one: %.2f (target: at least 0.80)\n", rates[1]/rates[0])
 	return nil
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicemq/sluice/internal/clock"
 )
 
 // NATS drives JetStream: one work-queue stream a queue (file storage, one
@@ -116,12 +118,8 @@ func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.Str
 		if err == nil || try == tries || !errors.As(err, &apiErr) || apiErr.ErrorCode != errStreamStoreFailed {
 			return err
 		}
-		t := time.NewTimer(time.Duration(try) * 20 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !clock.Sleep(ctx, clock.Real{}, time.Duration(try)*20*time.Millisecond) {
 			return err
-		case <-t.C:
 		}
 	}
 }

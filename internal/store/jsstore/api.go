@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicemq/sluice/internal/clock"
 	"github.com/sluicemq/sluice/internal/store"
 )
 
@@ -172,7 +173,7 @@ func (s *Store) hedged(ctx context.Context, subj string, body []byte, every time
 			// leader); asked again shortly.
 			nobody = true
 			next = time.Now().Add(50 * time.Millisecond)
-			if !sleepCtx(ctx, 50*time.Millisecond) {
+			if !clock.Sleep(ctx, clock.Real{}, 50*time.Millisecond) {
 				return nil, nats.ErrNoResponders
 			}
 		case err == nil:
@@ -190,18 +191,6 @@ func (s *Store) hedged(ctx context.Context, subj string, body []byte, every time
 			}
 			next = time.Now().Add(every)
 		}
-	}
-}
-
-// sleepCtx waits d unless ctx ends first (then it reports false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 
@@ -497,7 +486,7 @@ func (s *Store) retry(what string, f func(ctx context.Context) error) error {
 }
 
 // sleep waits d unless the store closes first (then it reports false).
-func (s *Store) sleep(d time.Duration) bool { return sleepCtx(s.ctx, d) }
+func (s *Store) sleep(d time.Duration) bool { return clock.Sleep(s.ctx, clock.Real{}, d) }
 
 // Lead asks that partition p's stream be led by the server this store is
 // connected to, if another server leads it: an owner whose stream's
