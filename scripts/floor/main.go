@@ -29,7 +29,12 @@ type server struct {
 	waiting int
 	arrived chan struct{} // closed and replaced when messages arrive
 	message []byte        // one received message's JSON
-	bufs    sync.Pool     // request bodies
+	bufs    sync.Pool     // *buffers: a request's body and its answer
+}
+
+type buffers struct {
+	in  bytes.Buffer
+	out []byte
 }
 
 func main() {
@@ -43,19 +48,18 @@ func main() {
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	bp, _ := s.bufs.Get().(*bytes.Buffer)
-	if bp == nil {
-		bp = new(bytes.Buffer)
+	b, _ := s.bufs.Get().(*buffers)
+	if b == nil {
+		b = &buffers{out: make([]byte, 0, 16<<10)}
 	}
-	defer s.bufs.Put(bp)
-	bp.Reset()
-	if _, err := bp.ReadFrom(r.Body); err != nil {
+	defer s.bufs.Put(b)
+	b.in.Reset()
+	if _, err := b.in.ReadFrom(r.Body); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	in := bp.Bytes()
-	entries := bytes.Count(in, []byte(`"Id"`))
-	out := make([]byte, 0, 16<<10)
+	entries := bytes.Count(b.in.Bytes(), []byte(`"Id"`))
+	out := b.out[:0]
 	switch strings.TrimPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.") {
 	case "CreateQueue":
 		out = fmt.Appendf(out, `{"QueueUrl":"http://%s/000000000000/floor"}`, r.Host)
@@ -85,6 +89,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header()["Content-Length"] = []string{strconv.Itoa(len(out))}
 	w.Header()["X-Amzn-Requestid"] = []string{"8d0961b1-f09a-4a11-a9ae-6db28ef5a021"}
 	_, _ = w.Write(out)
+	b.out = out
 }
 
 // take takes up to ten waiting messages, waiting up to a second for one.
