@@ -41,10 +41,15 @@ func main() {
 	if len(os.Args) != 2 {
 		log.Fatal("usage: floor HOST:PORT")
 	}
-	s := &server{arrived: make(chan struct{})}
-	s.message = fmt.Appendf(nil, `{"MessageId":"07924b96-a29b-4531-818c-53e578ec39e4","ReceiptHandle":"MToyOjE6YTEzNmVmZmU0M2E1",`+
-		`"MD5OfBody":"5d41402abc4b2a76b9719d911017c592","Body":"%s"}`, strings.Repeat("x", 1024))
-	log.Fatal(http.ListenAndServe(os.Args[1], s))
+	log.Fatal(http.ListenAndServe(os.Args[1], newServer()))
+}
+
+func newServer() *server {
+	return &server{
+		arrived: make(chan struct{}),
+		message: fmt.Appendf(nil, `{"MessageId":"07924b96-a29b-4531-818c-53e578ec39e4","ReceiptHandle":"MToyOjE6YTEzNmVmZmU0M2E1",`+
+			`"MD5OfBody":"5d41402abc4b2a76b9719d911017c592","Body":"%s"}`, strings.Repeat("x", 1024)),
+	}
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
